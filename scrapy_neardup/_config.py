@@ -1,0 +1,201 @@
+"""Every ``NEARDUP_*`` setting, parsed and validated in one place at start-up.
+
+A bad value fails the crawl before it starts, with a message naming the setting, the value and what is
+allowed. Components read :class:`Config`, never ``crawler.settings`` directly.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .engine.algorithms import Algorithm, MinHashLSH, SimHashHamming, simhash_distance_for
+from .store import STORE_SCHEMES
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+ALGORITHMS = ("minhash", "simhash")
+ACTIONS = ("drop", "tag")
+#: Default similarity threshold per algorithm: estimated Jaccard for MinHash; ``1 - hamming/64`` for
+#: SimHash, where 0.95 is Manku et al.'s k = 3 bits.
+DEFAULT_THRESHOLD = {"minhash": 0.5, "simhash": 0.95}
+DEFAULT_SHINGLE_SIZE = {"minhash": 3, "simhash": 1}
+
+#: (setting, default) for every setting; ``NEARDUP_ENABLED`` first, then alphabetical, as Scrapy orders them.
+DEFAULTS: dict[str, Any] = {
+    "NEARDUP_ENABLED": False,
+    "NEARDUP_ACTION": "drop",
+    "NEARDUP_ALGORITHM": "minhash",
+    "NEARDUP_DEBUG": False,
+    "NEARDUP_EXTRACT": True,
+    "NEARDUP_ITEM_FIELD": None,
+    "NEARDUP_MAX_BODY_SIZE": 2 * 1024 * 1024,
+    "NEARDUP_MIN_TEXT_LENGTH": 200,
+    "NEARDUP_MINHASH_NUM_PERM": 128,
+    "NEARDUP_MINHASH_SEED": 1,
+    "NEARDUP_RESET": False,
+    "NEARDUP_SHINGLE_SIZE": None,
+    "NEARDUP_SIMHASH_BLOCKS": None,
+    "NEARDUP_SIMHASH_MAX_DISTANCE": None,
+    "NEARDUP_STORE_COMMIT_EVERY": 500,
+    "NEARDUP_STORE_COMMIT_SECS": 1.0,
+    "NEARDUP_STORE_URL": None,
+    "NEARDUP_THRESHOLD": None,
+}
+
+
+class ConfigError(ValueError):
+    """A ``NEARDUP_*`` setting has a value that is not allowed."""
+
+
+def _fail(name: str, value: Any, allowed: str) -> ConfigError:
+    return ConfigError(f"{name} = {value!r} is not allowed: {allowed}")
+
+
+def _bool(settings: BaseSettings, name: str) -> bool:
+    value = settings.get(name, DEFAULTS[name])
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    raise _fail(name, value, "use True or False")
+
+
+def _int(settings: BaseSettings, name: str, low: int, high: int | None = None, optional: bool = False) -> int | None:
+    value = settings.get(name, DEFAULTS[name])
+    if value is None and optional:
+        return None
+    try:
+        number = int(value)
+        if isinstance(value, float) and value != number or isinstance(value, bool):
+            raise ValueError
+    except (TypeError, ValueError):
+        number = None  # type: ignore[assignment]
+    if number is None or number < low or (high is not None and number > high):
+        span = f"an integer from {low} to {high}" if high is not None else f"an integer >= {low}"
+        raise _fail(name, value, span + (" or None" if optional else ""))
+    return number
+
+
+def _float(settings: BaseSettings, name: str, low: float, high: float, optional: bool = False,
+           open_low: bool = False) -> float | None:
+    value = settings.get(name, DEFAULTS[name])
+    if value is None and optional:
+        return None
+    try:
+        number = float(value)
+        if isinstance(value, bool):
+            raise ValueError
+    except (TypeError, ValueError):
+        number = None  # type: ignore[assignment]
+    if number is None or number > high or number < low or (open_low and number == low):
+        left = "(" if open_low else "["
+        raise _fail(name, value, f"a number in {left}{low}, {high}]" + (" or None" if optional else ""))
+    return number
+
+
+def _choice(settings: BaseSettings, name: str, allowed: tuple[str, ...]) -> str:
+    value = settings.get(name, DEFAULTS[name])
+    if not isinstance(value, str) or value.strip().lower() not in allowed:
+        raise _fail(name, value, "one of " + ", ".join(repr(a) for a in allowed))
+    return value.strip().lower()
+
+
+@dataclass(frozen=True)
+class Config:
+    enabled: bool = False
+    action: str = "drop"
+    algorithm: str = "minhash"
+    debug: bool = False
+    extract: bool = True
+    item_field: str | None = None
+    max_body_size: int = DEFAULTS["NEARDUP_MAX_BODY_SIZE"]
+    min_text_length: int = 200
+    minhash_num_perm: int = 128
+    minhash_seed: int = 1
+    reset: bool = False
+    shingle_size: int = 3
+    simhash_blocks: int | None = None
+    simhash_max_distance: int | None = None
+    store_commit_every: int = 500
+    store_commit_secs: float = 1.0
+    store_url: str | None = None
+    threshold: float = 0.5
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> Config:
+        """Parse and check every ``NEARDUP_*`` setting; raises :class:`ConfigError` naming the culprit."""
+        algorithm = _choice(settings, "NEARDUP_ALGORITHM", ALGORITHMS)
+        threshold = _float(settings, "NEARDUP_THRESHOLD", 0.0, 1.0, optional=True, open_low=True)
+        shingle_size = _int(settings, "NEARDUP_SHINGLE_SIZE", 1, 32, optional=True)
+        max_distance = _int(settings, "NEARDUP_SIMHASH_MAX_DISTANCE", 0, 32, optional=True)
+        blocks = _int(settings, "NEARDUP_SIMHASH_BLOCKS", 2, 64, optional=True)
+        if algorithm == "minhash" and threshold == 1.0:
+            raise _fail("NEARDUP_THRESHOLD", threshold, "a number in (0, 1) for NEARDUP_ALGORITHM = 'minhash'")
+        if algorithm == "simhash":
+            distance = max_distance if max_distance is not None else simhash_distance_for(
+                threshold if threshold is not None else DEFAULT_THRESHOLD["simhash"]
+            )
+            if blocks is not None and blocks <= distance:
+                raise _fail(
+                    "NEARDUP_SIMHASH_BLOCKS", blocks,
+                    f"more blocks than the Hamming distance searched ({distance}); leave it None for {distance + 2}",
+                )
+        store_url = settings.get("NEARDUP_STORE_URL", None)
+        if store_url is not None:
+            if not isinstance(store_url, str) or store_url.split(":", 1)[0].lower() not in STORE_SCHEMES:
+                raise _fail(
+                    "NEARDUP_STORE_URL", store_url,
+                    "a URL starting with " + ", ".join(f"{s}://" for s in STORE_SCHEMES) + " (or None for the default)",
+                )
+            if store_url.lower().startswith("sqlite") and not store_url.startswith("sqlite:///"):
+                raise _fail("NEARDUP_STORE_URL", store_url, "sqlite:///relative/path or sqlite:////absolute/path")
+        item_field = settings.get("NEARDUP_ITEM_FIELD", None)
+        if item_field is not None and (not isinstance(item_field, str) or not item_field):
+            raise _fail("NEARDUP_ITEM_FIELD", item_field, "the name of an item field holding text, or None")
+        return cls(
+            enabled=_bool(settings, "NEARDUP_ENABLED"),
+            action=_choice(settings, "NEARDUP_ACTION", ACTIONS),
+            algorithm=algorithm,
+            debug=_bool(settings, "NEARDUP_DEBUG"),
+            extract=_bool(settings, "NEARDUP_EXTRACT"),
+            item_field=item_field,
+            max_body_size=_int(settings, "NEARDUP_MAX_BODY_SIZE", 1),  # type: ignore[arg-type]
+            min_text_length=_int(settings, "NEARDUP_MIN_TEXT_LENGTH", 0),  # type: ignore[arg-type]
+            minhash_num_perm=_int(settings, "NEARDUP_MINHASH_NUM_PERM", 2, 1024),  # type: ignore[arg-type]
+            minhash_seed=_int(settings, "NEARDUP_MINHASH_SEED", 0, 2**32 - 1),  # type: ignore[arg-type]
+            reset=_bool(settings, "NEARDUP_RESET"),
+            shingle_size=shingle_size or DEFAULT_SHINGLE_SIZE[algorithm],
+            simhash_blocks=blocks,
+            simhash_max_distance=max_distance,
+            store_commit_every=_int(settings, "NEARDUP_STORE_COMMIT_EVERY", 1),  # type: ignore[arg-type]
+            store_commit_secs=_float(settings, "NEARDUP_STORE_COMMIT_SECS", 0.0, 3600.0),  # type: ignore[arg-type]
+            store_url=store_url,
+            threshold=threshold if threshold is not None else DEFAULT_THRESHOLD[algorithm],
+        )
+
+    def build_algorithm(self) -> Algorithm:
+        if self.algorithm == "simhash":
+            return SimHashHamming(
+                threshold=self.threshold,
+                shingle_size=self.shingle_size,
+                max_distance=self.simhash_max_distance,
+                blocks=self.simhash_blocks,
+            )
+        return MinHashLSH(
+            threshold=self.threshold,
+            num_perm=self.minhash_num_perm,
+            seed=self.minhash_seed,
+            shingle_size=self.shingle_size,
+        )
+
+    def resolve_store_url(self, spider_name: str, data_dir: str) -> str:
+        """The configured store URL, or the default SQLite file ``<data_dir>/neardup/<spider>.sqlite3``."""
+        if self.store_url:
+            return self.store_url
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in spider_name) or "spider"
+        return "sqlite:///" + os.path.join(data_dir, "neardup", safe + ".sqlite3")

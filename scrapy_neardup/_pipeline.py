@@ -1,0 +1,59 @@
+"""Item pipeline: near-duplicate checks on items that carry their own text (``NEARDUP_ITEM_FIELD``).
+
+When the spider builds the text to compare itself (say, an article body assembled from several
+requests), set ``NEARDUP_ITEM_FIELD`` to the field that holds it. Each item is then fingerprinted on that
+text and filed under its ``url`` field (or, lacking one, a hash of the text); near-duplicates are dropped
+with :class:`~scrapy.exceptions.DropItem` or tagged, as ``NEARDUP_ACTION`` says.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import mmh3
+from itemadapter import ItemAdapter
+from scrapy.exceptions import DropItem, NotConfigured
+
+from ._service import NearDupService
+from ._spidermiddleware import ItemTagger
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from typing_extensions import Self
+
+
+class NearDupPipeline:
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.service = NearDupService.for_crawler(crawler)
+        field = self.service.config.item_field
+        if not field:
+            raise NotConfigured  # no NEARDUP_ITEM_FIELD: items are tagged from their pages, silently
+        self.field = field
+        self.tagger = ItemTagger(self.service)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    def process_item(self, item: Any, spider: object = None) -> Any:
+        adapter = ItemAdapter(item)
+        text = adapter.get(self.field)
+        if not isinstance(text, str):
+            self.service.skip("item_without_text")
+            return item
+        key = adapter.get("url")
+        if not isinstance(key, str) or not key:
+            key = "item:%032x" % mmh3.hash128(text, 0x17E5, signed=False)
+        prepared = self.service.prepare_text(text, key, is_html=False)
+        verdict = self.service.decide(key, prepared)
+        if verdict is None or not verdict.is_duplicate:
+            return item
+        if self.service.config.action == "drop":
+            self.service.stats.inc_value("neardup/dropped")
+            raise DropItem(
+                f"near-duplicate of {verdict.canonical} (similarity {verdict.similarity:.3f})", log_level="DEBUG"
+            )
+        self.tagger.tag(item, verdict.canonical, verdict.similarity)
+        self.service.stats.inc_value("neardup/tagged")
+        return item

@@ -1,0 +1,226 @@
+"""The crawler-scoped core that the Scrapy components share: one config, one store, one detector.
+
+The downloader middleware, the spider middleware and the pipeline each call :meth:`NearDupService.for_crawler`
+and get the same instance, so a crawler has exactly one store connection. The store is opened on
+``spider_opened`` and flushed and closed on ``spider_closed``.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import CloseSpider, NotConfigured
+from scrapy.utils.project import data_path
+
+from ._config import Config
+from .engine.algorithms import Fingerprint
+from .engine.detector import Detector, Verdict
+from .engine.extract import extract
+from .store import Store, StoreError, StoreMismatchError, store_from_url
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.spiders import Spider
+
+logger = logging.getLogger("scrapy_neardup")
+
+#: Near-duplicate groups remembered for the end-of-crawl summary (the store keeps them all).
+MAX_REPORTED_GROUPS = 10_000
+#: Groups written out in the closing log line.
+LOGGED_GROUPS = 20
+
+_services: weakref.WeakKeyDictionary[Any, NearDupService] = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A response made ready for the decision: its fingerprint, or why it is skipped."""
+
+    fingerprint: Fingerprint | None
+    skip_reason: str = ""
+    method: str = ""
+    text_length: int = 0
+
+
+def _looks_binary(body: bytes) -> bool:
+    head = body[:2048]
+    if b"\x00" in head:
+        return True
+    return head.startswith((b"%PDF", b"\x89PNG", b"GIF8", b"\xff\xd8\xff", b"PK\x03\x04", b"\x1f\x8b"))
+
+
+class NearDupService:
+    def __init__(self, crawler: Crawler, config: Config) -> None:
+        self.crawler = crawler
+        self.config = config
+        self.stats = crawler.stats
+        self.algorithm = config.build_algorithm()
+        self.detector: Detector | None = None
+        self.groups: dict[str, list[str]] = {}
+        self._logged_first_duplicate = False
+        crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+
+    @classmethod
+    def for_crawler(cls, crawler: Crawler) -> NearDupService:
+        """The crawler's service, built on first use; ``NotConfigured`` when ``NEARDUP_ENABLED`` is false."""
+        service = _services.get(crawler)
+        if service is None:
+            config = Config.from_settings(crawler.settings)
+            if not config.enabled:
+                raise NotConfigured("scrapy-neardup is disabled: set NEARDUP_ENABLED = True to enable it")
+            service = cls(crawler, config)
+            _services[crawler] = service
+        return service
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def spider_opened(self, spider: Spider) -> None:
+        url = self.config.resolve_store_url(spider.name, data_path("", createdir=False))
+        options: dict[str, Any] = {}
+        if url.startswith("sqlite"):
+            options = {"commit_every": self.config.store_commit_every, "commit_secs": self.config.store_commit_secs}
+        store: Store = store_from_url(url, **options)
+        detector = Detector(self.algorithm, store)
+        try:
+            detector.open(reset=self.config.reset)
+        except StoreError as exc:
+            # Fingerprints that cannot be compared, or no store at all: crawling on would let every
+            # near-duplicate through unnoticed, so the crawl stops with the reason in the log.
+            reason = "neardup_store_mismatch" if isinstance(exc, StoreMismatchError) else "neardup_store_error"
+            logger.error("scrapy-neardup: %s", exc, extra={"spider": spider})
+            raise CloseSpider(reason) from exc
+        self.detector = detector
+        initial = store.count()
+        self.stats.set_value("neardup/initial", initial)
+        logger.info(
+            "scrapy-neardup: store %s, %s, threshold %.3g, action %s, %d fingerprints already stored",
+            store.location,
+            ", ".join(f"{k}={v}" for k, v in self.algorithm.params().items()),
+            self.algorithm.threshold,
+            self.config.action,
+            initial,
+            extra={"spider": spider},
+        )
+
+    def spider_closed(self, spider: Spider, reason: str = "") -> None:
+        if self.detector is None:
+            return
+        self.detector.close()
+        self.detector = None
+        get = self.stats.get_value
+        skipped = {k.rsplit("/", 1)[1]: v for k, v in self.stats.get_stats().items() if k.startswith("neardup/skipped/")}
+        logger.info(
+            "scrapy-neardup: %d pages checked: %d unique, %d near-duplicates (%d dropped), %d seen before; "
+            "%d skipped%s",
+            get("neardup/checked", 0),
+            get("neardup/unique", 0),
+            get("neardup/duplicate", 0),
+            get("neardup/dropped", 0),
+            get("neardup/seen", 0),
+            sum(skipped.values()),
+            " (" + ", ".join(f"{k}: {v}" for k, v in sorted(skipped.items())) + ")" if skipped else "",
+            extra={"spider": spider},
+        )
+        if self.groups:
+            shown = sorted(self.groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:LOGGED_GROUPS]
+            lines = [f"  {canonical}\n" + "".join(f"    ~ {dup}\n" for dup in dups) for canonical, dups in shown]
+            more = len(self.groups) - len(shown)
+            logger.info(
+                "scrapy-neardup: %d near-duplicate groups found in this crawl%s:\n%s",
+                len(self.groups),
+                f" (the {len(shown)} largest shown)" if more > 0 else "",
+                "".join(lines).rstrip("\n"),
+                extra={"spider": spider},
+            )
+
+    # -- the work ----------------------------------------------------------------------------------
+    def prepare_response(self, response: Response) -> Prepared:
+        """Pick the text of a response and fingerprint it. Pure: safe to run in a worker thread."""
+        body = response.body
+        if not body or not body.strip():
+            return Prepared(None, "empty")
+        if len(body) > self.config.max_body_size:
+            return Prepared(None, "too_large")
+        if _looks_binary(body):
+            return Prepared(None, "binary")
+        try:
+            html = response.text  # type: ignore[attr-defined]
+        except (AttributeError, UnicodeError, LookupError):
+            return Prepared(None, "not_text")
+        return self.prepare_text(html, response.url, is_html=True)
+
+    def prepare_text(self, content: str, url: str, is_html: bool) -> Prepared:
+        if is_html:
+            got = extract(content, url, use_main=self.config.extract, min_length=self.config.min_text_length)
+            if got.method == "none":
+                return Prepared(None, got.reason, text_length=len(got.text))
+            text, method = got.text, got.method
+        else:
+            text, method = content, "text"
+            if len(text.strip()) < max(self.config.min_text_length, 1):
+                return Prepared(None, "too_little_text" if text.strip() else "no_text", text_length=len(text))
+        return Prepared(self.algorithm.fingerprint(text), method=method, text_length=len(text))
+
+    def decide(self, key: str, prepared: Prepared) -> Verdict | None:
+        """File a prepared document and count the outcome. ``None`` when skipped or the store failed."""
+        if prepared.fingerprint is None:
+            self.skip(prepared.skip_reason)
+            return None
+        if prepared.method == "page":
+            self.stats.inc_value("neardup/extract/page_text_fallback")
+        if self.detector is None:
+            self.skip("store_closed")
+            return None
+        try:
+            known = self.detector.store.get(key)
+            if known is not None:
+                verdict = Verdict("seen", key, known.canonical or key, known.similarity)
+            else:
+                fp = prepared.fingerprint
+                verdict = self.detector.check_fingerprint(key, fp.signature, fp.buckets)
+        except StoreError:
+            self.stats.inc_value("neardup/store_error")
+            logger.warning("scrapy-neardup: store error on %s; the page is passed on as unique", key, exc_info=True)
+            return None
+        self.stats.inc_value("neardup/checked")
+        self.stats.inc_value(f"neardup/{verdict.status}")
+        if verdict.status == "duplicate":
+            group = self.groups.get(verdict.canonical)
+            if group is not None:
+                group.append(key)
+            elif len(self.groups) < MAX_REPORTED_GROUPS:
+                self.groups[verdict.canonical] = [key]
+            if self.config.debug or not self._logged_first_duplicate:
+                logger.log(
+                    logging.INFO if not self._logged_first_duplicate else logging.DEBUG,
+                    "scrapy-neardup: %s is a near-duplicate of %s (similarity %.3f)%s",
+                    key,
+                    verdict.canonical,
+                    verdict.similarity,
+                    "" if self.config.debug else " - no further duplicates will be shown (see NEARDUP_DEBUG)",
+                )
+                self._logged_first_duplicate = True
+        return verdict
+
+    def logger_exception(self, url: str) -> None:
+        logger.warning("scrapy-neardup: could not fingerprint %s; passed on unchecked", url, exc_info=True)
+
+    def skip(self, reason: str) -> None:
+        self.stats.inc_value(f"neardup/skipped/{reason}")
+        if self.config.debug:
+            logger.debug("scrapy-neardup: skipped (%s)", reason)
+
+
+def verdict_meta(verdict: Verdict) -> dict[str, Any]:
+    """The ``neardup`` meta value describing a verdict."""
+    return {
+        "status": verdict.status,
+        "canonical": verdict.canonical,
+        "similarity": round(verdict.similarity, 6),
+        "duplicate": verdict.is_duplicate,
+    }

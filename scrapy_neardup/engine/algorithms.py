@@ -1,0 +1,110 @@
+"""Near-duplicate algorithms on one contract: text → (signature bytes, bucket keys), and a similarity.
+
+Each algorithm names the parameters that define its fingerprints (:meth:`Algorithm.params`); the store
+records them and refuses to mix fingerprints made with others.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .lsh import band_keys, optimal_bands
+from .minhash import MinHasher
+from .simhash import HammingTables, SimHasher
+from .text import hash_tokens, shingle_hashes, tokenize
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    signature: bytes
+    buckets: np.ndarray  # int64 bucket keys, one per band or table
+
+
+class Algorithm(ABC):
+    name: str
+    threshold: float
+
+    @abstractmethod
+    def params(self) -> dict[str, Any]:
+        """Everything that changes the fingerprints or the buckets, recorded with them in the store."""
+
+    @abstractmethod
+    def fingerprint(self, text: str) -> Fingerprint:
+        """Signature and bucket keys of a text."""
+
+    @abstractmethod
+    def similarity(self, a: bytes, b: bytes) -> float:
+        """Similarity in [0, 1] of two stored signatures; near-duplicates have ``>= threshold``."""
+
+
+class MinHashLSH(Algorithm):
+    """MinHash of word k-shingles, indexed by LSH bands chosen from the threshold (MMDS §3.4)."""
+
+    name = "minhash"
+
+    def __init__(self, threshold: float = 0.5, num_perm: int = 128, seed: int = 1, shingle_size: int = 3) -> None:
+        self.threshold = threshold
+        self.shingle_size = shingle_size
+        self.hasher = MinHasher(num_perm, seed)
+        self.bands, self.rows = optimal_bands(threshold, num_perm)
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "algorithm": self.name,
+            "num_perm": self.hasher.num_perm,
+            "seed": self.hasher.seed,
+            "shingle_size": self.shingle_size,
+            "bands": self.bands,
+            "rows": self.rows,
+        }
+
+    def fingerprint(self, text: str) -> Fingerprint:
+        shingles = shingle_hashes(hash_tokens(tokenize(text)), self.shingle_size)
+        sig = self.hasher.signature(shingles)
+        return Fingerprint(self.hasher.to_bytes(sig), band_keys(sig, self.bands, self.rows))
+
+    def similarity(self, a: bytes, b: bytes) -> float:
+        return MinHasher.similarity(self.hasher.from_bytes(a), self.hasher.from_bytes(b))
+
+
+def simhash_distance_for(threshold: float) -> int:
+    """The largest Hamming distance ``k`` with ``1 - k/64 >= threshold``."""
+    return int(math.floor((1.0 - threshold) * SimHasher.bits + 1e-9))
+
+
+class SimHashHamming(Algorithm):
+    """Weighted SimHash of word k-shingles, searched with Manku et al.'s permuted tables."""
+
+    name = "simhash"
+
+    def __init__(
+        self, threshold: float = 0.95, shingle_size: int = 2, max_distance: int | None = None, blocks: int | None = None
+    ) -> None:
+        self.max_distance = simhash_distance_for(threshold) if max_distance is None else max_distance
+        self.threshold = 1.0 - self.max_distance / SimHasher.bits
+        self.shingle_size = shingle_size
+        self.hasher = SimHasher()
+        self.tables = HammingTables(self.max_distance, blocks)
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "algorithm": self.name,
+            "bits": SimHasher.bits,
+            "shingle_size": self.shingle_size,
+            "max_distance": self.max_distance,
+            "blocks": self.tables.blocks,
+            "weighting": "1+log(tf)",
+        }
+
+    def fingerprint(self, text: str) -> Fingerprint:
+        features = shingle_hashes(hash_tokens(tokenize(text)), self.shingle_size)
+        fp = self.hasher.fingerprint(features)
+        return Fingerprint(SimHasher.to_bytes(fp), self.tables.keys(fp))
+
+    def similarity(self, a: bytes, b: bytes) -> float:
+        return SimHasher.similarity(SimHasher.from_bytes(a), SimHasher.from_bytes(b))

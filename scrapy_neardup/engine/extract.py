@@ -1,0 +1,81 @@
+"""Main-content extraction: the text a page is fingerprinted on.
+
+Boilerplate (navigation, ads, related links, footers) is what makes unrelated pages of one site look alike
+and copies of one article on two sites look different, so the fingerprint is taken on the main content
+found by trafilatura (Barbaresi, ACL 2021). Extraction can fail quietly, though: for some sites it returns
+nothing, or the same short template text for every article. Hence the fallbacks here (too little main
+text → the whole visible text of the page), and the per-host repeat check in
+:class:`~scrapy_neardup.engine.quality.TemplateGuard`.
+
+Nothing in a page is executed: lxml parses it, scripts and styles are discarded.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+import lxml.etree
+import lxml.html
+
+logger = logging.getLogger(__name__)
+
+_WS = re.compile(r"\s+")
+_DROP_TAGS = ("script", "style", "noscript", "template", "svg", "head")
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """Text to fingerprint, and how it was obtained: ``main`` (trafilatura), ``page`` (all visible text,
+    used when the main text is too short), or ``none`` with ``reason`` when the page has no usable text."""
+
+    text: str
+    method: str
+    reason: str = ""
+
+
+def page_text(html: str | bytes) -> str:
+    """All visible text of a page, scripts and styles removed, white space collapsed."""
+    try:
+        root = lxml.html.fromstring(html)
+    except (lxml.etree.ParserError, ValueError):
+        return ""
+    for element in root.iter(*_DROP_TAGS):
+        element.drop_tree() if element.getparent() is not None else element.clear()
+    return _WS.sub(" ", root.text_content()).strip()
+
+
+def main_text(html: str | bytes, url: str | None = None, fast: bool = True) -> str:
+    """trafilatura's main text (no comments; tables kept), or ``""`` when it finds none or fails."""
+    import trafilatura  # heavy import (lxml, courlan, justext): only when extraction is used
+
+    try:
+        text = trafilatura.extract(
+            html,
+            url=url,
+            fast=fast,
+            include_comments=False,
+            include_tables=True,
+            include_images=False,
+            include_links=False,
+            deduplicate=False,
+            with_metadata=False,
+        )
+    except Exception:  # trafilatura can fail on pathological markup; a page is never lost for that
+        logger.debug("trafilatura failed on %s", url, exc_info=True)
+        return ""
+    return text or ""
+
+
+def extract(html: str | bytes, url: str | None = None, *, use_main: bool = True, min_length: int = 200,
+            fast: bool = True) -> Extraction:
+    """The text to fingerprint a page on, falling back to the page text when the main text is too short."""
+    if use_main:
+        text = main_text(html, url, fast=fast)
+        if len(text) >= min_length:
+            return Extraction(text, "main")
+    text = page_text(html)
+    if len(text) >= min_length:
+        return Extraction(text, "page")
+    return Extraction(text, "none", "too_little_text" if text else "no_text")

@@ -1,0 +1,103 @@
+"""MinHash signatures: n independent permutations, and the bottom-k sketch.
+
+Broder, "On the resemblance and containment of documents" (1997): for a random permutation π of the
+shingle universe, Pr[min π(A) = min π(B)] = J(A, B), the Jaccard similarity of the shingle sets. A
+signature of ``num_perm`` minima estimates J as the fraction of equal positions, with standard error
+sqrt(J(1-J)/num_perm).
+
+The permutations are simulated by multiply-shift hashing (Dietzfelbinger et al., 1997) on the 64-bit
+shingle hashes, which :func:`~scrapy_neardup.engine.text.shingle_hashes` has already mixed with fmix64:
+``h_i(x) = ((a_i * x + b_i) mod 2**64) >> 32`` with odd ``a_i``. That is one multiply and one add per
+shingle and permutation, done for a whole document at once in numpy. The ``a_i, b_i`` come from a
+``numpy.random.PCG64`` generator seeded with the configured seed, so a seed always gives the same
+permutations, on every machine.
+
+Byte layout of a stored signature: ``num_perm`` little-endian ``uint32`` values (4 × num_perm bytes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_U64 = np.uint64
+_EMPTY = np.uint32(0xFFFFFFFF)
+# Shingles processed per block, bounding the (block × num_perm) matrix to a few MB on huge pages.
+_BLOCK = 4096
+
+
+class MinHasher:
+    """Computes MinHash signatures of ``num_perm`` permutations from shingle hashes."""
+
+    def __init__(self, num_perm: int = 128, seed: int = 1) -> None:
+        if num_perm < 1:
+            raise ValueError(f"num_perm must be >= 1, got {num_perm}")
+        self.num_perm = num_perm
+        self.seed = seed
+        rng = np.random.Generator(np.random.PCG64(seed))
+        self._a = rng.integers(0, 2**63, size=num_perm, dtype=np.uint64) * _U64(2) + _U64(1)
+        self._b = rng.integers(0, 2**63, size=num_perm, dtype=np.uint64)
+
+    def signature(self, shingles: np.ndarray) -> np.ndarray:
+        """The ``uint32`` signature of a set of shingle hashes (duplicates are harmless)."""
+        if len(shingles) == 0:
+            return np.full(self.num_perm, _EMPTY, dtype=np.uint32)
+        sig = np.full(self.num_perm, np.iinfo(np.uint64).max, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for start in range(0, len(shingles), _BLOCK):
+                block = shingles[start : start + _BLOCK, None]
+                np.minimum(sig, (block * self._a + self._b).min(axis=0), out=sig)
+        return (sig >> _U64(32)).astype(np.uint32)
+
+    @staticmethod
+    def similarity(a: np.ndarray, b: np.ndarray) -> float:
+        """Estimated Jaccard similarity: the fraction of positions where two signatures agree."""
+        return float(np.count_nonzero(a == b)) / len(a)
+
+    def to_bytes(self, sig: np.ndarray) -> bytes:
+        return sig.astype("<u4", copy=False).tobytes()
+
+    def from_bytes(self, data: bytes) -> np.ndarray:
+        sig = np.frombuffer(data, dtype="<u4")
+        if len(sig) != self.num_perm:
+            raise ValueError(f"MinHash signature has {len(sig)} values, expected {self.num_perm}")
+        return sig
+
+
+class BottomKSketch:
+    """Broder's "n minimal values in one permutation" sketch (bottom-k).
+
+    One hash function; the sketch is the ``k`` smallest shingle hashes. For two sketches, the ``k``
+    smallest of their union are a uniform sample of the union of the sets, and the fraction of them
+    present in both sketches estimates J(A, B) (Broder 1997, §3; Cohen & Kaplan, "Summarizing data using
+    bottom-k sketches", PODC 2007). Cheaper to compute than ``k`` permutations (one pass, one partial
+    sort) and unbiased; but it does not split into LSH bands, so it serves verification, not indexing.
+
+    Byte layout: up to ``k`` little-endian ``uint64`` values, ascending.
+    """
+
+    def __init__(self, k: int = 128, seed: int = 1) -> None:
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        self.k = k
+        self.seed = seed
+        rng = np.random.Generator(np.random.PCG64(seed))
+        self._a = rng.integers(0, 2**63, dtype=np.uint64) * _U64(2) + _U64(1)
+        self._b = rng.integers(0, 2**63, dtype=np.uint64)
+
+    def sketch(self, shingles: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            permuted = np.unique(shingles * self._a + self._b)
+        return permuted[: self.k]
+
+    def similarity(self, a: np.ndarray, b: np.ndarray) -> float:
+        if len(a) == 0 and len(b) == 0:
+            return 1.0
+        union_k = np.union1d(a, b)[: self.k]
+        both = np.intersect1d(a, b, assume_unique=True)
+        return float(np.isin(union_k, both, assume_unique=True).sum()) / len(union_k)
+
+    def to_bytes(self, sketch: np.ndarray) -> bytes:
+        return sketch.astype("<u8", copy=False).tobytes()
+
+    def from_bytes(self, data: bytes) -> np.ndarray:
+        return np.frombuffer(data, dtype="<u8")

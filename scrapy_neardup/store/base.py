@@ -1,0 +1,130 @@
+"""The store contract: what every backend (memory, SQLite, Redis) provides to the detector.
+
+A store holds two things, as both index families need (MinHash LSH bands and SimHash permuted tables):
+
+* documents: key (the URL) → signature bytes, and for a near-duplicate the key of its canonical page;
+* buckets: a 64-bit bucket key → the canonical documents filed under it.
+
+The detector does the algorithm; the store only files and finds. Check-and-insert is made atomic by
+optimistic concurrency: :meth:`Store.lookup` returns the candidates together with a *token* describing
+what it saw, and :meth:`Store.add` refuses (returns ``False``) when another writer has filed a document
+in one of those buckets since. The detector then looks again, and so finds the other writer's page.
+Single-writer backends (memory, SQLite under its file lock) can ignore the token.
+
+Signatures are opaque bytes to the store. Nothing read from a store is ever unpickled or evaluated.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: Version of the layout of records in every store; bumped on any incompatible change.
+FORMAT_VERSION = 1
+
+
+class StoreError(Exception):
+    """A store cannot be opened or used."""
+
+
+class StoreMismatchError(StoreError):
+    """The store was written with another format version or other algorithm parameters."""
+
+
+@dataclass(frozen=True)
+class DocRecord:
+    key: str
+    canonical: str | None
+    similarity: float
+    signature: bytes | None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    key: str
+    signature: bytes
+
+
+class Store(ABC):
+    """Abstract store. Backends are built by :func:`scrapy_neardup.store.open_store` from a URL."""
+
+    #: Human-readable location for log lines (path, URL without password, "memory").
+    location: str = ""
+
+    def open(self, meta: Mapping[str, Any], reset: bool = False) -> None:
+        """Open the backend, then check ``meta`` against what the store recorded (or record it)."""
+        self._connect()
+        if reset:
+            self._clear()
+        stored = self._read_meta()
+        wanted = {k: json.dumps(v, sort_keys=True) for k, v in meta.items()}
+        if stored is None or (not stored and self.count() == 0):
+            self._write_meta(wanted)
+            return
+        check_meta(stored, wanted, self.location)
+
+    @abstractmethod
+    def _connect(self) -> None: ...
+
+    @abstractmethod
+    def _clear(self) -> None:
+        """Delete every document, bucket and the recorded meta."""
+
+    @abstractmethod
+    def _read_meta(self) -> dict[str, str] | None: ...
+
+    @abstractmethod
+    def _write_meta(self, meta: Mapping[str, str]) -> None: ...
+
+    @abstractmethod
+    def count(self) -> int:
+        """Number of documents stored (canonical and near-duplicate)."""
+
+    @abstractmethod
+    def get(self, key: str) -> DocRecord | None:
+        """The record of a document by key, or ``None``."""
+
+    @abstractmethod
+    def lookup(self, buckets: Sequence[int]) -> tuple[list[Candidate], Any]:
+        """Canonical documents filed under any of ``buckets`` (each once), and a concurrency token."""
+
+    @abstractmethod
+    def add(
+        self,
+        key: str,
+        signature: bytes | None,
+        buckets: Sequence[int],
+        canonical: str | None = None,
+        similarity: float = 1.0,
+        token: Any = None,
+    ) -> bool:
+        """File a document. A canonical one (``canonical is None``) goes into ``buckets``; a near-duplicate
+        is only recorded. Returns ``False``, storing nothing, when ``token`` is stale."""
+
+    def iter_records(self) -> Any:
+        """Every document record (for clustering and export at the end of a crawl)."""
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        """Make every write so far durable."""
+
+    def close(self) -> None:
+        """Flush and release the backend."""
+
+
+def check_meta(stored: Mapping[str, str], wanted: Mapping[str, str], location: str) -> None:
+    """Refuse a store whose recorded format or parameters differ from the configured ones."""
+    diffs = []
+    for name in sorted(set(stored) | set(wanted)):
+        if stored.get(name) != wanted.get(name):
+            diffs.append(f"{name}: stored {stored.get(name, '(none)')}, configured {wanted.get(name, '(none)')}")
+    if diffs:
+        raise StoreMismatchError(
+            f"The near-duplicate store at {location} was written with other parameters ("
+            + "; ".join(diffs)
+            + "). Its fingerprints cannot be compared with new ones. Set NEARDUP_RESET = True to empty it "
+            "and start fresh, or set NEARDUP_STORE_URL to another location."
+        )
