@@ -58,14 +58,17 @@ class NearDupDownloaderMiddleware:
         return cls(crawler)
 
     async def process_response(self, request: Request, response: Response, spider: object = None) -> Response:
-        if not self.check_pages or request.meta.get(META_ENABLED, True) is False:
+        if not self.check_pages:
             return response
         service = self.service
+        if request.meta.get(META_ENABLED, True) is False:
+            service.skip("disabled", response.url)
+            return response
         if not 200 <= response.status < 300:
-            service.skip("status")
+            service.skip("status", response.url)
             return response
         if not is_html(response):
-            service.skip("not_html")
+            service.skip("not_html", response.url)
             return response
         try:
             prepared = await maybe_deferred_to_future(deferToThread(service.prepare_response, response))

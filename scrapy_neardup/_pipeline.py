@@ -40,7 +40,7 @@ class NearDupPipeline:
         adapter = ItemAdapter(item)
         text = adapter.get(self.field)
         if not isinstance(text, str):
-            self.service.skip("item_without_text")
+            self.service.skip("item_without_text", str(adapter.get("url", "")))
             return item
         key = adapter.get("url")
         if not isinstance(key, str) or not key:

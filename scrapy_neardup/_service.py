@@ -34,6 +34,22 @@ MAX_REPORTED_GROUPS = 10_000
 #: Groups written out in the closing log line.
 LOGGED_GROUPS = 20
 
+#: Why a document was not checked: the ``neardup/skipped/<reason>`` stats and their log wording.
+SKIP_REASONS = {
+    "binary": "the body is binary (NUL bytes or a PDF, image or archive signature)",
+    "disabled": "neardup_enabled is False in its meta",
+    "empty": "the body is empty",
+    "error": "fingerprinting failed unexpectedly",
+    "item_without_text": "the item has no text in NEARDUP_ITEM_FIELD",
+    "no_text": "it has no visible text",
+    "not_html": "it is not HTML",
+    "not_text": "its body cannot be decoded as text",
+    "status": "its HTTP status is not 2xx",
+    "store_closed": "the store is not open",
+    "too_large": "the body is larger than NEARDUP_MAX_BODY_SIZE",
+    "too_little_text": "its text is shorter than NEARDUP_MIN_TEXT_LENGTH",
+}
+
 _services: weakref.WeakKeyDictionary[Any, NearDupService] = weakref.WeakKeyDictionary()
 
 
@@ -63,6 +79,7 @@ class NearDupService:
         self.detector: Detector | None = None
         self.groups: dict[str, list[str]] = {}
         self._logged_first_duplicate = False
+        self._logged_skip_reasons: set[str] = set()
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
@@ -169,12 +186,12 @@ class NearDupService:
     def decide(self, key: str, prepared: Prepared) -> Verdict | None:
         """File a prepared document and count the outcome. ``None`` when skipped or the store failed."""
         if prepared.fingerprint is None:
-            self.skip(prepared.skip_reason)
+            self.skip(prepared.skip_reason, key)
             return None
         if prepared.method == "page":
             self.stats.inc_value("neardup/extract/page_text_fallback")
         if self.detector is None:
-            self.skip("store_closed")
+            self.skip("store_closed", key)
             return None
         try:
             known = self.detector.store.get(key)
@@ -210,10 +227,19 @@ class NearDupService:
     def logger_exception(self, url: str) -> None:
         logger.warning("scrapy-neardup: could not fingerprint %s; passed on unchecked", url, exc_info=True)
 
-    def skip(self, reason: str) -> None:
+    def skip(self, reason: str, url: str = "") -> None:
+        """Count a document that is passed on unchecked; say so once per reason at INFO, then at DEBUG."""
         self.stats.inc_value(f"neardup/skipped/{reason}")
-        if self.config.debug:
-            logger.debug("scrapy-neardup: skipped (%s)", reason)
+        first = reason not in self._logged_skip_reasons
+        if first or self.config.debug:
+            self._logged_skip_reasons.add(reason)
+            logger.log(
+                logging.INFO if first else logging.DEBUG,
+                "scrapy-neardup: %s passed on unchecked: %s%s",
+                url or "a document",
+                SKIP_REASONS.get(reason, reason),
+                f" (such documents are counted in neardup/skipped/{reason})" if first else "",
+            )
 
 
 def verdict_meta(verdict: Verdict) -> dict[str, Any]:

@@ -1,0 +1,65 @@
+import pytest
+from scrapy.settings import Settings
+
+from scrapy_neardup import Config, ConfigError
+
+
+def config(**values):
+    return Config.from_settings(Settings({f"NEARDUP_{k}": v for k, v in values.items()}))
+
+
+def test_defaults():
+    c = config()
+    assert (c.enabled, c.algorithm, c.action, c.threshold, c.shingle_size) == (False, "minhash", "drop", 0.5, 3)
+    assert c.build_algorithm().params()["num_perm"] == 128
+    s = config(ALGORITHM="simhash")
+    assert s.threshold == 0.95 and s.build_algorithm().max_distance == 3 and s.shingle_size == 1
+
+
+def test_values_from_the_command_line_are_strings():
+    c = config(ENABLED="true", THRESHOLD="0.7", MINHASH_NUM_PERM="64", ACTION="TAG", RESET="0")
+    assert c.enabled and c.threshold == 0.7 and c.minhash_num_perm == 64 and c.action == "tag" and not c.reset
+
+
+@pytest.mark.parametrize(
+    "name,value,message",
+    [
+        ("ALGORITHM", "lsh", "NEARDUP_ALGORITHM = 'lsh' is not allowed: one of 'minhash', 'simhash'"),
+        ("ACTION", "delete", "NEARDUP_ACTION = 'delete' is not allowed: one of 'drop', 'tag'"),
+        ("THRESHOLD", 1.5, "NEARDUP_THRESHOLD = 1.5 is not allowed: a number in (0.0, 1.0]"),
+        ("THRESHOLD", 0, "NEARDUP_THRESHOLD = 0 is not allowed"),
+        ("THRESHOLD", "high", "NEARDUP_THRESHOLD = 'high'"),
+        ("MINHASH_NUM_PERM", 1, "NEARDUP_MINHASH_NUM_PERM = 1 is not allowed: an integer from 2 to 1024"),
+        ("MINHASH_NUM_PERM", 12.5, "NEARDUP_MINHASH_NUM_PERM = 12.5"),
+        ("SHINGLE_SIZE", 0, "NEARDUP_SHINGLE_SIZE = 0 is not allowed: an integer from 1 to 32 or None"),
+        ("ENABLED", "maybe", "NEARDUP_ENABLED = 'maybe' is not allowed: use True or False"),
+        ("STORE_URL", "mongodb://x", "NEARDUP_STORE_URL = 'mongodb://x' is not allowed: a URL starting with memory://"),
+        ("STORE_URL", "sqlite://x.db", "sqlite:///relative/path or sqlite:////absolute/path"),
+        ("MIN_TEXT_LENGTH", -1, "NEARDUP_MIN_TEXT_LENGTH = -1"),
+        ("ITEM_FIELD", "", "NEARDUP_ITEM_FIELD = ''"),
+    ],
+)
+def test_bad_values_name_the_setting_and_the_allowed_values(name, value, message):
+    with pytest.raises(ConfigError) as info:
+        config(**{name: value})
+    assert message in str(info.value)
+
+
+def test_combinations_are_checked():
+    with pytest.raises(ConfigError, match="NEARDUP_SIMHASH_BLOCKS = 3 .*more blocks than the Hamming distance"):
+        config(ALGORITHM="simhash", SIMHASH_MAX_DISTANCE=3, SIMHASH_BLOCKS=3)
+    with pytest.raises(ConfigError, match=r"NEARDUP_THRESHOLD = 1.0 .*\(0, 1\) for NEARDUP_ALGORITHM = 'minhash'"):
+        config(THRESHOLD=1.0)
+    assert config(ALGORITHM="simhash", THRESHOLD=1.0).build_algorithm().max_distance == 0
+
+
+def test_simhash_threshold_maps_to_hamming_distance():
+    assert config(ALGORITHM="simhash", THRESHOLD=0.9).build_algorithm().max_distance == 6
+    explicit = config(ALGORITHM="simhash", SIMHASH_MAX_DISTANCE=4).build_algorithm()
+    assert explicit.max_distance == 4 and explicit.threshold == 1 - 4 / 64
+
+
+def test_default_store_is_one_sqlite_file_per_spider(tmp_path):
+    url = config().resolve_store_url("my spider/1", str(tmp_path))
+    assert url == f"sqlite:///{tmp_path}/neardup/my_spider_1.sqlite3"
+    assert config(STORE_URL="memory://").resolve_store_url("x", "/d") == "memory://"

@@ -1,0 +1,119 @@
+"""End-to-end: real ``scrapy crawl`` runs of the example project against the demo site on 127.0.0.1."""
+
+import pytest
+
+from crawlkit import ServerThread, run_scrapy
+from demo_site import build_site, make_server
+
+pytestmark = pytest.mark.slow
+
+JUNK = {"/empty.html": "empty", "/app.html": "no_text", "/feed.json": "not_html", "/logo.png": "not_html",
+        "/report.html": "binary"}
+
+
+@pytest.fixture(scope="module")
+def site():
+    with ServerThread(make_server(0)) as server:
+        yield server.url
+
+
+@pytest.fixture(scope="module")
+def groups():
+    return build_site()[1]
+
+
+def crawl(site, tmp_path, name="crawl", **settings):
+    settings.setdefault("NEARDUP_STORE_URL", f"sqlite:///{tmp_path}/store.sqlite3")
+    settings.setdefault("NEARDUP_ACTION", "drop")  # the example project tags; these tests say which
+    result = run_scrapy(["crawl", "news", "-a", f"site={site}"], tmp_path, settings, name=name)
+    assert result.returncode == 0, result.log[-3000:]
+    assert "Traceback" not in result.log, result.log
+    return result
+
+
+def path_of(url, site):
+    return "/" + url[len(site):]
+
+
+def test_drop_mode_drops_all_but_one_page_per_group(site, groups, tmp_path):
+    result = crawl(site, tmp_path)
+    parsed = {path_of(i["url"], site) for i in result.items}
+    for group in groups:
+        kept = [p for p in group if p in parsed]
+        assert len(kept) == 1, (group, kept)  # one canonical per group, the rest never reached the spider
+    teasers_and_singles = {p for p in build_site()[0] if p.startswith(("/teasers/", "/news/"))} - {
+        p for g in groups for p in g}
+    assert teasers_and_singles <= parsed  # distinct articles on the same template are all kept
+    stats = result.neardup_stats()
+    duplicates = sum(len(g) - 1 for g in groups) + 1  # "/" and "/index.html" are the same page
+    assert stats["neardup/duplicate"] == duplicates
+    assert stats["neardup/dropped"] == duplicates
+    assert stats["neardup/unique"] == stats["neardup/checked"] - duplicates
+    assert stats["neardup/initial"] == 0
+    assert {k for k in stats if k.startswith("neardup/skipped/")} >= {
+        f"neardup/skipped/{r}" for r in JUNK.values()}
+    assert "near-duplicate groups found in this crawl" in result.log
+
+
+def test_tag_mode_tags_items_with_their_canonical(site, groups, tmp_path):
+    result = crawl(site, tmp_path, NEARDUP_ACTION="tag")
+    by_path = {path_of(i["url"], site): i for i in result.items}
+    assert all(p in by_path for g in groups for p in g)  # nothing dropped in tag mode
+    for group in groups:
+        tagged = [p for p in group if by_path[p].get("near_duplicate_of")]
+        assert len(tagged) == len(group) - 1
+        for p in tagged:
+            assert path_of(by_path[p]["near_duplicate_of"], site) in group
+            assert 0.5 <= by_path[p]["near_duplicate_similarity"] <= 1.0
+    for p, item in by_path.items():
+        if p.startswith("/teasers/") or not any(p in g for g in groups):
+            assert "near_duplicate_of" not in item, p
+    assert result.stats["neardup/tagged"] == result.stats["neardup/duplicate"]
+    assert result.stats["neardup/items/tagged"] == len(result.items) - sum(
+        1 for i in result.items if "near_duplicate_of" not in i)
+
+
+def test_second_run_over_the_same_store_finds_every_page_known(site, tmp_path):
+    first = crawl(site, tmp_path, name="first")
+    second = crawl(site, tmp_path, name="second")
+    checked = first.stats["neardup/checked"]
+    assert second.stats["neardup/initial"] == checked
+    assert second.stats["neardup/seen"] == checked
+    assert "neardup/unique" not in second.stats and "neardup/duplicate" not in second.stats
+    # Pages known as near-duplicates are still dropped; canonical pages still pass.
+    assert second.stats["neardup/dropped"] == first.stats["neardup/dropped"]
+    assert {i["url"] for i in second.items} == {i["url"] for i in first.items}
+
+
+def test_changed_parameters_stop_the_crawl_with_a_clear_reason(site, tmp_path):
+    crawl(site, tmp_path, name="first")
+    result = crawl(site, tmp_path, name="second", NEARDUP_MINHASH_NUM_PERM=64)
+    assert result.stats["finish_reason"] == "neardup_store_mismatch"
+    assert "num_perm: stored 128, configured 64" in result.log and "NEARDUP_RESET" in result.log
+    assert result.items == []
+    reset = crawl(site, tmp_path, name="third", NEARDUP_MINHASH_NUM_PERM=64, NEARDUP_RESET=True)
+    assert reset.stats["finish_reason"] == "finished" and reset.stats["neardup/initial"] == 0
+
+
+def test_bad_setting_fails_at_start_up(site, tmp_path):
+    result = run_scrapy(["crawl", "news", "-a", f"site={site}"], tmp_path, {"NEARDUP_ALGORITHM": "bogus"})
+    assert "NEARDUP_ALGORITHM = 'bogus' is not allowed: one of 'minhash', 'simhash'" in result.log
+    assert result.items == [] and "neardup/checked" not in result.stats
+
+
+def test_simhash_crawl(site, groups, tmp_path):
+    result = crawl(site, tmp_path, NEARDUP_ALGORITHM="simhash", NEARDUP_THRESHOLD=0.85)
+    parsed = {path_of(i["url"], site) for i in result.items}
+    # SimHash at distance 9 finds mirrors, print, noise, edits; syndicated copies may pass at this threshold.
+    for group in groups:
+        assert len([p for p in group if p in parsed]) <= 2
+    assert result.stats["neardup/duplicate"] >= 16
+
+
+def test_junk_responses_pass_through_counted_and_logged(site, tmp_path):
+    result = crawl(site, tmp_path)
+    for path, reason in JUNK.items():
+        assert f"{site}{path[1:]} passed on unchecked" in result.log or result.stats[f"neardup/skipped/{reason}"] > 1
+        assert result.stats[f"neardup/skipped/{reason}"] >= 1
+    assert "neardup/store_error" not in result.stats
+    assert "ScrapyDeprecationWarning" not in result.log

@@ -1,0 +1,94 @@
+import random
+
+import pytest
+
+from conftest import make_store
+from scrapy_neardup.engine.algorithms import MinHashLSH, SimHashHamming
+from scrapy_neardup.engine.detector import Detector
+from scrapy_neardup.store import StoreMismatchError
+
+WORDS = [f"word{i}" for i in range(5000)]
+
+
+def article(seed, n=300):
+    rng = random.Random(seed)
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def edit(text, changes, seed=0):
+    rng = random.Random(seed)
+    words = text.split()
+    for i in rng.sample(range(len(words)), changes):
+        words[i] = "edited"
+    return " ".join(words)
+
+
+@pytest.fixture(params=["minhash", "simhash"])
+def algorithm(request):
+    if request.param == "minhash":
+        return MinHashLSH(threshold=0.5, num_perm=128)
+    return SimHashHamming(max_distance=6)
+
+
+def test_unique_duplicate_seen(algorithm, store_kind, tmp_path):
+    detector = Detector(algorithm, make_store(store_kind, tmp_path))
+    detector.open()
+    text = article(1)
+    first = detector.check("http://a/", text)
+    assert (first.status, first.canonical) == ("unique", "http://a/")
+    copy = detector.check("http://mirror/a", edit(text, 2))
+    assert copy.status == "duplicate" and copy.canonical == "http://a/" and copy.similarity >= algorithm.threshold
+    assert copy.is_duplicate
+    other = detector.check("http://b/", article(2))
+    assert other.status == "unique"
+    again = detector.check("http://a/", text)
+    assert again.status == "seen" and again.canonical == "http://a/" and not again.is_duplicate
+    again_copy = detector.check("http://mirror/a", text)
+    assert again_copy.status == "seen" and again_copy.canonical == "http://a/" and again_copy.is_duplicate
+    detector.close()
+
+
+def test_near_is_found_far_is_not(algorithm):
+    detector = Detector(algorithm, make_store("memory", None))
+    detector.open()
+    detector.check("orig", article(10, 600))
+    # Ordinal: a 1% edit is a duplicate, a different article is not.
+    assert detector.check("near", edit(article(10, 600), 6)).status == "duplicate"
+    assert detector.check("far", article(11, 600)).status == "unique"
+
+
+def test_verdict_is_the_most_similar_canonical():
+    algorithm = MinHashLSH(threshold=0.2)
+    detector = Detector(algorithm, make_store("memory", None))
+    detector.open()
+    base = article(20, 400)
+    a, b = edit(base, 40, seed=1), edit(base, 40, seed=2)
+    assert detector.check("a", a).status == "unique"
+    detector.check("x", article(21, 400))
+    probe = edit(b, 3, seed=3)
+    sim_a = algorithm.similarity(algorithm.fingerprint(probe).signature, algorithm.fingerprint(a).signature)
+    assert detector.check("probe-a", probe).canonical == "a"  # only "a" is filed yet
+    assert detector.check("b", b).status == "duplicate"  # b ~ a as well: recorded, not indexed
+    detector2 = Detector(algorithm, make_store("memory", None))
+    detector2.open()
+    detector2.check("a", a)
+    detector2.store.add("b", algorithm.fingerprint(b).signature, algorithm.fingerprint(b).buckets)
+    verdict = detector2.check("probe", probe)
+    assert verdict.canonical == "b" and verdict.similarity > sim_a >= 0.2
+
+
+def test_fingerprints_are_reproducible_in_another_store(tmp_path):
+    path = tmp_path / "s.sqlite3"
+    from scrapy_neardup.store import SqliteStore
+
+    d1 = Detector(MinHashLSH(0.5), SqliteStore(str(path)))
+    d1.open()
+    d1.check("a", article(30))
+    d1.close()
+    d2 = Detector(MinHashLSH(0.5), SqliteStore(str(path)))
+    d2.open()
+    assert d2.check("b", edit(article(30), 3)).canonical == "a"
+    d2.close()
+    d3 = Detector(MinHashLSH(0.5, seed=2), SqliteStore(str(path)))
+    with pytest.raises(StoreMismatchError, match="seed: stored 1, configured 2"):
+        d3.open()
