@@ -15,7 +15,8 @@ from scrapy.http import HtmlResponse, TextResponse
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.threads import deferToThread
 
-from ._service import NearDupService, Prepared, verdict_meta
+from ._service import NearDupService, verdict_meta
+from .engine.pipeline import Prepared
 
 if TYPE_CHECKING:
     from scrapy import Request

@@ -45,7 +45,7 @@ class NearDupPipeline:
         key = adapter.get("url")
         if not isinstance(key, str) or not key:
             key = "item:%032x" % mmh3.hash128(text, 0x17E5, signed=False)
-        prepared = self.service.prepare_text(text, key, is_html=False)
+        prepared = self.service.pipeline.from_text(text)
         verdict = self.service.decide(key, prepared)
         if verdict is None or not verdict.is_duplicate:
             return item

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import weakref
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -17,9 +16,8 @@ from scrapy.exceptions import CloseSpider, NotConfigured
 from scrapy.utils.project import data_path
 
 from ._config import Config
-from .engine.algorithms import Fingerprint
 from .engine.detector import Detector, Verdict
-from .engine.extract import extract
+from .engine.pipeline import DocumentPipeline, Prepared
 from .store import Store, StoreError, StoreMismatchError, store_from_url
 
 if TYPE_CHECKING:
@@ -53,16 +51,6 @@ SKIP_REASONS = {
 _services: weakref.WeakKeyDictionary[Any, NearDupService] = weakref.WeakKeyDictionary()
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """A response made ready for the decision: its fingerprint, or why it is skipped."""
-
-    fingerprint: Fingerprint | None
-    skip_reason: str = ""
-    method: str = ""
-    text_length: int = 0
-
-
 def _looks_binary(body: bytes) -> bool:
     head = body[:2048]
     if b"\x00" in head:
@@ -76,6 +64,9 @@ class NearDupService:
         self.config = config
         self.stats = crawler.stats
         self.algorithm = config.build_algorithm()
+        self.pipeline = DocumentPipeline(
+            self.algorithm, use_main=config.extract, min_text_length=config.min_text_length
+        )
         self.detector: Detector | None = None
         self.groups: dict[str, list[str]] = {}
         self._logged_first_duplicate = False
@@ -169,19 +160,8 @@ class NearDupService:
             html = response.text  # type: ignore[attr-defined]
         except (AttributeError, UnicodeError, LookupError):
             return Prepared(None, "not_text")
-        return self.prepare_text(html, response.url, is_html=True)
+        return self.pipeline.from_html(html, response.url)
 
-    def prepare_text(self, content: str, url: str, is_html: bool) -> Prepared:
-        if is_html:
-            got = extract(content, url, use_main=self.config.extract, min_length=self.config.min_text_length)
-            if got.method == "none":
-                return Prepared(None, got.reason, text_length=len(got.text))
-            text, method = got.text, got.method
-        else:
-            text, method = content, "text"
-            if len(text.strip()) < max(self.config.min_text_length, 1):
-                return Prepared(None, "too_little_text" if text.strip() else "no_text", text_length=len(text))
-        return Prepared(self.algorithm.fingerprint(text), method=method, text_length=len(text))
 
     def decide(self, key: str, prepared: Prepared) -> Verdict | None:
         """File a prepared document and count the outcome. ``None`` when skipped or the store failed."""

@@ -1,18 +1,211 @@
-"""The ``scrapy-neardup`` command."""
+"""The ``scrapy-neardup`` command: the plugin's engine and stores, offline.
+
+    scrapy-neardup dedup INPUT... -o PAIRS.tsv        near-duplicate pairs of crawl dumps (JSONL, WARC)
+    scrapy-neardup evaluate MANIFEST                  precision/recall/F1 on a labelled set
+    scrapy-neardup tune --threshold T                 the LSH bands x rows for a threshold
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from typing import Any
 
 from ._version import __version__
 
+ALGORITHM_CHOICES = ("minhash", "simhash")
+
+
+def _settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    settings: dict[str, Any] = {"NEARDUP_ENABLED": True}
+    for option, name in [
+        ("algorithm", "NEARDUP_ALGORITHM"),
+        ("threshold", "NEARDUP_THRESHOLD"),
+        ("num_perm", "NEARDUP_MINHASH_NUM_PERM"),
+        ("seed", "NEARDUP_MINHASH_SEED"),
+        ("shingle_size", "NEARDUP_SHINGLE_SIZE"),
+        ("max_distance", "NEARDUP_SIMHASH_MAX_DISTANCE"),
+        ("min_text_length", "NEARDUP_MIN_TEXT_LENGTH"),
+    ]:
+        value = getattr(args, option, None)
+        if value is not None:
+            settings[name] = value
+    if getattr(args, "no_extract", False):
+        settings["NEARDUP_EXTRACT"] = False
+    return settings
+
+
+def _config(settings: dict[str, Any]):  # type: ignore[no-untyped-def]
+    from scrapy.settings import Settings
+
+    from ._config import Config, ConfigError
+
+    try:
+        return Config.from_settings(Settings(settings))
+    except ConfigError as exc:
+        raise SystemExit(f"scrapy-neardup: {exc}") from None
+
+
+def _add_algorithm_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("algorithm (defaults as in the Scrapy settings)")
+    group.add_argument("--algorithm", choices=ALGORITHM_CHOICES, help="default: minhash")
+    group.add_argument("--threshold", type=float, help="similarity threshold (default: 0.5 minhash, 0.95 simhash)")
+    group.add_argument("--num-perm", type=int, help="MinHash permutations (default: 128)")
+    group.add_argument("--seed", type=int, help="MinHash seed (default: 1)")
+    group.add_argument("--shingle-size", type=int, help="words per shingle (default: 3 minhash, 1 simhash)")
+    group.add_argument("--max-distance", type=int, help="SimHash Hamming distance (default: from --threshold)")
+    group.add_argument("--min-text-length", type=int, help="shortest text fingerprinted, in characters (default: 200)")
+    group.add_argument("--no-extract", action="store_true", help="fingerprint the whole page text, not the main content")
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="scrapy-neardup", description="Near-duplicate detection for crawls.")
+    parser = argparse.ArgumentParser(
+        prog="scrapy-neardup",
+        description="Near-duplicate detection for web crawls: the scrapy-neardup engine, offline.",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    dedup = sub.add_parser("dedup", help="find near-duplicate pairs in crawl dumps (JSONL, WARC)",
+                           description="Find near-duplicate pairs in JSONL ({url, html} or {url, text}) "
+                                       "and WARC/WARC.gz files.")
+    dedup.add_argument("inputs", nargs="+", metavar="INPUT", help="JSONL(.gz) or WARC(.gz) files")
+    dedup.add_argument("-o", "--output", required=True, help="pairs file: url_a<TAB>url_b<TAB>similarity ('-': stdout)")
+    dedup.add_argument("--clusters", metavar="FILE", help="also write the clusters as JSON lines")
+    dedup.add_argument("--cluster-mode", choices=("strict", "components"), default="strict",
+                       help="strict: every member resembles the canonical; components: connected components "
+                            "(default: strict)")
+    dedup.add_argument("--store", default="memory://", help="store URL, as NEARDUP_STORE_URL (default: memory://)")
+    dedup.add_argument("--reset", action="store_true", help="empty the store first")
+    dedup.add_argument("--workers", type=int, help="processes for extraction and fingerprinting (default: CPUs)")
+    dedup.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help="progress line on stderr (default: when stderr is a terminal)")
+    _add_algorithm_options(dedup)
+
+    evaluate = sub.add_parser("evaluate", help="precision/recall/F1 on a labelled set (neardup-dev manifest)",
+                              description="Run the engine over a labelled set and score it pairwise.")
+    evaluate.add_argument("manifest", help="manifest.jsonl: id, url, file, cluster, kind per page")
+    evaluate.add_argument("--all", action="store_true", help="every algorithm, each with its defaults")
+    evaluate.add_argument("--workers", type=int, help="processes for extraction (default: CPUs)")
+    evaluate.add_argument("--limit", type=int, help="only the first N pages")
+    evaluate.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
+    evaluate.add_argument("--pairs", metavar="FILE", help="write the predicted pairs (the last configuration)")
+    _add_algorithm_options(evaluate)
+
+    tune = sub.add_parser("tune", help="LSH bands x rows for a threshold, with error probabilities",
+                          description="Show the MinHash LSH banding chosen for a threshold.")
+    tune.add_argument("--threshold", type=float, required=True)
+    tune.add_argument("--num-perm", type=int, default=128)
+    tune.add_argument("--plot", metavar="FILE.png", help="draw the S-curve (needs matplotlib: the 'plot' extra)")
     return parser
+
+
+def cmd_dedup(args: argparse.Namespace) -> int:
+    from .batch import BatchDeduplicator, Progress
+    from .engine.cluster import clusters
+    from .inputs import DocumentReader
+
+    config = _config(_settings_from_args(args))
+    reader = DocumentReader(args.inputs)
+    out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
+    edges: list[tuple[str, str]] = []
+    keep_edges = bool(args.clusters)
+
+    def on_verdict(verdict):  # type: ignore[no-untyped-def]
+        if verdict.status == "duplicate":
+            out.write(f"{verdict.key}\t{verdict.canonical}\t{verdict.similarity:.4f}\n")
+            if keep_edges:
+                edges.append((verdict.key, verdict.canonical))
+                if args.cluster_mode == "components":
+                    edges.extend((verdict.key, other) for other in verdict.also)
+
+    try:
+        runner = BatchDeduplicator(config, args.store, workers=args.workers, reset=args.reset)
+        stats = runner.run(reader, on_verdict, Progress(args.progress))
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    if args.clusters:
+        with open(args.clusters, "w", encoding="utf-8") as f:
+            for members in clusters(edges, args.cluster_mode):
+                f.write(json.dumps({"canonical": members[0], "members": members, "size": len(members)}) + "\n")
+    summary = {
+        "documents": stats.documents, "unique": stats.unique, "duplicate": stats.duplicate, "seen": stats.seen,
+        "skipped": stats.skipped, "unreadable": reader.errors, "not_html_records": reader.passed_over,
+        "seconds": round(stats.seconds, 3),
+    }
+    print(json.dumps(summary), file=sys.stderr)
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from .evaluation import evaluate_configurations
+
+    base = _settings_from_args(args)
+    if args.all:
+        configurations = [(name, {**base, "NEARDUP_ALGORITHM": name}) for name in ALGORITHM_CHOICES]
+    else:
+        configurations = [(base.get("NEARDUP_ALGORITHM", "default"), base)]
+    rows = evaluate_configurations(
+        args.manifest, [(name, _config(settings)) for name, settings in configurations],
+        workers=args.workers, limit=args.limit, pairs_path=args.pairs,
+    )
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+        return 0
+    kinds = sorted({k for row in rows for k in row["kind_recall"]})
+    header = ["configuration", "F1", "precision", "recall", *(f"R:{k}" for k in kinds), "ms/page"]
+    print(" | ".join(header))
+    for row in rows:
+        cells = [row["name"], f"{row['f1']:.4f}", f"{row['precision']:.4f}", f"{row['recall']:.4f}",
+                 *(f"{row['kind_recall'].get(k, float('nan')):.3f}" for k in kinds), f"{row['ms_per_page']:.2f}"]
+        print(" | ".join(cells))
+    return 0
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from .engine.lsh import candidate_probability, error_areas, optimal_bands
+
+    if not 0 < args.threshold < 1:
+        raise SystemExit("scrapy-neardup: --threshold must be between 0 and 1 (exclusive)")
+    if not 2 <= args.num_perm <= 1024:
+        raise SystemExit("scrapy-neardup: --num-perm must be from 2 to 1024")
+    bands, rows = optimal_bands(args.threshold, args.num_perm)
+    fp, fn = error_areas(args.threshold, bands, rows)
+    print(f"threshold {args.threshold}, {args.num_perm} permutations: {bands} bands x {rows} rows "
+          f"(S-curve midpoint (1/b)^(1/r) = {(1 / bands) ** (1 / rows):.3f})")
+    print(f"false-positive area {fp:.4f}, false-negative area {fn:.4f}")
+    print("similarity | P(candidate) | error")
+    for s in sorted({round(x, 2) for x in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95,
+                                            args.threshold - 0.1, args.threshold, args.threshold + 0.1)
+                     if 0 < x < 1}):
+        p = float(candidate_probability(s, bands, rows))
+        kind = "false positive" if s < args.threshold else "false negative"
+        err = p if s < args.threshold else 1 - p
+        print(f"{s:10.2f} | {p:12.4f} | {err:.4f} {kind}")
+    if args.plot:
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+            import numpy as np
+        except ImportError:
+            raise SystemExit("scrapy-neardup: --plot needs matplotlib: pip install 'scrapy-neardup[plot]'") from None
+        xs = np.linspace(0, 1, 401)
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.plot(xs, candidate_probability(xs, bands, rows), label=f"LSH {bands}x{rows}")
+        ax.step([0, args.threshold, 1], [0, 1, 1], where="post", linestyle="--", label="ideal step")
+        ax.set_xlabel("Jaccard similarity")
+        ax.set_ylabel("probability of being a candidate")
+        ax.set_title(f"threshold {args.threshold}, {args.num_perm} permutations")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(args.plot, dpi=120)
+        print(f"plot written to {args.plot}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    return 0
+    return {"dedup": cmd_dedup, "evaluate": cmd_evaluate, "tune": cmd_tune}[args.command](args)
 
 
 if __name__ == "__main__":

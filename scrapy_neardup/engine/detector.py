@@ -27,6 +27,8 @@ class Verdict:
     key: str
     canonical: str
     similarity: float
+    #: Other canonical documents at or above the threshold, best first (for connected-component clusters).
+    also: tuple[str, ...] = ()
 
     @property
     def is_duplicate(self) -> bool:
@@ -61,14 +63,16 @@ class Detector:
         algorithm = self.algorithm
         for _ in range(MAX_RETRIES):
             candidates, token = self.store.lookup(buckets)
-            best_key, best_sim = None, -1.0
+            matches = []
             for cand in candidates:
                 sim = algorithm.similarity(signature, cand.signature)
-                if sim >= algorithm.threshold and (sim > best_sim or (sim == best_sim and cand.key < best_key)):
-                    best_key, best_sim = cand.key, sim
-            if best_key is not None:
+                if sim >= algorithm.threshold:
+                    matches.append((-sim, cand.key))
+            if matches:
+                matches.sort()
+                best_sim, best_key = -matches[0][0], matches[0][1]
                 self.store.add(key, signature, buckets, canonical=best_key, similarity=best_sim)
-                return Verdict("duplicate", key, best_key, best_sim)
+                return Verdict("duplicate", key, best_key, best_sim, tuple(k for _, k in matches[1:]))
             if self.store.add(key, signature, buckets, token=token):
                 return Verdict("unique", key, key, 1.0)
         raise StoreError(f"check-and-insert of {key!r} kept colliding with other writers ({MAX_RETRIES} tries)")
