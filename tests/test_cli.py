@@ -1,0 +1,165 @@
+"""The ``scrapy-neardup`` command on real files: JSONL, a WARC written with warcio, a labelled set."""
+
+import gzip
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from demo_site import build_site
+from scrapy_neardup.evaluation import load_manifest, score
+
+SITE = "http://demo.test"
+
+
+def run_cli(*args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "scrapy_neardup.cli", *args], capture_output=True, text=True,
+                          timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def demo_pages():
+    pages, groups = build_site()
+    html_pages = {p: body.decode() for p, (ctype, body) in pages.items() if ctype.startswith("text/html; charset")}
+    return html_pages, groups
+
+
+def expected_pairs(groups):
+    return {frozenset((SITE + a, SITE + b)) for g in groups for a in g for b in g if a != b}
+
+
+def closure_pairs(pairs):
+    from scrapy_neardup.engine.cluster import clusters
+    return {frozenset((a, b)) for c in clusters(pairs, "components") for a in c for b in c if a != b}
+
+
+def test_version_and_help():
+    assert run_cli("--version").stdout.strip().startswith("scrapy-neardup ")
+    out = run_cli("--help").stdout
+    assert "dedup" in out and "evaluate" in out and "tune" in out
+
+
+def test_dedup_jsonl_html_finds_the_groups(demo_pages, tmp_path):
+    pages, groups = demo_pages
+    src = tmp_path / "crawl.jsonl"
+    with open(src, "w") as f:
+        for path in sorted(pages):
+            f.write(json.dumps({"url": SITE + path, "html": pages[path]}) + "\n")
+        f.write("not json\n")
+        f.write(json.dumps({"url": SITE + "/no-body"}) + "\n")
+    out, clusters_file = tmp_path / "pairs.tsv", tmp_path / "clusters.jsonl"
+    proc = run_cli("dedup", str(src), "-o", str(out), "--clusters", str(clusters_file), "--workers", "2")
+    summary = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert summary["unreadable"] == 2 and summary["documents"] == len(pages)
+    pairs = [line.split("\t") for line in out.read_text().splitlines()]
+    assert all(0.5 <= float(sim) <= 1.0 for _, _, sim in pairs)
+    found = closure_pairs([(a, b) for a, b, _ in pairs])
+    found.discard(frozenset((SITE + "/index.html", SITE + "/")))
+    assert found == expected_pairs(groups)
+    clusters = [json.loads(line) for line in clusters_file.read_text().splitlines()]
+    assert sorted(len(c["members"]) for c in clusters) == sorted(len(g) for g in groups)
+    assert all(c["canonical"] == c["members"][0] for c in clusters)
+
+
+def test_dedup_text_input_and_store_reuse(tmp_path):
+    words = [f"w{i}" for i in range(400)]
+    docs = [
+        {"url": "u1", "text": " ".join(words)},
+        {"url": "u2", "text": " ".join(words[:-3] + ["x", "y", "z"])},
+        {"url": "u3", "text": " ".join(reversed(words))},
+        {"url": "u4", "text": "too short"},
+    ]
+    src = tmp_path / "texts.jsonl.gz"
+    with gzip.open(src, "wt") as f:
+        f.writelines(json.dumps(d) + "\n" for d in docs)
+    store = f"sqlite:///{tmp_path}/s.sqlite3"
+    out = tmp_path / "p.tsv"
+    proc = run_cli("dedup", str(src), "-o", str(out), "--store", store, "--workers", "1")
+    summary = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert (summary["unique"], summary["duplicate"], summary["skipped"]) == (2, 1, {"too_little_text": 1})
+    assert out.read_text().split("\t")[:2] == ["u2", "u1"]
+    again = json.loads(run_cli("dedup", str(src), "-o", str(out), "--store", store).stderr.strip().splitlines()[-1])
+    assert again["seen"] == 3 and again["unique"] == 0
+    mismatch = run_cli("dedup", str(src), "-o", str(out), "--store", store, "--num-perm", "64", check=False)
+    assert mismatch.returncode != 0 and "num_perm: stored 128, configured 64" in mismatch.stderr
+
+
+def test_dedup_warc(demo_pages, tmp_path):
+    pages, groups = demo_pages
+    path = tmp_path / "crawl.warc.gz"
+    with open(path, "wb") as f:
+        writer = WARCWriter(f, gzip=True)
+        for p in sorted(pages):
+            headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
+            record = writer.create_warc_record(SITE + p, "response", payload=io.BytesIO(pages[p].encode()),
+                                               http_headers=headers)
+            writer.write_record(record)
+        headers = StatusAndHeaders("200 OK", [("Content-Type", "image/png")], protocol="HTTP/1.1")
+        writer.write_record(writer.create_warc_record(SITE + "/x.png", "response", payload=io.BytesIO(b"\x89PNG"),
+                                                      http_headers=headers))
+    out = tmp_path / "pairs.tsv"
+    proc = run_cli("dedup", str(path), "-o", str(out), "--algorithm", "minhash", "--threshold", "0.5")
+    summary = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert summary["not_html_records"] == 1
+    found = closure_pairs([tuple(line.split("\t")[:2]) for line in out.read_text().splitlines()])
+    found.discard(frozenset((SITE + "/index.html", SITE + "/")))
+    assert found == expected_pairs(groups)
+
+
+def test_dedup_bad_options_name_the_problem(tmp_path):
+    proc = run_cli("dedup", "x.jsonl", "-o", str(tmp_path / "o"), "--threshold", "2", check=False)
+    assert proc.returncode != 0 and "NEARDUP_THRESHOLD = 2.0 is not allowed" in proc.stderr
+
+
+def test_tune_prints_bands_and_errors(tmp_path):
+    out = run_cli("tune", "--threshold", "0.8", "--num-perm", "128").stdout
+    assert "bands x" in out and "false-negative area" in out
+    assert "0.80 |" in out
+
+
+def test_evaluate_on_a_small_labelled_set(demo_pages, tmp_path):
+    pages, groups = demo_pages
+    rows = []
+    in_group = {p: i for i, g in enumerate(groups) for p in g}
+    kinds = ["original", "mirror", "print", "syndicate", "noise", "edit"]
+    for n, path in enumerate(sorted(p for p in pages if p.endswith(".html") or "utm" in p)):
+        name = f"p{n:03d}.html.gz"
+        (tmp_path / name).write_bytes(gzip.compress(pages[path].encode()))
+        cluster = f"g{in_group[path]}" if path in in_group else f"s{n}"
+        kind = kinds[groups[in_group[path]].index(path)] if path in in_group else "original"
+        rows.append({"id": n, "url": SITE + path, "file": name, "cluster": cluster, "kind": kind})
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = run_cli("evaluate", str(manifest), "--all", "--json", "--workers", "1")
+    by_name = {r["name"]: r for r in map(json.loads, result.stdout.splitlines())}
+    assert set(by_name) == {"minhash", "simhash"}
+    assert by_name["minhash"]["f1"] > 0.95 and by_name["minhash"]["kind_recall"]["mirror"] == 1.0
+
+
+def test_score_matches_a_brute_force_pair_count():
+    import itertools
+    import random
+
+    rng = random.Random(3)
+    manifest = [{"url": f"u{i}", "cluster": f"c{i // 3}", "kind": "original" if i % 3 == 0 else "edit"}
+                for i in range(60)]
+    pairs = [(f"u{rng.randrange(60)}", f"u{rng.randrange(60)}") for _ in range(40)]
+    got = score(manifest, pairs)
+    from scrapy_neardup.engine.cluster import UnionFind
+    uf = UnionFind()
+    for a, b in pairs:
+        uf.union(a, b)
+    pred = {frozenset(p) for p in itertools.combinations([r["url"] for r in manifest], 2)
+            if uf.find(p[0]) == uf.find(p[1])}
+    gold = {frozenset((a["url"], b["url"])) for a, b in itertools.combinations(manifest, 2)
+            if a["cluster"] == b["cluster"]}
+    assert got.precision == pytest.approx(len(pred & gold) / len(pred))
+    assert got.recall == pytest.approx(len(pred & gold) / len(gold))
