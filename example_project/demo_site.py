@@ -6,8 +6,8 @@
 Eight articles on the "Riverside Gazette" template, and for the first five of them: a mirror (the same
 page under /mirror/), a print version (bare HTML), a syndicated copy inside the "Valley Post" template,
 a noisy copy (other date, view counter, ad block, related links, tracking query string) and a lightly
-edited revision (a few words changed, an "Update:" paragraph). A teaser page (the template with the first
-quarter of an article) is *not* a near-duplicate. There are also responses a crawl must survive: an
+edited revision (a few words changed, an "Update:" paragraph). A teaser page (the template with the lead
+paragraph of an article, one of its eight) is *not* a near-duplicate. There are also responses a crawl must survive: an
 empty page, a page with only JavaScript, a JSON feed, a PNG, a PDF served as text/html.
 
 The text is generated from a fixed seed, so every run serves the same site.
@@ -41,7 +41,11 @@ TOPICS = {
                ["parking rules", "organic labels", "the covered hall", "seasonal produce", "card payments"]),
 }
 VERBS = ["discussed", "questioned", "welcomed", "criticised", "studied", "praised", "reviewed", "postponed",
-         "inspected", "defended", "measured", "announced", "rejected", "documented", "compared"]
+         "inspected", "defended", "measured", "announced", "rejected", "documented", "compared", "photographed",
+         "mapped", "funded", "debated", "counted", "tested", "redesigned", "celebrated", "examined", "audited"]
+PLACES = ["the old quarter", "the harbour", "the north bank", "the station square", "the town hall", "the ring road",
+          "the west meadow", "the school yard", "the fire station", "the bus depot", "the riverside path",
+          "the cathedral close", "the industrial estate", "the botanical garden", "the county archive"]
 LINKERS = ["On Monday", "Earlier this week", "According to a report", "In a statement", "After months of debate",
            "For the first time", "Despite the rain", "In the morning", "By the evening", "Last year"]
 ENDINGS = ["and promised more details soon.", "while critics asked for a full audit.",
@@ -57,12 +61,12 @@ def _article(slug: str) -> tuple[str, list[str]]:
     title, subjects, objects = TOPICS[slug]
     rng = random.Random(f"scrapy-neardup-demo:{slug}")
     paragraphs = []
-    for _ in range(6):
+    for _ in range(8):
         sentences = []
         for _ in range(rng.randint(3, 5)):
             sentences.append(
                 f"{rng.choice(LINKERS)}, {rng.choice(subjects)} {rng.choice(VERBS)} {rng.choice(objects)} "
-                f"{rng.randint(2, 97)} times near {rng.choice(objects)} {rng.choice(ENDINGS)}"
+                f"{rng.randint(2, 97)} times near {rng.choice(PLACES)} {rng.choice(ENDINGS)}"
             )
         paragraphs.append(" ".join(sentences))
     return f"{title}: what happens next", paragraphs
@@ -135,7 +139,7 @@ def build_site() -> tuple[dict[str, tuple[str, bytes]], list[list[str]]]:
             page(f"/news/{slug}-updated.html", _gazette(title, _edited(slug, paragraphs), date="13 March 2026")),
         ]
         groups.append(group)
-        page(f"/teasers/{slug}.html", _gazette(title, paragraphs[:2] + ["Subscribe to read the full story."]))
+        page(f"/teasers/{slug}.html", _gazette(title, paragraphs[:1] + ["Subscribe to read the full story."]))
 
     page("/empty.html", "")
     page("/app.html", "<html><head><script src='/bundle.js'></script></head><body><div id='root'></div></body></html>")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .engine.algorithms import Algorithm, MinHashLSH, SimHashHamming, simhash_distance_for
+from .engine.pipeline import DocumentPipeline
 from .store import STORE_SCHEMES
 
 if TYPE_CHECKING:
@@ -20,8 +21,8 @@ ALGORITHMS = ("minhash", "simhash")
 ACTIONS = ("drop", "tag")
 #: Default similarity threshold per algorithm: estimated Jaccard for MinHash; ``1 - hamming/64`` for
 #: SimHash, where 0.95 is Manku et al.'s k = 3 bits.
-DEFAULT_THRESHOLD = {"minhash": 0.5, "simhash": 0.95}
-DEFAULT_SHINGLE_SIZE = {"minhash": 3, "simhash": 1}
+DEFAULT_THRESHOLD = {"minhash": 0.45, "simhash": 0.95}
+DEFAULT_SHINGLE_SIZE = {"minhash": 2, "simhash": 1}
 
 #: (setting, default) for every setting; ``NEARDUP_ENABLED`` first, then alphabetical, as Scrapy orders them.
 DEFAULTS: dict[str, Any] = {
@@ -30,6 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_ALGORITHM": "minhash",
     "NEARDUP_DEBUG": False,
     "NEARDUP_EXTRACT": True,
+    "NEARDUP_EXTRACT_FAST": False,
     "NEARDUP_ITEM_FIELD": None,
     "NEARDUP_MAX_BODY_SIZE": 2 * 1024 * 1024,
     "NEARDUP_MIN_TEXT_LENGTH": 200,
@@ -112,6 +114,7 @@ class Config:
     algorithm: str = "minhash"
     debug: bool = False
     extract: bool = True
+    extract_fast: bool = False
     item_field: str | None = None
     max_body_size: int = DEFAULTS["NEARDUP_MAX_BODY_SIZE"]
     min_text_length: int = 200
@@ -163,6 +166,7 @@ class Config:
             algorithm=algorithm,
             debug=_bool(settings, "NEARDUP_DEBUG"),
             extract=_bool(settings, "NEARDUP_EXTRACT"),
+            extract_fast=_bool(settings, "NEARDUP_EXTRACT_FAST"),
             item_field=item_field,
             max_body_size=_int(settings, "NEARDUP_MAX_BODY_SIZE", 1),  # type: ignore[arg-type]
             min_text_length=_int(settings, "NEARDUP_MIN_TEXT_LENGTH", 0),  # type: ignore[arg-type]
@@ -176,6 +180,15 @@ class Config:
             store_commit_secs=_float(settings, "NEARDUP_STORE_COMMIT_SECS", 0.0, 3600.0),  # type: ignore[arg-type]
             store_url=store_url,
             threshold=threshold if threshold is not None else DEFAULT_THRESHOLD[algorithm],
+        )
+
+    def build_pipeline(self) -> DocumentPipeline:
+        """The document pipeline (extraction and fingerprinting) these settings describe."""
+        return DocumentPipeline(
+            self.build_algorithm(),
+            use_main=self.extract,
+            min_text_length=self.min_text_length,
+            fast=self.extract_fast,
         )
 
     def build_algorithm(self) -> Algorithm:

@@ -17,7 +17,7 @@ from scrapy.utils.project import data_path
 
 from ._config import Config
 from .engine.detector import Detector, Verdict
-from .engine.pipeline import DocumentPipeline, Prepared
+from .engine.pipeline import Prepared
 from .store import Store, StoreError, StoreMismatchError, store_from_url
 
 if TYPE_CHECKING:
@@ -63,10 +63,8 @@ class NearDupService:
         self.crawler = crawler
         self.config = config
         self.stats = crawler.stats
-        self.algorithm = config.build_algorithm()
-        self.pipeline = DocumentPipeline(
-            self.algorithm, use_main=config.extract, min_text_length=config.min_text_length
-        )
+        self.pipeline = config.build_pipeline()
+        self.algorithm = self.pipeline.algorithm
         self.detector: Detector | None = None
         self.groups: dict[str, list[str]] = {}
         self._logged_first_duplicate = False

@@ -23,15 +23,9 @@ from .store import Store, store_from_url
 _worker_pipeline: DocumentPipeline | None = None
 
 
-def _pipeline_for(config: Config) -> DocumentPipeline:
-    return DocumentPipeline(
-        config.build_algorithm(), use_main=config.extract, min_text_length=config.min_text_length
-    )
-
-
 def _init_worker(config: Config) -> None:
     global _worker_pipeline
-    _worker_pipeline = _pipeline_for(config)
+    _worker_pipeline = config.build_pipeline()
 
 
 def _prepare_in_worker(doc: Document) -> tuple[str, Prepared]:
@@ -94,7 +88,7 @@ class BatchDeduplicator:
 
     def _prepared(self, documents: Iterable[Document]) -> Iterator[tuple[str, Prepared]]:
         if self.workers == 1:
-            pipeline = _pipeline_for(self.config)
+            pipeline = self.config.build_pipeline()
             for doc in documents:
                 yield doc.url, prepare(pipeline, doc)
             return

@@ -33,6 +33,8 @@ def _settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
             settings[name] = value
     if getattr(args, "no_extract", False):
         settings["NEARDUP_EXTRACT"] = False
+    if getattr(args, "extract_fast", False):
+        settings["NEARDUP_EXTRACT_FAST"] = True
     return settings
 
 
@@ -57,6 +59,7 @@ def _add_algorithm_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-distance", type=int, help="SimHash Hamming distance (default: from --threshold)")
     group.add_argument("--min-text-length", type=int, help="shortest text fingerprinted, in characters (default: 200)")
     group.add_argument("--no-extract", action="store_true", help="fingerprint the whole page text, not the main content")
+    group.add_argument("--extract-fast", action="store_true", help="trafilatura's fast mode (no fallback extractors)")
 
 
 def build_parser() -> argparse.ArgumentParser:

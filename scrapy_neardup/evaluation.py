@@ -74,14 +74,14 @@ def _read_page(path: str) -> bytes:
     return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
 
 
-def _extract_job(job: tuple[str, str, bool, int]) -> tuple[Any, float]:
+def _extract_job(job: tuple[str, str, bool, int, bool]) -> tuple[Any, float]:
     import time
 
     from .engine.extract import extract
 
-    path, url, use_main, min_length = job
+    path, url, use_main, min_length, fast = job
     started = time.perf_counter()
-    got = extract(_read_page(path), url, use_main=use_main, min_length=min_length)
+    got = extract(_read_page(path), url, use_main=use_main, min_length=min_length, fast=fast)
     return got, time.perf_counter() - started
 
 
@@ -93,23 +93,22 @@ def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, 
     import time
 
     from .engine.detector import Detector
-    from .engine.pipeline import DocumentPipeline
     from .store import MemoryStore
 
     manifest = load_manifest(manifest_path)[:limit] if limit else load_manifest(manifest_path)
     base = os.path.dirname(os.path.abspath(manifest_path))
-    extracted: dict[tuple[bool, int], tuple[list[Any], list[float]]] = {}
+    extracted: dict[tuple[bool, int, bool], tuple[list[Any], list[float]]] = {}
     rows = []
     for name, config in configurations:
-        setting = (config.extract, config.min_text_length)
+        setting = (config.extract, config.min_text_length, config.extract_fast)
         if setting not in extracted:
-            jobs = [(os.path.join(base, r["file"]), r["url"], config.extract, config.min_text_length) for r in manifest]
+            jobs = [(os.path.join(base, r["file"]), r["url"], *setting) for r in manifest]
             with multiprocessing.Pool(max(1, workers or os.cpu_count() or 1)) as pool:
                 results = pool.map(_extract_job, jobs, chunksize=8)
             extracted[setting] = ([r[0] for r in results], [r[1] for r in results])
         texts, extract_secs = extracted[setting]
-        algorithm = config.build_algorithm()
-        pipeline = DocumentPipeline(algorithm, use_main=config.extract, min_text_length=config.min_text_length)
+        pipeline = config.build_pipeline()
+        algorithm = pipeline.algorithm
         detector = Detector(algorithm, MemoryStore())
         detector.open()
         pairs = []

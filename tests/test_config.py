@@ -10,7 +10,8 @@ def config(**values):
 
 def test_defaults():
     c = config()
-    assert (c.enabled, c.algorithm, c.action, c.threshold, c.shingle_size) == (False, "minhash", "drop", 0.5, 3)
+    assert (c.enabled, c.algorithm, c.action, c.threshold, c.shingle_size) == (False, "minhash", "drop", 0.45, 2)
+    assert not c.extract_fast
     assert c.build_algorithm().params()["num_perm"] == 128
     s = config(ALGORITHM="simhash")
     assert s.threshold == 0.95 and s.build_algorithm().max_distance == 3 and s.shingle_size == 1
