@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 ALGORITHMS = ("minhash", "simhash")
 ACTIONS = ("drop", "tag")
+ON_STORE_ERROR = ("pass", "stop")
 #: Default similarity threshold per algorithm: estimated Jaccard for MinHash; ``1 - hamming/64`` for
 #: SimHash, where 0.95 is Manku et al.'s k = 3 bits.
 DEFAULT_THRESHOLD = {"minhash": 0.45, "simhash": 0.95}
@@ -37,6 +38,10 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_MIN_TEXT_LENGTH": 200,
     "NEARDUP_MINHASH_NUM_PERM": 128,
     "NEARDUP_MINHASH_SEED": 1,
+    "NEARDUP_ON_STORE_ERROR": "pass",
+    "NEARDUP_REDIS_KEY": "neardup:{%(spider)s}",
+    "NEARDUP_REDIS_RETRIES": 3,
+    "NEARDUP_REDIS_TIMEOUT_SECS": 5.0,
     "NEARDUP_RESET": False,
     "NEARDUP_SHINGLE_SIZE": None,
     "NEARDUP_SIMHASH_BLOCKS": None,
@@ -120,6 +125,10 @@ class Config:
     min_text_length: int = 200
     minhash_num_perm: int = 128
     minhash_seed: int = 1
+    on_store_error: str = "pass"
+    redis_key: str = DEFAULTS["NEARDUP_REDIS_KEY"]
+    redis_retries: int = 3
+    redis_timeout_secs: float = 5.0
     reset: bool = False
     shingle_size: int = 3
     simhash_blocks: int | None = None
@@ -157,6 +166,15 @@ class Config:
                 )
             if store_url.lower().startswith("sqlite") and not store_url.startswith("sqlite:///"):
                 raise _fail("NEARDUP_STORE_URL", store_url, "sqlite:///relative/path or sqlite:////absolute/path")
+        redis_key = settings.get("NEARDUP_REDIS_KEY", DEFAULTS["NEARDUP_REDIS_KEY"])
+        try:
+            if not isinstance(redis_key, str) or not redis_key:
+                raise TypeError
+            redis_key % {"spider": "x"}
+        except (TypeError, KeyError, ValueError):
+            raise _fail(
+                "NEARDUP_REDIS_KEY", redis_key, "a non-empty key prefix; %(spider)s stands for the spider's name"
+            ) from None
         item_field = settings.get("NEARDUP_ITEM_FIELD", None)
         if item_field is not None and (not isinstance(item_field, str) or not item_field):
             raise _fail("NEARDUP_ITEM_FIELD", item_field, "the name of an item field holding text, or None")
@@ -172,6 +190,10 @@ class Config:
             min_text_length=_int(settings, "NEARDUP_MIN_TEXT_LENGTH", 0),  # type: ignore[arg-type]
             minhash_num_perm=_int(settings, "NEARDUP_MINHASH_NUM_PERM", 2, 1024),  # type: ignore[arg-type]
             minhash_seed=_int(settings, "NEARDUP_MINHASH_SEED", 0, 2**32 - 1),  # type: ignore[arg-type]
+            on_store_error=_choice(settings, "NEARDUP_ON_STORE_ERROR", ON_STORE_ERROR),
+            redis_key=redis_key,
+            redis_retries=_int(settings, "NEARDUP_REDIS_RETRIES", 0, 100),  # type: ignore[arg-type]
+            redis_timeout_secs=_float(settings, "NEARDUP_REDIS_TIMEOUT_SECS", 0.0, 3600.0, open_low=True),  # type: ignore[arg-type]
             reset=_bool(settings, "NEARDUP_RESET"),
             shingle_size=shingle_size or DEFAULT_SHINGLE_SIZE[algorithm],
             simhash_blocks=blocks,

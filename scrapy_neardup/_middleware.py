@@ -77,7 +77,7 @@ class NearDupDownloaderMiddleware:
             service.logger_exception(response.url)
             prepared = Prepared(None, "error")
         key = request.meta.get(META_KEY) or response.url
-        verdict = service.decide(str(key), prepared)
+        verdict = await service.decide(str(key), prepared)
         if verdict is None:
             request.meta[META_VERDICT] = {"status": "skipped", "reason": prepared.skip_reason or "store_error"}
             return response

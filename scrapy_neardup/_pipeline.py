@@ -36,7 +36,7 @@ class NearDupPipeline:
     def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
 
-    def process_item(self, item: Any, spider: object = None) -> Any:
+    async def process_item(self, item: Any, spider: object = None) -> Any:
         adapter = ItemAdapter(item)
         text = adapter.get(self.field)
         if not isinstance(text, str):
@@ -46,7 +46,7 @@ class NearDupPipeline:
         if not isinstance(key, str) or not key:
             key = "item:%032x" % mmh3.hash128(text, 0x17E5, signed=False)
         prepared = self.service.pipeline.from_text(text)
-        verdict = self.service.decide(key, prepared)
+        verdict = await self.service.decide(key, prepared)
         if verdict is None or not verdict.is_duplicate:
             return item
         if self.service.config.action == "drop":

@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.exceptions import CloseSpider, NotConfigured
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.project import data_path
+from twisted.internet.threads import deferToThreadPool
+from twisted.python.threadpool import ThreadPool
 
 from ._config import Config
 from .engine.detector import Detector, Verdict
@@ -51,6 +54,13 @@ SKIP_REASONS = {
 _services: weakref.WeakKeyDictionary[Any, NearDupService] = weakref.WeakKeyDictionary()
 
 
+def _in_thread(pool: ThreadPool, fn: Any, *args: Any) -> Any:
+    """Run ``fn`` on ``pool``; awaitable under both the asyncio and the default reactor."""
+    from twisted.internet import reactor  # imported late: importing it at module level installs a reactor
+
+    return maybe_deferred_to_future(deferToThreadPool(reactor, pool, fn, *args))
+
+
 def _looks_binary(body: bytes) -> bool:
     head = body[:2048]
     if b"\x00" in head:
@@ -69,6 +79,8 @@ class NearDupService:
         self.groups: dict[str, list[str]] = {}
         self._logged_first_duplicate = False
         self._logged_skip_reasons: set[str] = set()
+        self._store_thread: ThreadPool | None = None
+        self._stopping = False
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
@@ -86,11 +98,16 @@ class NearDupService:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def spider_opened(self, spider: Spider) -> None:
-        url = self.config.resolve_store_url(spider.name, data_path("", createdir=False))
-        options: dict[str, Any] = {}
-        if url.startswith("sqlite"):
-            options = {"commit_every": self.config.store_commit_every, "commit_secs": self.config.store_commit_secs}
-        store: Store = store_from_url(url, **options)
+        config = self.config
+        url = config.resolve_store_url(spider.name, data_path("", createdir=False))
+        store: Store = store_from_url(
+            url,
+            commit_every=config.store_commit_every,
+            commit_secs=config.store_commit_secs,
+            prefix=config.redis_key % {"spider": spider.name},
+            retries=config.redis_retries,
+            timeout_secs=config.redis_timeout_secs,
+        )
         detector = Detector(self.algorithm, store)
         try:
             detector.open(reset=self.config.reset)
@@ -101,6 +118,8 @@ class NearDupService:
             logger.error("scrapy-neardup: %s", exc, extra={"spider": spider})
             raise CloseSpider(reason) from exc
         self.detector = detector
+        self._store_thread = ThreadPool(1, 1, name="scrapy-neardup store")
+        self._store_thread.start()
         initial = store.count()
         self.stats.set_value("neardup/initial", initial)
         logger.info(
@@ -113,11 +132,17 @@ class NearDupService:
             extra={"spider": spider},
         )
 
-    def spider_closed(self, spider: Spider, reason: str = "") -> None:
+    async def spider_closed(self, spider: Spider, reason: str = "") -> None:
         if self.detector is None:
             return
-        self.detector.close()
+        detector, pool = self.detector, self._store_thread
         self.detector = None
+        if pool is not None:
+            await _in_thread(pool, detector.close)
+            pool.stop()
+            self._store_thread = None
+        else:
+            detector.close()
         get = self.stats.get_value
         skipped = {k.rsplit("/", 1)[1]: v for k, v in self.stats.get_stats().items() if k.startswith("neardup/skipped/")}
         logger.info(
@@ -161,27 +186,48 @@ class NearDupService:
         return self.pipeline.from_html(html, response.url)
 
 
-    def decide(self, key: str, prepared: Prepared) -> Verdict | None:
-        """File a prepared document and count the outcome. ``None`` when skipped or the store failed."""
+    async def decide(self, key: str, prepared: Prepared) -> Verdict | None:
+        """File a prepared document and count the outcome. ``None`` when skipped or the store failed.
+
+        The store work runs on the service's one store thread, so a slow or reconnecting store (Redis
+        retrying with back-off) never stalls the reactor, and the store sees one caller at a time.
+        """
         if prepared.fingerprint is None:
             self.skip(prepared.skip_reason, key)
             return None
         if prepared.method == "page":
             self.stats.inc_value("neardup/extract/page_text_fallback")
-        if self.detector is None:
+        detector = self.detector
+        if detector is None or self._store_thread is None:
             self.skip("store_closed", key)
             return None
+        fp = prepared.fingerprint
         try:
-            known = self.detector.store.get(key)
-            if known is not None:
-                verdict = Verdict("seen", key, known.canonical or key, known.similarity)
-            else:
-                fp = prepared.fingerprint
-                verdict = self.detector.check_fingerprint(key, fp.signature, fp.buckets)
-        except StoreError:
-            self.stats.inc_value("neardup/store_error")
-            logger.warning("scrapy-neardup: store error on %s; the page is passed on as unique", key, exc_info=True)
+            verdict = await _in_thread(self._store_thread, detector.check_fingerprint, key, fp.signature, fp.buckets)
+        except StoreError as exc:
+            self.store_failed(key, exc)
             return None
+        self.record(key, verdict)
+        return verdict
+
+    def store_failed(self, key: str, exc: Exception) -> None:
+        self.stats.inc_value("neardup/store_error")
+        if self.config.on_store_error == "stop":
+            logger.error("scrapy-neardup: store error on %s; stopping the crawl (NEARDUP_ON_STORE_ERROR = 'stop'): %s",
+                         key, exc)
+            if not self._stopping:
+                self._stopping = True
+                engine = self.crawler.engine
+                if hasattr(engine, "close_spider_async"):
+                    deferred_from_coro(engine.close_spider_async(reason="neardup_store_error"))
+                else:  # pragma: no cover - Scrapy < 2.14
+                    engine.close_spider(self.crawler.spider, "neardup_store_error")
+        else:
+            logger.warning("scrapy-neardup: store error on %s; passed on unchecked (NEARDUP_ON_STORE_ERROR = 'pass'): %s",
+                           key, exc)
+
+    def record(self, key: str, verdict: Verdict) -> None:
+        """Stats, log lines and the crawl's group report for a verdict (reactor thread)."""
         self.stats.inc_value("neardup/checked")
         self.stats.inc_value(f"neardup/{verdict.status}")
         if verdict.status == "duplicate":
@@ -200,7 +246,6 @@ class NearDupService:
                     "" if self.config.debug else " - no further duplicates will be shown (see NEARDUP_DEBUG)",
                 )
                 self._logged_first_duplicate = True
-        return verdict
 
     def logger_exception(self, url: str) -> None:
         logger.warning("scrapy-neardup: could not fingerprint %s; passed on unchecked", url, exc_info=True)

@@ -1,5 +1,6 @@
 import os
 import sys
+import uuid
 
 import pytest
 
@@ -10,9 +11,22 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "example_project"))
 sys.path.insert(0, HERE)
 
-STORE_BACKENDS = ["memory", "sqlite"]
+from redis_server import RedisServer  # noqa: E402
+
+STORE_BACKENDS = ["memory", "sqlite", "redis"]
 #: Backends whose data outlives the process.
-PERSISTENT_BACKENDS = ["sqlite"]
+PERSISTENT_BACKENDS = ["sqlite", "redis"]
+
+_redis: RedisServer | None = None
+_prefixes: dict[str, str] = {}
+
+
+def shared_redis(tmp_root) -> RedisServer:
+    """One redis-server for the whole session (each test uses its own key prefix)."""
+    global _redis
+    if _redis is None:
+        _redis = RedisServer(str(tmp_root / "redis-shared")).start()
+    return _redis
 
 
 def make_store(kind, tmp_path, name="store"):
@@ -20,7 +34,26 @@ def make_store(kind, tmp_path, name="store"):
         return MemoryStore()
     if kind == "sqlite":
         return SqliteStore(str(tmp_path / f"{name}.sqlite3"), commit_every=3, commit_secs=60)
+    if kind == "redis":
+        from scrapy_neardup.store.redis import RedisStore
+
+        server = shared_redis(tmp_path.parent)
+        prefix = _prefixes.setdefault(f"{tmp_path}/{name}", f"test:{{{uuid.uuid4().hex}}}")
+        return RedisStore(server.url, prefix=prefix, retries=1, backoff_secs=0.05)
     raise AssertionError(kind)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _redis is not None:
+        _redis.stop()
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A redis-server of this test's own (for restarts and multi-process crawls), with an AOF on disk."""
+    server = RedisServer(str(tmp_path / "redis"), persistent=True).start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(params=STORE_BACKENDS)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from ..store.base import FORMAT_VERSION, Store, StoreError
 from .algorithms import Algorithm
@@ -59,20 +59,51 @@ class Detector:
         fp = self.algorithm.fingerprint(text)
         return self.check_fingerprint(key, fp.signature, fp.buckets)
 
-    def check_fingerprint(self, key: str, signature: bytes, buckets) -> Verdict:  # type: ignore[no-untyped-def]
+    def _best_match(self, signature: bytes, candidates) -> list[tuple[float, str]]:  # type: ignore[no-untyped-def]
+        """Candidates at or above the threshold, most similar first (ties by key, for determinism)."""
         algorithm = self.algorithm
+        matches = []
+        for cand in candidates:
+            sim = algorithm.similarity(signature, cand.signature)
+            if sim >= algorithm.threshold:
+                matches.append((-sim, cand.key))
+        matches.sort()
+        return [(-neg, k) for neg, k in matches]
+
+    def check_many(self, items: list[tuple[str, bytes, Any]]) -> list[Verdict]:
+        """Check-and-insert a batch of ``(key, signature, buckets)`` in input order, as :meth:`check_fingerprint`
+        would one by one, with one lookup and one insert round trip per round. A document whose insert
+        was refused (another writer, or an earlier document of the same batch, filed a near-duplicate in
+        its buckets meanwhile) goes into the next round and so finds that document."""
+        verdicts: list[Verdict | None] = [None] * len(items)
+        pending = list(range(len(items)))
         for _ in range(MAX_RETRIES):
-            candidates, token = self.store.lookup(buckets)
-            matches = []
-            for cand in candidates:
-                sim = algorithm.similarity(signature, cand.signature)
-                if sim >= algorithm.threshold:
-                    matches.append((-sim, cand.key))
-            if matches:
-                matches.sort()
-                best_sim, best_key = -matches[0][0], matches[0][1]
-                self.store.add(key, signature, buckets, canonical=best_key, similarity=best_sim)
-                return Verdict("duplicate", key, best_key, best_sim, tuple(k for _, k in matches[1:]))
-            if self.store.add(key, signature, buckets, token=token):
-                return Verdict("unique", key, key, 1.0)
-        raise StoreError(f"check-and-insert of {key!r} kept colliding with other writers ({MAX_RETRIES} tries)")
+            if not pending:
+                break
+            looked = self.store.lookup_many([(items[i][0], items[i][2]) for i in pending])
+            adds, planned, waiting = [], [], []
+            for i, (known, candidates, token) in zip(pending, looked):
+                key, signature, buckets = items[i]
+                if known is not None:
+                    verdicts[i] = Verdict("seen", key, known.canonical or key, known.similarity)
+                    continue
+                matches = self._best_match(signature, candidates)
+                if matches:
+                    (sim, best), others = matches[0], tuple(k for _, k in matches[1:])
+                    adds.append((key, signature, buckets, best, sim, None))
+                    planned.append((i, Verdict("duplicate", key, best, sim, others)))
+                else:
+                    adds.append((key, signature, buckets, None, 1.0, token))
+                    planned.append((i, Verdict("unique", key, key, 1.0)))
+            for (i, verdict), result in zip(planned, self.store.add_many(adds) if adds else []):
+                if result == 1:
+                    verdicts[i] = verdict
+                else:
+                    waiting.append(i)
+            pending = waiting
+        if pending:
+            raise StoreError(f"check-and-insert kept colliding with other writers ({MAX_RETRIES} tries)")
+        return verdicts  # type: ignore[return-value]
+
+    def check_fingerprint(self, key: str, signature: bytes, buckets) -> Verdict:  # type: ignore[no-untyped-def]
+        return self.check_many([(key, signature, buckets)])[0]

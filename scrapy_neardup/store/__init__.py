@@ -8,8 +8,8 @@ from .base import FORMAT_VERSION, Candidate, DocRecord, Store, StoreError, Store
 from .memory import MemoryStore
 from .sqlite import SqliteStore, StoreLockedError
 
-#: URL schemes :func:`open_store` understands.
-STORE_SCHEMES = ("memory", "sqlite")
+#: URL schemes :func:`store_from_url` understands.
+STORE_SCHEMES = ("memory", "sqlite", "redis", "rediss", "unix")
 
 __all__ = [
     "FORMAT_VERSION",
@@ -38,12 +38,19 @@ def sqlite_path(url: str) -> str:
 
 
 def store_from_url(url: str, **options: object) -> Store:
-    """Build (not yet open) the store a URL names: ``memory://``, ``sqlite:///path``."""
+    """Build (not yet open) the store a URL names: ``memory://``, ``sqlite:///path``, ``redis://host:port/db``
+    (``rediss://`` for TLS, ``unix://`` for a socket; password and options as redis-py accepts them)."""
     scheme = urlsplit(url).scheme.lower()
     if scheme == "memory":
         return MemoryStore()
     if scheme == "sqlite":
-        return SqliteStore(sqlite_path(url), **options)  # type: ignore[arg-type]
+        sqlite_options = {k: v for k, v in options.items() if k in ("commit_every", "commit_secs")}
+        return SqliteStore(sqlite_path(url), **sqlite_options)  # type: ignore[arg-type]
+    if scheme in ("redis", "rediss", "unix"):
+        from .redis import RedisStore
+
+        redis_options = {k: v for k, v in options.items() if k in ("prefix", "retries", "backoff_secs", "timeout_secs")}
+        return RedisStore(url, **redis_options)  # type: ignore[arg-type]
     raise ValueError(
         f"Unknown store URL scheme {scheme!r} in {url!r}; allowed: "
         + ", ".join(f"{s}://" for s in STORE_SCHEMES)

@@ -104,6 +104,26 @@ class Store(ABC):
         """File a document. A canonical one (``canonical is None``) goes into ``buckets``; a near-duplicate
         is only recorded. Returns ``False``, storing nothing, when ``token`` is stale."""
 
+    def lookup_many(self, items: Sequence[tuple[str, Sequence[int]]]) -> list[tuple[DocRecord | None, list[Candidate], Any]]:
+        """For each ``(key, buckets)``: the key's record if it is known, else its candidates and a token.
+        Backends with round-trip costs (Redis) answer a whole batch at once."""
+        out: list[tuple[DocRecord | None, list[Candidate], Any]] = []
+        for key, buckets in items:
+            known = self.get(key)
+            out.append((known, [], None) if known is not None else (None, *self.lookup(buckets)))
+        return out
+
+    def add_many(self, items: Sequence[tuple[str, bytes | None, Sequence[int], str | None, float, Any]]) -> list[int]:
+        """:meth:`add` for a batch of ``(key, signature, buckets, canonical, similarity, token)``.
+        Per item: 1 filed, 0 refused for a stale token, -1 the key was filed meanwhile."""
+        out = []
+        for key, signature, buckets, canonical, similarity, token in items:
+            if self.get(key) is not None:
+                out.append(-1)
+            else:
+                out.append(1 if self.add(key, signature, buckets, canonical, similarity, token) else 0)
+        return out
+
     def iter_records(self) -> Any:
         """Every document record (for clustering and export at the end of a crawl)."""
         raise NotImplementedError
