@@ -117,11 +117,16 @@ class Store(ABC):
         """:meth:`add` for a batch of ``(key, signature, buckets, canonical, similarity, token)``.
         Per item: 1 filed, 0 refused for a stale token, -1 the key was filed meanwhile."""
         out = []
+        filed: set[int] = set()  # buckets that canonical documents of this batch went into
         for key, signature, buckets, canonical, similarity, token in items:
             if self.get(key) is not None:
                 out.append(-1)
+            elif canonical is None and not filed.isdisjoint(int(b) for b in buckets):
+                out.append(0)  # an earlier document of this batch may be its near-duplicate: look again
             else:
                 out.append(1 if self.add(key, signature, buckets, canonical, similarity, token) else 0)
+                if canonical is None:
+                    filed.update(int(b) for b in buckets)
         return out
 
     def iter_records(self) -> Any:

@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from .base import Candidate, DocRecord, Store, StoreError
+from .base import Candidate, DocRecord, Store, StoreError, check_meta
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +129,15 @@ for item = 1, n do
   end
 end
 return out
+"""
+
+
+_WRITE_META = """
+local key = ARGV[1]
+if redis.call('EXISTS', key) == 0 then
+  for i = 2, #ARGV, 2 do redis.call('HSET', key, ARGV[i], ARGV[i + 1]) end
+end
+return redis.call('HGETALL', key)
 """
 
 
@@ -231,13 +240,14 @@ class RedisStore(Store):
         return {k.decode(): v.decode() for k, v in raw.items()}
 
     def _write_meta(self, meta: Mapping[str, str]) -> None:
-        # HSETNX: when two processes open an empty store at once, the first one's meta wins and the
-        # other is checked against it below.
+        # One script: when several processes open an empty store at once, the first one's meta is
+        # written whole, and every other process is checked against it, never against half of it.
+        args: list[str] = [self._key("meta")]
         for name, value in meta.items():
-            self._call(self.client.hsetnx, self._key("meta"), name, value)
-        from .base import check_meta
-
-        check_meta(self._read_meta() or {}, meta, self.location)
+            args += [name, value]
+        raw = self._call(self.client.eval, _WRITE_META, 0, *args)
+        stored = {raw[i].decode(): raw[i + 1].decode() for i in range(0, len(raw), 2)}
+        check_meta(stored, meta, self.location)
 
     # -- documents ---------------------------------------------------------------------------------
     def count(self) -> int:

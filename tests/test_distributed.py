@@ -1,0 +1,172 @@
+"""Crawls that span processes: several ``scrapy`` processes on one Redis store; faults mid-crawl."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from crawlkit import HERE, ROOT, ServerThread, run_scrapy
+from demo_site import build_site, make_server
+
+pytestmark = pytest.mark.slow
+SPIDER = os.path.join(HERE, "spiders", "paths.py")
+
+
+@pytest.fixture(scope="module")
+def site():
+    with ServerThread(make_server(0)) as server:
+        yield server.url.rstrip("/")
+
+
+def article_paths():
+    pages, groups = build_site()
+    paths = sorted(p for p in pages if p.startswith(("/news/", "/mirror/", "/print/", "/partner/", "/teasers/")))
+    return paths, groups
+
+
+def settings_for(store_url, **extra):
+    return {"ADDONS": json.dumps({"scrapy_neardup.Addon": 300}), "NEARDUP_ENABLED": "True",
+            "NEARDUP_ACTION": "drop", "NEARDUP_STORE_URL": store_url, "LOG_LEVEL": "DEBUG", "NEARDUP_DEBUG": "True",
+            **extra}
+
+
+def write_paths(tmp_path, name, paths):
+    path = tmp_path / f"{name}.txt"
+    path.write_text("\n".join(paths))
+    return str(path)
+
+
+def spider_args(site, paths_file):
+    return ["runspider", SPIDER, "-a", f"base={site}", "-a", f"paths_file={paths_file}"]
+
+
+def popen_scrapy(args, tmp_path, settings, name):
+    """Start a crawl without waiting (for concurrent processes); returns (process, stats file, items file)."""
+    stats_file, items_file = tmp_path / f"{name}-stats.json", tmp_path / f"{name}-items.jsonl"
+    all_settings = {"EXTENSIONS": json.dumps({"crawlkit.StatsToFile": 0}), "TEST_STATS_FILE": str(stats_file),
+                    **settings}
+    cmd = [sys.executable, "-m", "scrapy", *args, "-O", f"{items_file}:jsonlines"]
+    for key, value in all_settings.items():
+        cmd += ["-s", f"{key}={value}"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, ROOT, os.environ.get("PYTHONPATH", "")]))
+    log = open(tmp_path / f"{name}.log", "w")
+    proc = subprocess.Popen(cmd, cwd=str(tmp_path), env=env, stdout=log, stderr=subprocess.STDOUT)
+    return proc, stats_file, items_file
+
+
+@pytest.mark.parametrize("processes", [2, 4])
+def test_processes_sharing_redis_keep_what_one_process_keeps(site, redis_server, tmp_path, processes):
+    paths, groups = article_paths()
+    parts = [paths[i::processes] for i in range(processes)]  # round robin: every group spans the parts
+    assert all(len({p for p in g if p in part}) < len(g) for g in groups for part in parts)
+    store = redis_server.url
+    runs = [popen_scrapy(spider_args(site, write_paths(tmp_path, f"part{i}", part)), tmp_path,
+                         settings_for(store, NEARDUP_REDIS_KEY=f"multi{processes}:{{%(spider)s}}"), f"p{i}")
+            for i, part in enumerate(parts)]
+    for proc, _, _ in runs:
+        assert proc.wait(180) == 0
+    kept = set()
+    stats = []
+    for _, stats_file, items_file in runs:
+        stats.append(json.loads(stats_file.read_text()))
+        assert stats[-1]["finish_reason"] == "finished"
+        kept |= {json.loads(line)["path"] for line in items_file.read_text().splitlines()}
+    for group in groups:
+        assert len([p for p in group if p in kept]) == 1, (group, kept)  # no near-duplicate pair kept
+    single = run_scrapy(spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path,
+                        settings_for(f"sqlite:///{tmp_path}/single.sqlite3"), cwd=str(tmp_path), name="single")
+    assert single.returncode == 0
+    total = lambda key: sum(s.get(key, 0) for s in stats)  # noqa: E731
+    assert total("neardup/unique") == single.stats["neardup/unique"]
+    assert total("neardup/duplicate") == single.stats["neardup/duplicate"]
+    assert len(kept) == len(single.items)
+
+
+def test_redis_restart_mid_crawl_loses_nothing_acknowledged(site, redis_server, tmp_path):
+    paths, _ = article_paths()
+    settings = settings_for(redis_server.url, DOWNLOAD_DELAY="0.15", CONCURRENT_REQUESTS="1",
+                            NEARDUP_REDIS_RETRIES="8", NEARDUP_ON_STORE_ERROR="pass")
+    proc, stats_file, _ = popen_scrapy(spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path, settings,
+                                       "restart")
+    time.sleep(2.5)
+    redis_server.stop()
+    time.sleep(0.3)
+    redis_server.start()
+    assert proc.wait(120) == 0
+    stats = json.loads(stats_file.read_text())
+    assert stats["finish_reason"] == "finished"
+    acknowledged = stats["neardup/unique"] + stats["neardup/duplicate"]
+    assert acknowledged + stats.get("neardup/store_error", 0) == len(paths)
+    import redis
+
+    client = redis.Redis.from_url(redis_server.url)
+    assert client.hlen("neardup:{paths}:keys") == acknowledged
+
+
+def test_lost_redis_stops_the_crawl_when_told_to(site, redis_server, tmp_path):
+    paths, _ = article_paths()
+    settings = settings_for(redis_server.url, DOWNLOAD_DELAY="0.2", CONCURRENT_REQUESTS="1",
+                            NEARDUP_REDIS_RETRIES="1", NEARDUP_ON_STORE_ERROR="stop",
+                            NEARDUP_REDIS_TIMEOUT_SECS="1")
+    proc, stats_file, _ = popen_scrapy(spider_args(site, write_paths(tmp_path, "all", paths * 3)), tmp_path,
+                                       settings, "stop")
+    time.sleep(2.0)
+    redis_server.stop()
+    assert proc.wait(60) == 0  # never hangs
+    stats = json.loads(stats_file.read_text())
+    assert stats["finish_reason"] == "neardup_store_error"
+    assert stats["neardup/store_error"] >= 1
+    assert "stopping the crawl" in (tmp_path / "stop.log").read_text()
+
+
+def test_sqlite_crawl_killed_and_resumed_keeps_every_committed_fingerprint(site, tmp_path):
+    paths, _ = article_paths()
+    db = tmp_path / "store.sqlite3"
+    settings = settings_for(f"sqlite:///{db}", DOWNLOAD_DELAY="0.1", CONCURRENT_REQUESTS="1",
+                            NEARDUP_STORE_COMMIT_EVERY="3", JOBDIR=str(tmp_path / "job"))
+    proc, _, _ = popen_scrapy(spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path, settings, "killed")
+    deadline = time.monotonic() + 60
+    committed = 0
+    while time.monotonic() < deadline and committed < 8:
+        time.sleep(0.3)
+        if db.exists():
+            try:
+                with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+                    committed = conn.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
+            except sqlite3.OperationalError:
+                pass
+    assert committed >= 8
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    with sqlite3.connect(str(db)) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        before = {k for (k,) in conn.execute("SELECT key FROM docs")}
+    assert len(before) >= committed
+    resumed = run_scrapy(spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path,
+                         {**settings, "DOWNLOAD_DELAY": "0"}, cwd=str(tmp_path), name="resumed")
+    assert resumed.returncode == 0, resumed.log[-2000:]
+    assert resumed.stats["neardup/initial"] == len(before)
+    with sqlite3.connect(str(db)) as conn:
+        after = {k for (k,) in conn.execute("SELECT key FROM docs")}
+    assert before <= after
+    assert after == {site + p for p in paths}
+
+
+def test_second_process_on_one_sqlite_file_gets_a_clear_error(site, tmp_path):
+    paths, _ = article_paths()
+    db = tmp_path / "store.sqlite3"
+    settings = settings_for(f"sqlite:///{db}", DOWNLOAD_DELAY="0.2", CONCURRENT_REQUESTS="1")
+    first, _, _ = popen_scrapy(spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path, settings, "first")
+    time.sleep(2.0)
+    second = run_scrapy(spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path, settings,
+                        cwd=str(tmp_path), name="second")
+    assert second.stats["finish_reason"] == "neardup_store_error"
+    assert "in use by another process" in second.log
+    assert first.wait(120) == 0
+    with sqlite3.connect(str(db)) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
