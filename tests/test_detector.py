@@ -27,7 +27,7 @@ def edit(text, changes, seed=0):
 def algorithm(request):
     if request.param == "minhash":
         return MinHashLSH(threshold=0.5, num_perm=128)
-    return SimHashHamming(max_distance=6)
+    return SimHashHamming(max_distance=8, shingle_size=1)
 
 
 def test_unique_duplicate_seen(algorithm, store_kind, tmp_path):

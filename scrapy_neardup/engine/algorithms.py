@@ -16,7 +16,7 @@ import numpy as np
 from .lsh import band_keys, optimal_bands
 from .minhash import MinHasher
 from .simhash import HammingTables, SimHasher
-from .text import hash_tokens, shingle_hashes, tokenize
+from .text import shingle_hashes, token_hashes
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class MinHashLSH(Algorithm):
         }
 
     def fingerprint(self, text: str) -> Fingerprint:
-        shingles = shingle_hashes(hash_tokens(tokenize(text)), self.shingle_size)
+        shingles = shingle_hashes(token_hashes(text), self.shingle_size)
         sig = self.hasher.signature(shingles)
         return Fingerprint(self.hasher.to_bytes(sig), band_keys(sig, self.bands, self.rows))
 
@@ -83,7 +83,7 @@ class SimHashHamming(Algorithm):
     name = "simhash"
 
     def __init__(
-        self, threshold: float = 0.95, shingle_size: int = 2, max_distance: int | None = None, blocks: int | None = None
+        self, threshold: float = 0.95, shingle_size: int = 1, max_distance: int | None = None, blocks: int | None = None
     ) -> None:
         self.max_distance = simhash_distance_for(threshold) if max_distance is None else max_distance
         self.threshold = 1.0 - self.max_distance / SimHasher.bits
@@ -102,7 +102,7 @@ class SimHashHamming(Algorithm):
         }
 
     def fingerprint(self, text: str) -> Fingerprint:
-        features = shingle_hashes(hash_tokens(tokenize(text)), self.shingle_size)
+        features = shingle_hashes(token_hashes(text), self.shingle_size)
         fp = self.hasher.fingerprint(features)
         return Fingerprint(SimHasher.to_bytes(fp), self.tables.keys(fp))
 

@@ -17,6 +17,8 @@ Byte layout of a stored signature: ``num_perm`` little-endian ``uint32`` values 
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 _U64 = np.uint64
@@ -36,16 +38,26 @@ class MinHasher:
         rng = np.random.Generator(np.random.PCG64(seed))
         self._a = rng.integers(0, 2**63, size=num_perm, dtype=np.uint64) * _U64(2) + _U64(1)
         self._b = rng.integers(0, 2**63, size=num_perm, dtype=np.uint64)
+        self._local = threading.local()
 
     def signature(self, shingles: np.ndarray) -> np.ndarray:
-        """The ``uint32`` signature of a set of shingle hashes (duplicates are harmless)."""
+        """The ``uint32`` signature of a set of shingle hashes (duplicates are harmless).
+
+        Works in one preallocated (block × num_perm) buffer per thread: fresh temporaries of that size
+        would cost more in page faults than the arithmetic itself.
+        """
         if len(shingles) == 0:
             return np.full(self.num_perm, _EMPTY, dtype=np.uint32)
+        buf = getattr(self._local, "buf", None)
+        if buf is None:
+            buf = self._local.buf = np.empty((_BLOCK, self.num_perm), dtype=np.uint64)
         sig = np.full(self.num_perm, np.iinfo(np.uint64).max, dtype=np.uint64)
-        with np.errstate(over="ignore"):
-            for start in range(0, len(shingles), _BLOCK):
-                block = shingles[start : start + _BLOCK, None]
-                np.minimum(sig, (block * self._a + self._b).min(axis=0), out=sig)
+        for start in range(0, len(shingles), _BLOCK):
+            block = shingles[start : start + _BLOCK]
+            view = buf[: len(block)]
+            np.multiply(block[:, None], self._a, out=view)
+            np.add(view, self._b, out=view)
+            np.minimum(sig, view.min(axis=0), out=sig)
         return (sig >> _U64(32)).astype(np.uint32)
 
     @staticmethod

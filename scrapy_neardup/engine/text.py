@@ -1,42 +1,30 @@
-"""Text normalisation, tokenisation and hashed shingles.
+"""Text normalisation, tokenisation and hashed shingles, vectorised over a document's code points.
 
 Everything a sketch sees passes through here, so every choice is fixed and stable across processes and
-machines: Unicode NFKC, case folding, and MurmurHash3 (``mmh3``) with a fixed seed. Python's ``hash()`` is
-never used, since it is salted per process.
+machines: Unicode NFKC, case folding, and hashes built from fixed constants. Python's ``hash()`` is never
+used (it is salted per process).
 
-Tokens are words where the script separates words with spaces, and single characters for the scripts that
-do not (Chinese, Japanese, Thai, Lao, Khmer, Myanmar); a k-shingle of those characters is then a character
-k-gram, as Broder's shingling would use on unsegmented text (Broder et al., "Syntactic clustering of the
-Web", 1997, shingles as contiguous subsequences of tokens).
+Tokens are runs of word characters (letters, digits, combining marks, underscore) where a script separates
+words with spaces, and single characters for the scripts that do not (Chinese, Japanese, Thai, Lao, Khmer,
+Myanmar; Hangul too, whose short words match better as characters); a k-shingle of those characters is a
+character k-gram, as Broder's shingling would use on unsegmented text (Broder et al., "Syntactic clustering
+of the Web", 1997). Combining marks count as word characters, so Devanagari or Thai vowel signs do not split
+words (Python's ``\\w`` would).
+
+Speed: no per-token Python objects. The text becomes one array of code points; a lookup table classifies
+them; token boundaries come from comparing neighbours; and every token's hash comes at once from prefix
+sums: with ``c_j`` the code points and ``M`` odd, a token ``s..e`` hashes to
+``sum c_j M^(e-j) = M^e (Q_e - Q_(s-1))`` where ``Q_i = sum_(j<=i) c_j M^-j`` (mod 2^64), finished with
+MurmurHash3's fmix64.
 """
 
 from __future__ import annotations
 
-import re
+import threading
 import unicodedata
 from collections.abc import Sequence
 
-import mmh3
 import numpy as np
-
-#: Seed for token hashes. Part of the fingerprint format: changing it changes every stored fingerprint.
-TOKEN_SEED = 0x5EED_D00D
-
-_UNSEGMENTED = (
-    "\u0e00-\u0e7f"  # Thai
-    "\u0e80-\u0eff"  # Lao
-    "\u1000-\u109f"  # Myanmar
-    "\u1780-\u17ff"  # Khmer
-    "\u3040-\u30ff"  # Hiragana, Katakana
-    "\u3100-\u312f"  # Bopomofo
-    "\u3400-\u4dbf"  # CJK extension A
-    "\u4e00-\u9fff"  # CJK unified ideographs
-    "\uf900-\ufaff"  # CJK compatibility ideographs
-    "\uac00-\ud7af"  # Hangul syllables: spaced, but short words; character grams match better
-    "\U00020000-\U0002ebef"  # CJK extensions B-F
-)
-_TOKEN_RE = re.compile(rf"[{_UNSEGMENTED}]|[^\W{_UNSEGMENTED}]+")
-_SPACE_RE = re.compile(r"\s+")
 
 _U64 = np.uint64
 # Constants of MurmurHash3's 64-bit finaliser (fmix64): a bijection that spreads every input bit.
@@ -44,29 +32,139 @@ _FMIX_C1 = _U64(0xFF51AFD7ED558CCD)
 _FMIX_C2 = _U64(0xC4CEB9FE1A85EC53)
 # Odd multiplier for combining consecutive token hashes into one shingle hash (the 64-bit golden ratio).
 _SHINGLE_MULT = _U64(0x9E3779B97F4A7C15)
+# Odd base of the token polynomial, its inverse mod 2^64, and a salt mixing in the token length.
+_TOKEN_MULT = 0x100000001B3
+_TOKEN_MULT_INV = pow(_TOKEN_MULT, -1, 2**64)
+_LENGTH_SALT = _U64(0xD6E8FEB86659FD93)
+
+WORD, UNSEGMENTED = 1, 2
+_UNSEGMENTED_RANGES = (
+    (0x0E00, 0x0E7F),  # Thai
+    (0x0E80, 0x0EFF),  # Lao
+    (0x1000, 0x109F),  # Myanmar
+    (0x1780, 0x17FF),  # Khmer
+    (0x3040, 0x30FF),  # Hiragana, Katakana
+    (0x3100, 0x312F),  # Bopomofo
+    (0x3400, 0x4DBF),  # CJK extension A
+    (0x4E00, 0x9FFF),  # CJK unified ideographs
+    (0xF900, 0xFAFF),  # CJK compatibility ideographs
+    (0xAC00, 0xD7AF),  # Hangul syllables
+    (0x20000, 0x2FA1F),  # CJK extensions B-F, compatibility supplement
+)
+
+_lock = threading.Lock()
+_bmp_table: np.ndarray | None = None
+_powers: tuple[np.ndarray, np.ndarray] = (np.ones(1, dtype=np.uint64), np.ones(1, dtype=np.uint64))
+
+
+def _classify(cp: int) -> int:
+    for lo, hi in _UNSEGMENTED_RANGES:
+        if lo <= cp <= hi:
+            return UNSEGMENTED
+    ch = chr(cp)
+    if ch.isalnum() or ch == "_" or unicodedata.category(ch)[0] == "M":
+        return WORD
+    return 0
+
+
+def _table() -> np.ndarray:
+    """Class of every code point of the Basic Multilingual Plane (built once, ~10 ms)."""
+    global _bmp_table
+    if _bmp_table is None:
+        with _lock:
+            if _bmp_table is None:
+                _bmp_table = np.fromiter((_classify(cp) for cp in range(0x10000)), dtype=np.uint8, count=0x10000)
+    return _bmp_table
+
+
+def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``M^i`` and ``M^-i`` (mod 2^64) for ``i < n``, grown on demand and shared."""
+    global _powers
+    pows, inv = _powers
+    if len(pows) < n:
+        with _lock:
+            pows, inv = _powers
+            if len(pows) < n:
+                size = max(n, 2 * len(pows), 4096)
+                pows = np.full(size, _TOKEN_MULT, dtype=np.uint64)
+                inv = np.full(size, _TOKEN_MULT_INV, dtype=np.uint64)
+                pows[0] = inv[0] = 1
+                np.cumprod(pows, out=pows)
+                np.cumprod(inv, out=inv)
+                _powers = (pows, inv)
+    return pows, inv
 
 
 def normalize(text: str) -> str:
-    """Return ``text`` in NFKC, case-folded, with runs of white space collapsed to one space."""
-    return _SPACE_RE.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    """``text`` in NFKC and case-folded (for ASCII, simply lower-cased: the same result, faster)."""
+    if text.isascii():
+        return text.lower()
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def _codepoints(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+
+def token_spans(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(code points, starts, ends)`` of the tokens of already normalised ``text``."""
+    cp = _codepoints(text)
+    if len(cp) == 0:
+        empty = np.empty(0, dtype=np.intp)
+        return cp, empty, empty
+    classes = _table()[np.minimum(cp, 0xFFFF)]
+    astral = cp > 0xFFFF
+    if astral.any():
+        for value in np.unique(cp[astral]):
+            classes[cp == value] = _classify(int(value))
+    word = classes == WORD
+    single = classes == UNSEGMENTED
+    before = np.empty_like(word)
+    before[0] = False
+    before[1:] = word[:-1]
+    after = np.empty_like(word)
+    after[-1] = False
+    after[:-1] = word[1:]
+    starts = np.flatnonzero((word & ~before) | single)
+    ends = np.flatnonzero((word & ~after) | single) + 1
+    return cp, starts, ends
+
+
+def span_hashes(cp: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """64-bit hashes of the tokens ``cp[starts[i]:ends[i]]`` (a polynomial of their code points)."""
+    if len(starts) == 0:
+        return np.empty(0, dtype=np.uint64)
+    pows, inv = _power_tables(len(cp) + 1)
+    with np.errstate(over="ignore"):
+        prefix = np.empty(len(cp) + 1, dtype=np.uint64)
+        prefix[0] = 0
+        np.multiply(cp.astype(np.uint64) + _U64(1), inv[: len(cp)], out=prefix[1:])
+        np.cumsum(prefix, out=prefix)
+        last = ends - 1
+        value = (prefix[ends] - prefix[starts]) * pows[last]
+        value ^= (ends - starts).astype(np.uint64) * _LENGTH_SALT
+    return fmix64(value)
 
 
 def tokenize(text: str) -> list[str]:
-    """Split normalised text into word tokens, or single characters for unsegmented scripts."""
-    return _TOKEN_RE.findall(normalize(text))
+    """The tokens of ``text`` (normalised first), as strings."""
+    normal = normalize(text)
+    _, starts, ends = token_spans(normal)
+    return [normal[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
+
+
+def token_hashes(text: str) -> np.ndarray:
+    """Hashes of the tokens of ``text`` (normalised first), in order; equal to ``hash_tokens(tokenize(text))``."""
+    return span_hashes(*token_spans(normalize(text)))
 
 
 def hash_tokens(tokens: Sequence[str]) -> np.ndarray:
-    """Hash each token with 64-bit MurmurHash3 (fixed seed); returns a ``uint64`` array."""
-    cache: dict[str, int] = {}
-    out = np.empty(len(tokens), dtype=np.uint64)
-    for i, token in enumerate(tokens):
-        h = cache.get(token)
-        if h is None:
-            h = mmh3.hash64(token, TOKEN_SEED, signed=False)[0]
-            cache[token] = h
-        out[i] = h
-    return out
+    """Hashes of given token strings, with the same function :func:`token_hashes` uses."""
+    if not tokens:
+        return np.empty(0, dtype=np.uint64)
+    lengths = np.fromiter((len(t) for t in tokens), dtype=np.intp, count=len(tokens))
+    ends = np.cumsum(lengths)
+    return span_hashes(_codepoints("".join(tokens)), ends - lengths, ends)
 
 
 def fmix64(values: np.ndarray) -> np.ndarray:
@@ -96,13 +194,14 @@ def shingle_hashes(token_hashes: np.ndarray, k: int) -> np.ndarray:
     acc = np.zeros(count, dtype=np.uint64)
     with np.errstate(over="ignore"):
         for j in range(k):
-            acc = acc * _SHINGLE_MULT + token_hashes[j : j + count]
+            acc *= _SHINGLE_MULT
+            acc += token_hashes[j : j + count]
     return fmix64(acc ^ _U64(k))
 
 
 def shingle_set(text: str, k: int) -> np.ndarray:
     """Sorted distinct k-shingle hashes of ``text`` (the set Jaccard similarity is defined on)."""
-    return np.unique(shingle_hashes(hash_tokens(tokenize(text)), k))
+    return np.unique(shingle_hashes(token_hashes(text), k))
 
 
 def jaccard(a: np.ndarray, b: np.ndarray) -> float:
