@@ -1,22 +1,40 @@
 """scrapy-neardup: find near-duplicate pages while Scrapy crawls, and drop or tag them.
 
 Algorithm modules (:mod:`scrapy_neardup.engine`) and stores (:mod:`scrapy_neardup.store`) know nothing of
-Scrapy; the components exported here are thin layers over them.
+Scrapy; the components exported here are thin layers over them. They are imported on first use, so the
+engine, the stores and the ``scrapy-neardup`` command do not pay for importing Scrapy.
 """
 
-from ._config import Config, ConfigError
-from ._middleware import NearDupDownloaderMiddleware
-from ._pipeline import NearDupPipeline
-from ._spidermiddleware import NearDupSpiderMiddleware
-from ._version import __version__
-from .addon import Addon
+from __future__ import annotations
 
-__all__ = [
-    "Addon",
-    "Config",
-    "ConfigError",
-    "NearDupDownloaderMiddleware",
-    "NearDupPipeline",
-    "NearDupSpiderMiddleware",
-    "__version__",
-]
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__
+
+if TYPE_CHECKING:
+    from ._config import Config, ConfigError
+    from ._middleware import NearDupDownloaderMiddleware
+    from ._pipeline import NearDupPipeline
+    from ._spidermiddleware import NearDupSpiderMiddleware
+    from .addon import Addon
+
+_EXPORTS = {
+    "Addon": ".addon",
+    "Config": "._config",
+    "ConfigError": "._config",
+    "NearDupDownloaderMiddleware": "._middleware",
+    "NearDupPipeline": "._pipeline",
+    "NearDupSpiderMiddleware": "._spidermiddleware",
+}
+
+__all__ = [*_EXPORTS, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value

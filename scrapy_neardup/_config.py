@@ -15,7 +15,11 @@ from .engine.pipeline import DocumentPipeline
 from .store import STORE_SCHEMES
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from scrapy.settings import BaseSettings
+
+    SettingsLike = BaseSettings | Mapping[str, Any]
 
 ALGORITHMS = ("minhash", "simhash")
 ACTIONS = ("drop", "tag")
@@ -61,7 +65,7 @@ def _fail(name: str, value: Any, allowed: str) -> ConfigError:
     return ConfigError(f"{name} = {value!r} is not allowed: {allowed}")
 
 
-def _bool(settings: BaseSettings, name: str) -> bool:
+def _bool(settings: SettingsLike, name: str) -> bool:
     value = settings.get(name, DEFAULTS[name])
     if isinstance(value, bool):
         return value
@@ -72,7 +76,7 @@ def _bool(settings: BaseSettings, name: str) -> bool:
     raise _fail(name, value, "use True or False")
 
 
-def _int(settings: BaseSettings, name: str, low: int, high: int | None = None, optional: bool = False) -> int | None:
+def _int(settings: SettingsLike, name: str, low: int, high: int | None = None, optional: bool = False) -> int | None:
     value = settings.get(name, DEFAULTS[name])
     if value is None and optional:
         return None
@@ -88,7 +92,7 @@ def _int(settings: BaseSettings, name: str, low: int, high: int | None = None, o
     return number
 
 
-def _float(settings: BaseSettings, name: str, low: float, high: float, optional: bool = False,
+def _float(settings: SettingsLike, name: str, low: float, high: float, optional: bool = False,
            open_low: bool = False) -> float | None:
     value = settings.get(name, DEFAULTS[name])
     if value is None and optional:
@@ -105,7 +109,7 @@ def _float(settings: BaseSettings, name: str, low: float, high: float, optional:
     return number
 
 
-def _choice(settings: BaseSettings, name: str, allowed: tuple[str, ...]) -> str:
+def _choice(settings: SettingsLike, name: str, allowed: tuple[str, ...]) -> str:
     value = settings.get(name, DEFAULTS[name])
     if not isinstance(value, str) or value.strip().lower() not in allowed:
         raise _fail(name, value, "one of " + ", ".join(repr(a) for a in allowed))
@@ -139,7 +143,7 @@ class Config:
     threshold: float = 0.5
 
     @classmethod
-    def from_settings(cls, settings: BaseSettings) -> Config:
+    def from_settings(cls, settings: SettingsLike) -> Config:
         """Parse and check every ``NEARDUP_*`` setting; raises :class:`ConfigError` naming the culprit."""
         algorithm = _choice(settings, "NEARDUP_ALGORITHM", ALGORITHMS)
         threshold = _float(settings, "NEARDUP_THRESHOLD", 0.0, 1.0, optional=True, open_low=True)

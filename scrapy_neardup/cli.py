@@ -39,12 +39,10 @@ def _settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _config(settings: dict[str, Any]):  # type: ignore[no-untyped-def]
-    from scrapy.settings import Settings
-
     from ._config import Config, ConfigError
 
     try:
-        return Config.from_settings(Settings(settings))
+        return Config.from_settings(settings)  # a plain mapping: the CLI does not import Scrapy
     except ConfigError as exc:
         raise SystemExit(f"scrapy-neardup: {exc}") from None
 
