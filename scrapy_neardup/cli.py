@@ -215,7 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    return {"dedup": cmd_dedup, "evaluate": cmd_evaluate, "tune": cmd_tune}[args.command](args)
+    try:
+        return {"dedup": cmd_dedup, "evaluate": cmd_evaluate, "tune": cmd_tune}[args.command](args)
+    except BrokenPipeError:  # output piped into `head` and the like: stop quietly, as Unix tools do
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

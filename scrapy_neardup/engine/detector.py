@@ -80,14 +80,19 @@ class Detector:
         for _ in range(MAX_RETRIES):
             if not pending:
                 break
-            looked = self.store.lookup_many([(items[i][0], items[i][2]) for i in pending])
+            looked = self.store.lookup_many([items[i] for i in pending], file_alone=True)
             adds, planned, waiting = [], [], []
-            for i, (known, candidates, token) in zip(pending, looked):
+            for i, found in zip(pending, looked):
                 key, signature, buckets = items[i]
+                known = found.known
                 if known is not None:
                     verdicts[i] = Verdict("seen", key, known.canonical or key, known.similarity)
                     continue
-                matches = self._best_match(signature, candidates)
+                if found.filed:
+                    verdicts[i] = Verdict("unique", key, key, 1.0)
+                    continue
+                token = found.token
+                matches = self._best_match(signature, found.candidates)
                 if matches:
                     (sim, best), others = matches[0], tuple(k for _, k in matches[1:])
                     adds.append((key, signature, buckets, best, sim, None))

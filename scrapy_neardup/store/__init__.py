@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from .base import FORMAT_VERSION, Candidate, DocRecord, Store, StoreError, StoreMismatchError
+from .base import FORMAT_VERSION, Candidate, DocRecord, Lookup, Store, StoreError, StoreMismatchError
 from .memory import MemoryStore
 from .sqlite import SqliteStore, StoreLockedError
 
@@ -16,6 +16,7 @@ __all__ = [
     "STORE_SCHEMES",
     "Candidate",
     "DocRecord",
+    "Lookup",
     "MemoryStore",
     "SqliteStore",
     "Store",

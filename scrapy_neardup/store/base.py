@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 #: Version of the layout of records in every store; bumped on any incompatible change.
@@ -46,6 +46,21 @@ class DocRecord:
 class Candidate:
     key: str
     signature: bytes
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """What :meth:`Store.lookup_many` found for one document.
+
+    ``known``: the key is already filed (its record). ``filed``: nothing shared a bucket with the document,
+    so it was filed as canonical at once. Otherwise ``candidates`` to verify, and the ``token`` to pass
+    to :meth:`Store.add` when filing it as canonical after all.
+    """
+
+    known: DocRecord | None = None
+    candidates: list[Candidate] = field(default_factory=list)
+    token: Any = None
+    filed: bool = False
 
 
 class Store(ABC):
@@ -104,13 +119,23 @@ class Store(ABC):
         """File a document. A canonical one (``canonical is None``) goes into ``buckets``; a near-duplicate
         is only recorded. Returns ``False``, storing nothing, when ``token`` is stale."""
 
-    def lookup_many(self, items: Sequence[tuple[str, Sequence[int]]]) -> list[tuple[DocRecord | None, list[Candidate], Any]]:
-        """For each ``(key, buckets)``: the key's record if it is known, else its candidates and a token.
-        Backends with round-trip costs (Redis) answer a whole batch at once."""
-        out: list[tuple[DocRecord | None, list[Candidate], Any]] = []
-        for key, buckets in items:
+    def lookup_many(self, items: Sequence[tuple[str, bytes | None, Sequence[int]]], file_alone: bool = False,
+                    ) -> list[Lookup]:
+        """For each ``(key, signature, buckets)``, in order: the key's record if it is known, else its
+        candidates and a token. With ``file_alone``, a document that shares no bucket with any filed
+        document is filed as canonical on the spot (the common case, settled in one step). Backends
+        with round-trip costs (Redis) answer a whole batch at once."""
+        out: list[Lookup] = []
+        for key, signature, buckets in items:
             known = self.get(key)
-            out.append((known, [], None) if known is not None else (None, *self.lookup(buckets)))
+            if known is not None:
+                out.append(Lookup(known))
+                continue
+            candidates, token = self.lookup(buckets)
+            if not candidates and file_alone and self.add(key, signature, buckets, token=token):
+                out.append(Lookup(filed=True))
+            else:
+                out.append(Lookup(None, candidates, token))
         return out
 
     def add_many(self, items: Sequence[tuple[str, bytes | None, Sequence[int], str | None, float, Any]]) -> list[int]:

@@ -6,7 +6,10 @@ Key design (``P`` is the prefix from ``NEARDUP_REDIS_KEY``, by default ``neardup
     P:seq         string  last document id (INCR)
     P:keys        hash    key (URL) -> document id (decimal)
     P:docs        hash    document id -> record (binary, below)
-    P:b:<hex16>   string  the ids (8 bytes each, little-endian) of the canonical documents in one bucket
+    P:b           hash    bucket (its 8-byte key, little-endian) -> ids of its canonical documents
+                          (8 bytes each, little-endian)
+
+One hash holds every bucket, so a document's buckets are read with one HMGET and extended with one HSET.
 
 The braces in the default prefix are a Redis Cluster *hash tag*: every key of one spider maps to the same
 slot, so the Lua scripts below can touch them all atomically on a cluster too. (One spider's index then
@@ -19,11 +22,18 @@ Record layout (version 1), little-endian::
 
 Nothing is pickled; a record that does not parse is an error, never code.
 
-Atomic check-and-insert: a lookup returns, for each bucket, the candidates and the bucket's length
-(``STRLEN``) as the token. The insert script re-reads those lengths and files the document only if none
-changed; otherwise another process filed a document in one of the buckets since, and the detector looks
-again. Lookups and inserts go in batches, one script call per batch, so a process is not bound by
-round-trip latency.
+Atomic check-and-insert, in at most two script calls per batch of documents:
+
+1. ``_LOOKUP`` answers each document: *known* (its key is filed: the record and its canonical's), *filed*
+   (no document at all shares a bucket with it, so it was filed as canonical right there, atomically), or
+   *candidates* (their records, and each bucket's length, ``STRLEN``, as the token).
+2. The client verifies the candidates; ``_INSERT`` files the near-duplicates, and files a canonical only
+   if its buckets still have the lengths seen in step 1. Otherwise another process filed a document there
+   meanwhile, and the detector looks again.
+
+Most documents of a crawl are settled in step 1. Arguments and replies travel as one binary string per
+document (bucket keys packed 8 bytes each), so a batch costs a few large messages, not thousands of small
+ones.
 """
 
 from __future__ import annotations
@@ -34,103 +44,124 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from .base import Candidate, DocRecord, Store, StoreError, check_meta
+import numpy as np
+
+from .base import Candidate, DocRecord, Lookup, Store, StoreError, check_meta
 
 logger = logging.getLogger(__name__)
 
 RECORD_VERSION = 1
 _HEADER = struct.Struct("<BQfH")
-_ID = struct.Struct("<q")
+_U32 = struct.Struct("<I")
+_CANDIDATE = struct.Struct("<qI")
+_BUCKETS = np.dtype("<i8")
+_LENGTHS = np.dtype("<u4")
 
-# KEYS: none (all keys derive from the prefix in ARGV[1], which carries the hash tag).
-# ARGV: prefix, n_items, then for each item: key, n_buckets, bucket names...
-# Returns for each item: {known_record_or_false, canonical_record_or_false, {lengths}, {id, record, ...}}
+# ARGV: prefix, n, file_alone ('1' or '0'), then per document: key, buckets (8 bytes each), record.
+# Reply per document, one string: 'K' u32 len, record, canonical record | 'F' | 'C' u32 nb, nb x u32 lengths,
+# then per candidate: i8 id, u32 len, record.
 _LOOKUP = """
-local p = ARGV[1]
-local n = tonumber(ARGV[2])
+local p, n, file_alone = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
+local keys, docs = p .. ':keys', p .. ':docs'
 local out = {}
-local i = 3
 for item = 1, n do
-  local key = ARGV[i]
-  local nb = tonumber(ARGV[i + 1])
-  i = i + 2
-  local known, canon = false, false
-  local id = redis.call('HGET', p .. ':keys', key)
+  local base = 4 + (item - 1) * 3
+  local key, buckets, record = ARGV[base], ARGV[base + 1], ARGV[base + 2]
+  local nb = string.len(buckets) / 8
+  local id = redis.call('HGET', keys, key)
   if id then
-    known = redis.call('HGET', p .. ':docs', id) or false
-    if known then
+    local known = redis.call('HGET', docs, id) or ''
+    local canon = ''
+    if string.len(known) >= 9 then
       local cid = struct.unpack('<i8', string.sub(known, 2, 9))
-      if cid ~= 0 then canon = redis.call('HGET', p .. ':docs', tostring(cid)) or false end
+      if cid ~= 0 then canon = redis.call('HGET', docs, tostring(cid)) or '' end
     end
-  end
-  local lengths = {}
-  local seen = {}
-  local cands = {}
-  for b = 1, nb do
-    local bucket = p .. ':b:' .. ARGV[i]
-    i = i + 1
-    local ids = redis.call('GET', bucket) or ''
-    lengths[b] = string.len(ids)
-    if known == false then
-      for off = 1, string.len(ids), 8 do
-        local cid = tostring(struct.unpack('<i8', string.sub(ids, off, off + 7)))
-        if not seen[cid] then
-          seen[cid] = true
-          cands[#cands + 1] = cid
-          cands[#cands + 1] = redis.call('HGET', p .. ':docs', cid) or ''
+    out[item] = 'K' .. struct.pack('<I4', string.len(known)) .. known .. canon
+  else
+    local fields = {}
+    for b = 1, nb do fields[b] = string.sub(buckets, b * 8 - 7, b * 8) end
+    local contents = nb > 0 and redis.call('HMGET', p .. ':b', unpack(fields)) or {}
+    local lengths, total = {}, 0
+    for b = 1, nb do
+      local ids = contents[b] or ''
+      contents[b] = ids
+      lengths[b] = struct.pack('<I4', string.len(ids))
+      total = total + string.len(ids)
+    end
+    if total == 0 and file_alone then
+      local new = redis.call('INCR', p .. ':seq')
+      redis.call('HSET', keys, key, new)
+      redis.call('HSET', docs, new, record)
+      if nb > 0 then
+        local packed, update = struct.pack('<i8', new), {}
+        for b = 1, nb do update[2 * b - 1] = fields[b]; update[2 * b] = packed end
+        redis.call('HSET', p .. ':b', unpack(update))
+      end
+      out[item] = 'F'
+    else
+      local parts, seen = {'C', struct.pack('<I4', nb), table.concat(lengths)}, {}
+      for b = 1, nb do
+        local ids = contents[b]
+        for off = 1, string.len(ids), 8 do
+          local raw = string.sub(ids, off, off + 7)
+          if not seen[raw] then
+            seen[raw] = true
+            local cand = redis.call('HGET', docs, tostring(struct.unpack('<i8', raw))) or ''
+            parts[#parts + 1] = raw .. struct.pack('<I4', string.len(cand)) .. cand
+          end
         end
       end
+      out[item] = table.concat(parts)
     end
   end
-  out[item] = {known, canon, lengths, cands}
 end
 return out
 """
 
-# ARGV: prefix, n_items, then for each item:
-#   key, record_without_id_fields..., canonical_id ('0' for a canonical), n_buckets, (bucket, length)...
-# A canonical item is filed only if every bucket still has the length seen at lookup (-1: not checked).
-# Returns per item: 1 filed, 0 stale token (retry), -1 key already known.
+# ARGV: prefix, n, then per document: key, canonical id ('0': file as canonical), buckets (8 bytes each),
+# lengths seen at lookup (4 bytes each; empty: do not check), record.
+# Reply: one character per document: '1' filed, '0' a bucket changed since the lookup, '-' key already filed.
 _INSERT = """
-local p = ARGV[1]
-local n = tonumber(ARGV[2])
+local p, n = ARGV[1], tonumber(ARGV[2])
+local keys, docs = p .. ':keys', p .. ':docs'
 local out = {}
-local i = 3
 for item = 1, n do
-  local key, record, canonical = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local nb = tonumber(ARGV[i + 3])
-  local first = i + 4
-  i = first + 2 * nb
-  if redis.call('HEXISTS', p .. ':keys', key) == 1 then
-    out[item] = -1
+  local base = 3 + (item - 1) * 5
+  local key, canonical, buckets, lengths, record = ARGV[base], ARGV[base + 1], ARGV[base + 2], ARGV[base + 3], ARGV[base + 4]
+  local nb = string.len(buckets) / 8
+  if redis.call('HEXISTS', keys, key) == 1 then
+    out[item] = '-'
   else
-    local fresh = true
-    if canonical == '0' then
-      for b = 0, nb - 1 do
-        local bucket = p .. ':b:' .. ARGV[first + 2 * b]
-        local seen_length = tonumber(ARGV[first + 2 * b + 1])
-        if seen_length >= 0 and redis.call('STRLEN', bucket) ~= seen_length then fresh = false break end
+    local fresh, fields, contents = true, {}, {}
+    if canonical == '0' and nb > 0 then
+      for b = 1, nb do fields[b] = string.sub(buckets, b * 8 - 7, b * 8) end
+      contents = redis.call('HMGET', p .. ':b', unpack(fields))
+      if string.len(lengths) > 0 then
+        for b = 1, nb do
+          if string.len(contents[b] or '') ~= struct.unpack('<I4', string.sub(lengths, b * 4 - 3, b * 4)) then
+            fresh = false
+            break
+          end
+        end
       end
     end
     if fresh then
-      local id = redis.call('INCR', p .. ':seq')
-      redis.call('HSET', p .. ':keys', key, id)
-      redis.call('HSET', p .. ':docs', id, record)
-      if canonical == '0' then
-        local packed = struct.pack('<i8', id)
-        for b = 0, nb - 1 do
-          redis.call('APPEND', p .. ':b:' .. ARGV[first + 2 * b], packed)
-        end
+      local new = redis.call('INCR', p .. ':seq')
+      redis.call('HSET', keys, key, new)
+      redis.call('HSET', docs, new, record)
+      if canonical == '0' and nb > 0 then
+        local packed, update = struct.pack('<i8', new), {}
+        for b = 1, nb do update[2 * b - 1] = fields[b]; update[2 * b] = (contents[b] or '') .. packed end
+        redis.call('HSET', p .. ':b', unpack(update))
       end
-      out[item] = 1
+      out[item] = '1'
     else
-      out[item] = 0
+      out[item] = '0'
     end
   end
 end
-return out
+return table.concat(out)
 """
-
 
 _WRITE_META = """
 local key = ARGV[1]
@@ -157,8 +188,8 @@ def unpack_record(data: bytes) -> tuple[str, bytes, int, float]:
     return data[start + sig_len :].decode("utf-8"), data[start : start + sig_len], canonical_id, similarity
 
 
-def bucket_name(bucket: int) -> str:
-    return format(int(bucket) & 0xFFFFFFFFFFFFFFFF, "016x")
+def pack_buckets(buckets: Sequence[int] | np.ndarray) -> bytes:
+    return np.asarray(buckets, dtype=np.int64).astype(_BUCKETS, copy=False).tobytes()
 
 
 class RedisStore(Store):
@@ -180,7 +211,7 @@ class RedisStore(Store):
         self.client: Any = None
         self._lookup: Any = None
         self._insert: Any = None
-        self._ids: dict[str, int] = {}  # key -> id of candidates seen in the last lookup (canonical ids for add)
+        self._ids: dict[str, int] = {}  # candidate key -> id, from the last lookup (for near-duplicates)
         self.retried = 0
 
     # -- plumbing ----------------------------------------------------------------------------------
@@ -194,7 +225,11 @@ class RedisStore(Store):
         self._call(self.client.ping)
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """Run a Redis call with bounded retries and exponential back-off on connection faults."""
+        """Run a Redis call with bounded retries and exponential back-off on connection faults.
+
+        Retrying a script is safe: a lookup changes nothing but what it files, and a document filed by an
+        attempt whose reply was lost is then *known* to the next attempt, never filed twice.
+        """
         redis = self._redis_module
         delay = self.backoff_secs
         for attempt in range(self.retries + 1):
@@ -221,17 +256,7 @@ class RedisStore(Store):
 
     # -- meta --------------------------------------------------------------------------------------
     def _clear(self) -> None:
-        names = [self._key(n) for n in ("meta", "seq", "keys", "docs")]
-        self._call(self.client.delete, *names)
-        pattern = self._key("b:*").replace("{", "\\{").replace("}", "\\}")
-        batch: list[bytes] = []
-        for name in self._call(lambda: list(self.client.scan_iter(match=pattern, count=10_000))):
-            batch.append(name)
-            if len(batch) >= 10_000:
-                self._call(self.client.delete, *batch)
-                batch = []
-        if batch:
-            self._call(self.client.delete, *batch)
+        self._call(self.client.delete, *(self._key(n) for n in ("meta", "seq", "keys", "docs", "b")))
 
     def _read_meta(self) -> dict[str, str] | None:
         raw = self._call(self.client.hgetall, self._key("meta"))
@@ -254,40 +279,45 @@ class RedisStore(Store):
         return int(self._call(self.client.hlen, self._key("keys")))
 
     def get(self, key: str) -> DocRecord | None:
-        result = self.lookup_many([(key, [])])[0]
-        return result[0]
+        return self.lookup_many([(key, None, [])])[0].known
 
     def lookup(self, buckets: Sequence[int]) -> tuple[list[Candidate], Any]:
-        known, candidates, token = self.lookup_many([("", buckets)])[0]
-        return candidates, token
+        result = self.lookup_many([("", None, buckets)])[0]
+        return result.candidates, result.token
 
-    def lookup_many(
-        self, items: Sequence[tuple[str, Sequence[int]]]
-    ) -> list[tuple[DocRecord | None, list[Candidate], Any]]:
-        """For each ``(key, buckets)``: the key's record if known, else the candidates and a token."""
+    def lookup_many(self, items: Sequence[tuple[str, bytes | None, Sequence[int]]], file_alone: bool = False,
+                    ) -> list[Lookup]:
         self._ids.clear()
-        args: list[Any] = [self.prefix, len(items)]
-        names_per_item = []
-        for key, buckets in items:
-            names = [bucket_name(b) for b in buckets]
-            names_per_item.append(names)
-            args += [key, len(names), *names]
+        args: list[Any] = [self.prefix, len(items), "1" if file_alone else "0"]
+        packed = []
+        for key, signature, buckets in items:
+            blob = pack_buckets(buckets)
+            packed.append(blob)
+            args += [key, blob, pack_record(key, signature, 0, 1.0) if file_alone else b""]
         replies = self._call(self._lookup, keys=[], args=args)
-        out: list[tuple[DocRecord | None, list[Candidate], Any]] = []
-        for (key, _), names, (known, canon, lengths, flat) in zip(items, names_per_item, replies):
-            if known:
-                _, sig, canonical_id, sim = unpack_record(known)
-                canonical_key = unpack_record(canon)[0] if canon else None
-                out.append((DocRecord(key, canonical_key, sim, sig or None), [], None))
-                continue
-            candidates = []
-            for j in range(0, len(flat), 2):
-                if not flat[j + 1]:
-                    continue
-                cand_key, sig, _, _ = unpack_record(flat[j + 1])
-                self._ids[cand_key] = int(flat[j])
-                candidates.append(Candidate(cand_key, sig))
-            out.append((None, candidates, list(zip(names, lengths))))
+        out: list[Lookup] = []
+        for (key, _, _), blob, reply in zip(items, packed, replies):
+            kind = reply[:1]
+            if kind == b"F":
+                out.append(Lookup(None, [], None, filed=True))
+            elif kind == b"K":
+                (size,) = _U32.unpack_from(reply, 1)
+                _, sig, _, sim = unpack_record(reply[5 : 5 + size])
+                canon = reply[5 + size :]
+                out.append(Lookup(DocRecord(key, unpack_record(canon)[0] if canon else None, sim, sig or None)))
+            else:
+                (nb,) = _U32.unpack_from(reply, 1)
+                lengths = reply[5 : 5 + 4 * nb]
+                pos, candidates = 5 + 4 * nb, []
+                while pos < len(reply):
+                    cand_id, size = _CANDIDATE.unpack_from(reply, pos)
+                    pos += _CANDIDATE.size
+                    if size:
+                        cand_key, sig, _, _ = unpack_record(reply[pos : pos + size])
+                        self._ids[cand_key] = cand_id
+                        candidates.append(Candidate(cand_key, sig))
+                    pos += size
+                out.append(Lookup(None, candidates, (blob, lengths)))
         return out
 
     def add(
@@ -306,11 +336,8 @@ class RedisStore(Store):
         args: list[Any] = [self.prefix, len(items)]
         for key, signature, buckets, canonical, similarity, token in items:
             if canonical is None:
-                # No token: file unconditionally (length -1 is not checked).
-                pairs = token if token is not None else [(bucket_name(b), -1) for b in buckets]
-                args += [key, pack_record(key, signature, 0, similarity), "0", len(pairs)]
-                for name, length in pairs:
-                    args += [name, length]
+                blob, lengths = token if token is not None else (pack_buckets(buckets), b"")
+                args += [key, "0", blob, lengths, pack_record(key, signature, 0, similarity)]
             else:
                 canonical_id = self._ids.get(canonical)
                 if canonical_id is None:  # not from the last lookup: one more round trip
@@ -318,8 +345,9 @@ class RedisStore(Store):
                     if raw is None:
                         raise StoreError(f"canonical {canonical!r} is not in the store")
                     canonical_id = int(raw)
-                args += [key, pack_record(key, None, canonical_id, similarity), str(canonical_id), 0]
-        return [int(r) for r in self._call(self._insert, keys=[], args=args)]
+                args += [key, str(canonical_id), b"", b"", pack_record(key, None, canonical_id, similarity)]
+        reply = self._call(self._insert, keys=[], args=args)
+        return [{49: 1, 48: 0, 45: -1}[c] for c in reply]
 
     def iter_records(self) -> Iterator[DocRecord]:
         docs = self._key("docs")
