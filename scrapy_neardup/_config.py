@@ -21,13 +21,17 @@ if TYPE_CHECKING:
 
     SettingsLike = BaseSettings | Mapping[str, Any]
 
-ALGORITHMS = ("minhash", "simhash")
+ALGORITHMS = ("minhash", "simhash", "bottomk", "spotsigs", "supershingle", "imatch", "exact")
+#: Algorithms whose threshold is fixed by their structure (NEARDUP_THRESHOLD does not apply).
+FIXED_THRESHOLD = ("supershingle", "imatch", "exact")
 ACTIONS = ("drop", "tag")
 ON_STORE_ERROR = ("pass", "stop")
 #: Default similarity threshold per algorithm: estimated Jaccard for MinHash; ``1 - hamming/64`` for
 #: SimHash, where 0.95 is Manku et al.'s k = 3 bits.
-DEFAULT_THRESHOLD = {"minhash": 0.45, "simhash": 0.95}
-DEFAULT_SHINGLE_SIZE = {"minhash": 2, "simhash": 1}
+DEFAULT_THRESHOLD = {"minhash": 0.45, "simhash": 0.95, "bottomk": 0.45, "spotsigs": 0.45,
+                     "supershingle": 2 / 6, "imatch": 0.2, "exact": 1.0}
+DEFAULT_SHINGLE_SIZE = {"minhash": 2, "simhash": 1, "bottomk": 2, "spotsigs": 2, "supershingle": 2, "imatch": 1,
+                        "exact": 1}
 
 #: (setting, default) for every setting; ``NEARDUP_ENABLED`` first, then alphabetical, as Scrapy orders them.
 DEFAULTS: dict[str, Any] = {
@@ -37,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_DEBUG": False,
     "NEARDUP_EXTRACT": True,
     "NEARDUP_EXTRACT_FAST": False,
+    "NEARDUP_IMATCH_LEXICON": None,
     "NEARDUP_ITEM_FIELD": None,
     "NEARDUP_MAX_BODY_SIZE": 2 * 1024 * 1024,
     "NEARDUP_MIN_TEXT_LENGTH": 200,
@@ -124,6 +129,7 @@ class Config:
     debug: bool = False
     extract: bool = True
     extract_fast: bool = False
+    imatch_lexicon: str | None = None
     item_field: str | None = None
     max_body_size: int = DEFAULTS["NEARDUP_MAX_BODY_SIZE"]
     min_text_length: int = 200
@@ -179,6 +185,12 @@ class Config:
             raise _fail(
                 "NEARDUP_REDIS_KEY", redis_key, "a non-empty key prefix; %(spider)s stands for the spider's name"
             ) from None
+        lexicon = settings.get("NEARDUP_IMATCH_LEXICON", None)
+        if algorithm == "imatch" and not (isinstance(lexicon, str) and os.path.isfile(lexicon)):
+            raise _fail("NEARDUP_IMATCH_LEXICON", lexicon, "the path of a lexicon file (one term per line; make one "
+                        "with `scrapy-neardup lexicon`), required by NEARDUP_ALGORITHM = 'imatch'")
+        if algorithm in FIXED_THRESHOLD and threshold is not None:
+            raise _fail("NEARDUP_THRESHOLD", threshold, f"None: NEARDUP_ALGORITHM = {algorithm!r} has a fixed threshold")
         item_field = settings.get("NEARDUP_ITEM_FIELD", None)
         if item_field is not None and (not isinstance(item_field, str) or not item_field):
             raise _fail("NEARDUP_ITEM_FIELD", item_field, "the name of an item field holding text, or None")
@@ -189,6 +201,7 @@ class Config:
             debug=_bool(settings, "NEARDUP_DEBUG"),
             extract=_bool(settings, "NEARDUP_EXTRACT"),
             extract_fast=_bool(settings, "NEARDUP_EXTRACT_FAST"),
+            imatch_lexicon=lexicon,
             item_field=item_field,
             max_body_size=_int(settings, "NEARDUP_MAX_BODY_SIZE", 1),  # type: ignore[arg-type]
             min_text_length=_int(settings, "NEARDUP_MIN_TEXT_LENGTH", 0),  # type: ignore[arg-type]
@@ -218,6 +231,21 @@ class Config:
         )
 
     def build_algorithm(self) -> Algorithm:
+        from .engine import literature
+
+        if self.algorithm == "exact":
+            return literature.ExactHash()
+        if self.algorithm == "supershingle":
+            return literature.SuperShingles(seed=self.minhash_seed, shingle_size=self.shingle_size)
+        if self.algorithm == "bottomk":
+            return literature.BottomK(self.threshold, k=self.minhash_num_perm, seed=self.minhash_seed,
+                                      shingle_size=self.shingle_size)
+        if self.algorithm == "spotsigs":
+            return literature.SpotSigs(self.threshold, num_perm=self.minhash_num_perm, seed=self.minhash_seed)
+        if self.algorithm == "imatch":
+            assert self.imatch_lexicon is not None
+            with open(self.imatch_lexicon, encoding="utf-8") as f:
+                return literature.IMatch([line.strip() for line in f if line.strip()], seed=self.minhash_seed)
         if self.algorithm == "simhash":
             return SimHashHamming(
                 threshold=self.threshold,

@@ -3,6 +3,7 @@
     scrapy-neardup dedup INPUT... -o PAIRS.tsv        near-duplicate pairs of crawl dumps (JSONL, WARC)
     scrapy-neardup evaluate MANIFEST                  precision/recall/F1 on a labelled set
     scrapy-neardup tune --threshold T                 the LSH bands x rows for a threshold
+    scrapy-neardup lexicon INPUT... -o LEXICON.txt    an I-Match lexicon from a collection
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from ._version import __version__
 
-ALGORITHM_CHOICES = ("minhash", "simhash")
+from ._config import ALGORITHMS as ALGORITHM_CHOICES
 
 
 def _settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -27,6 +28,7 @@ def _settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         ("shingle_size", "NEARDUP_SHINGLE_SIZE"),
         ("max_distance", "NEARDUP_SIMHASH_MAX_DISTANCE"),
         ("min_text_length", "NEARDUP_MIN_TEXT_LENGTH"),
+        ("lexicon", "NEARDUP_IMATCH_LEXICON"),
     ]:
         value = getattr(args, option, None)
         if value is not None:
@@ -50,6 +52,7 @@ def _config(settings: dict[str, Any]):  # type: ignore[no-untyped-def]
 def _add_algorithm_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("algorithm (defaults as in the Scrapy settings)")
     group.add_argument("--algorithm", choices=ALGORITHM_CHOICES, help="default: minhash")
+    group.add_argument("--lexicon", help="I-Match lexicon file (with --algorithm imatch)")
     group.add_argument("--threshold", type=float, help="similarity threshold (default: 0.5 minhash, 0.95 simhash)")
     group.add_argument("--num-perm", type=int, help="MinHash permutations (default: 128)")
     group.add_argument("--seed", type=int, help="MinHash seed (default: 1)")
@@ -93,6 +96,15 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
     evaluate.add_argument("--pairs", metavar="FILE", help="write the predicted pairs (the last configuration)")
     _add_algorithm_options(evaluate)
+
+    lexicon = sub.add_parser("lexicon", help="build an I-Match lexicon (terms of mid-range idf) from a collection",
+                             description="Write the terms whose idf lies between two quantiles, one per line.")
+    lexicon.add_argument("inputs", nargs="+", metavar="INPUT", help="JSONL(.gz) or WARC(.gz) files")
+    lexicon.add_argument("-o", "--output", required=True)
+    lexicon.add_argument("--low", type=float, default=0.1, help="lowest idf quantile kept (default 0.1)")
+    lexicon.add_argument("--high", type=float, default=0.9, help="highest idf quantile kept (default 0.9)")
+    lexicon.add_argument("--min-df", type=int, default=2, help="terms in fewer documents are dropped (default 2)")
+    lexicon.add_argument("--no-extract", action="store_true", help="use the whole page text, not the main content")
 
     tune = sub.add_parser("tune", help="LSH bands x rows for a threshold, with error probabilities",
                           description="Show the MinHash LSH banding chosen for a threshold.")
@@ -143,11 +155,25 @@ def cmd_dedup(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from .evaluation import evaluate_configurations
 
+    from .evaluation import lexicon_for_manifest
+
     base = _settings_from_args(args)
     if args.all:
-        configurations = [(name, {**base, "NEARDUP_ALGORITHM": name}) for name in ALGORITHM_CHOICES]
+        configurations = []
+        for name in ALGORITHM_CHOICES:
+            settings = {**base, "NEARDUP_ALGORITHM": name}
+            if name != base.get("NEARDUP_ALGORITHM", "minhash"):
+                for key in ("NEARDUP_THRESHOLD", "NEARDUP_SHINGLE_SIZE", "NEARDUP_SIMHASH_MAX_DISTANCE"):
+                    settings.pop(key, None)  # each algorithm with its own defaults
+            if name == "imatch" and "NEARDUP_IMATCH_LEXICON" not in settings:
+                # As in Chowdhury et al.'s experiments: the lexicon comes from the collection itself.
+                settings["NEARDUP_IMATCH_LEXICON"] = lexicon_for_manifest(args.manifest, args.limit)
+            configurations.append((name, settings))
     else:
-        configurations = [(base.get("NEARDUP_ALGORITHM", "default"), base)]
+        name = base.get("NEARDUP_ALGORITHM", "minhash")
+        if name == "imatch" and "NEARDUP_IMATCH_LEXICON" not in base:
+            base["NEARDUP_IMATCH_LEXICON"] = lexicon_for_manifest(args.manifest, args.limit)
+        configurations = [(name, base)]
     rows = evaluate_configurations(
         args.manifest, [(name, _config(settings)) for name, settings in configurations],
         workers=args.workers, limit=args.limit, pairs_path=args.pairs,
@@ -163,6 +189,22 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         cells = [row["name"], f"{row['f1']:.4f}", f"{row['precision']:.4f}", f"{row['recall']:.4f}",
                  *(f"{row['kind_recall'].get(k, float('nan')):.3f}" for k in kinds), f"{row['ms_per_page']:.2f}"]
         print(" | ".join(cells))
+    return 0
+
+
+def cmd_lexicon(args: argparse.Namespace) -> int:
+    from .engine.extract import extract
+    from .engine.literature import IMatch
+    from .inputs import DocumentReader
+
+    def texts():  # type: ignore[no-untyped-def]
+        for doc in DocumentReader(args.inputs):
+            yield extract(doc.html, doc.url, use_main=not args.no_extract).text if doc.html is not None else doc.text
+
+    terms = IMatch.build_lexicon(texts(), low=args.low, high=args.high, min_df=args.min_df)
+    with open(args.output, "w", encoding="utf-8") as f:
+        f.writelines(t + "\n" for t in terms)
+    print(json.dumps({"terms": len(terms)}), file=sys.stderr)
     return 0
 
 
@@ -216,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        return {"dedup": cmd_dedup, "evaluate": cmd_evaluate, "tune": cmd_tune}[args.command](args)
+        commands = {"dedup": cmd_dedup, "evaluate": cmd_evaluate, "tune": cmd_tune, "lexicon": cmd_lexicon}
+        return commands[args.command](args)
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly, as Unix tools do
         sys.stderr.close()
         return 0

@@ -133,3 +133,21 @@ def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, 
             "engine_ms_per_page": 1000 * engine_secs / max(len(manifest), 1),
         })
     return rows
+
+
+def lexicon_for_manifest(manifest_path: str, limit: int | None = None) -> str:
+    """An I-Match lexicon built from a labelled set's own pages (main text), in a temporary file."""
+    import os
+    import tempfile
+
+    from .engine.extract import extract
+    from .engine.literature import IMatch
+
+    manifest = load_manifest(manifest_path)[:limit] if limit else load_manifest(manifest_path)
+    base = os.path.dirname(os.path.abspath(manifest_path))
+    texts = (extract(_read_page(os.path.join(base, r["file"])), r["url"]).text for r in manifest)
+    terms = IMatch.build_lexicon(texts)
+    fd, path = tempfile.mkstemp(prefix="neardup-lexicon-", suffix=".txt")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.writelines(t + "\n" for t in terms)
+    return path

@@ -140,8 +140,24 @@ def test_evaluate_on_a_small_labelled_set(demo_pages, tmp_path):
     manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = run_cli("evaluate", str(manifest), "--all", "--json", "--workers", "1")
     by_name = {r["name"]: r for r in map(json.loads, result.stdout.splitlines())}
-    assert set(by_name) == {"minhash", "simhash"}
+    from scrapy_neardup._config import ALGORITHMS
+
+    assert set(by_name) == set(ALGORITHMS)
     assert by_name["minhash"]["f1"] > 0.95 and by_name["minhash"]["kind_recall"]["mirror"] == 1.0
+    assert by_name["exact"]["precision"] == 1.0 and by_name["exact"]["kind_recall"]["mirror"] == 1.0
+    assert by_name["exact"]["kind_recall"]["edit"] == 0.0  # identical text only
+    for name in ("bottomk", "spotsigs", "supershingle", "imatch"):
+        assert by_name[name]["kind_recall"]["mirror"] == 1.0, name
+
+
+def test_lexicon_command_writes_mid_idf_terms(tmp_path):
+    docs = [{"url": f"u{i}", "text": f"common words everywhere rare{i} shared{i % 3} " * 5} for i in range(12)]
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    out = tmp_path / "lexicon.txt"
+    run_cli("lexicon", str(src), "-o", str(out), "--low", "0.0", "--high", "0.99")
+    terms = out.read_text().split()
+    assert "shared0" in terms and "rare3" not in terms  # rare3 is in one document only (min-df 2)
 
 
 def test_score_matches_a_brute_force_pair_count():
