@@ -120,7 +120,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     from .inputs import DocumentReader
 
     config = _config(_settings_from_args(args))
-    reader = DocumentReader(args.inputs)
+    reader = DocumentReader(args.inputs, raw_lines=True)
     out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
     edges: list[tuple[str, str]] = []
     keep_edges = bool(args.clusters)

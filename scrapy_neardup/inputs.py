@@ -30,33 +30,63 @@ def _is_warc(path: str) -> bool:
     return path.lower().endswith((".warc", ".warc.gz", ".arc", ".arc.gz"))
 
 
+@dataclass(frozen=True)
+class RawLine:
+    """A JSON line not parsed yet: parsing is left to the worker processes of a batch run."""
+
+    path: str
+    number: int
+    line: str
+
+
+class BadLine(ValueError):
+    """A JSON line that is not ``{"url", "html"}`` or ``{"url", "text"}``."""
+
+
+def parse_line(raw: RawLine) -> Document:
+    try:
+        row = json.loads(raw.line)
+        url = row["url"]
+        html, text = row.get("html"), row.get("text")
+        if not isinstance(url, str) or not (isinstance(html, str) or isinstance(text, str)):
+            raise ValueError("needs a string 'url' and a string 'html' or 'text'")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BadLine(f"{raw.path}:{raw.number}: line passed over: {exc}") from None
+    return Document(url, html=html if isinstance(html, str) else None, text=text if html is None else None)
+
+
 class DocumentReader:
-    def __init__(self, paths: list[str]) -> None:
+    """Documents of JSONL and WARC files, in order. With ``raw_lines``, JSON lines come as :class:`RawLine`
+    for the caller to parse (with :func:`parse_line`) and to count in :meth:`bad_line`."""
+
+    def __init__(self, paths: list[str], raw_lines: bool = False) -> None:
         self.paths = paths
+        self.raw_lines = raw_lines
         self.errors = 0
         self.passed_over = 0  # WARC records that are not HTML responses
 
-    def __iter__(self) -> Iterator[Document]:
+    def __iter__(self) -> Iterator[Document | RawLine]:
         for path in self.paths:
             yield from (self._warc(path) if _is_warc(path) else self._jsonl(path))
 
-    def _jsonl(self, path: str) -> Iterator[Document]:
+    def bad_line(self, message: str) -> None:
+        self.errors += 1
+        logger.warning("%s", message)
+
+    def _jsonl(self, path: str) -> Iterator[Document | RawLine]:
         opener = gzip.open if path.endswith(".gz") else open
         with opener(path, "rt", encoding="utf-8", errors="replace") as f:  # type: ignore[operator]
             for number, line in enumerate(f, 1):
                 if not line.strip():
                     continue
-                try:
-                    row = json.loads(line)
-                    url = row["url"]
-                    html, text = row.get("html"), row.get("text")
-                    if not isinstance(url, str) or not (isinstance(html, str) or isinstance(text, str)):
-                        raise ValueError("needs a string 'url' and a string 'html' or 'text'")
-                except (ValueError, KeyError, TypeError) as exc:
-                    self.errors += 1
-                    logger.warning("%s:%d: line passed over: %s", path, number, exc)
+                raw = RawLine(path, number, line)
+                if self.raw_lines:
+                    yield raw
                     continue
-                yield Document(url, html=html if isinstance(html, str) else None, text=text if html is None else None)
+                try:
+                    yield parse_line(raw)
+                except BadLine as exc:
+                    self.bad_line(str(exc))
 
     def _warc(self, path: str) -> Iterator[Document]:
         try:

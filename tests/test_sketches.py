@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from scrapy_neardup.engine.lsh import band_keys, candidate_probability, error_areas, optimal_bands
 from scrapy_neardup.engine.minhash import BottomKSketch, MinHasher
 from scrapy_neardup.engine.simhash import HammingTables, SimHasher
-from scrapy_neardup.engine.text import fmix64, jaccard, shingle_set
+from scrapy_neardup.engine.text import fmix64, jaccard, shingle_hashes, shingle_set, token_hashes
 
 
 def _random_pair(rng, size, overlap):
@@ -169,3 +169,16 @@ def test_simhash_is_order_independent(values):
     hasher = SimHasher()
     arr = np.array(values, dtype=np.uint64)
     assert hasher.fingerprint(arr) == hasher.fingerprint(arr[::-1].copy())
+
+
+def test_simhash_golden_value_and_exact_bit_sums():
+    # Pinned: weights are whole multiples of 1/4096, so the per-bit sums are exact in float64 and the
+    # fingerprint cannot change with the BLAS library's order of summation.
+    text = "a stable fingerprint outlives the process that made it, and the process that made it made it twice"
+    features = shingle_hashes(token_hashes(text), 2)
+    assert SimHasher().fingerprint(features) == 13547909720086941110
+    values, counts = np.unique(features, return_counts=True)
+    weights = np.rint((1.0 + np.log(counts)) * 4096).astype(np.int64)
+    bits = (values[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)
+    exact = [sum(int(w) * (1 if b else -1) for w, b in zip(weights, bits[:, j])) for j in range(64)]
+    assert SimHasher().fingerprint(features) == sum(1 << j for j, total in enumerate(exact) if total > 0)

@@ -29,6 +29,7 @@ from .text import fmix64
 
 _U64 = np.uint64
 _BIT_WEIGHTS = (1 << np.arange(64, dtype=np.uint64)).astype(np.uint64)
+_WEIGHT_SCALE = 4096.0
 
 
 class SimHasher:
@@ -41,10 +42,13 @@ class SimHasher:
         if len(features) == 0:
             return 0
         values, counts = np.unique(features, return_counts=True)
-        weights = 1.0 + np.log(counts)
-        bits = ((values[:, None] >> np.arange(64, dtype=np.uint64)) & _U64(1)).astype(np.int8)
-        totals = weights @ (2 * bits - 1).astype(np.float64)
-        return int(_BIT_WEIGHTS[totals > 0].sum(dtype=np.uint64))
+        # Weights are rounded to whole multiples of 1/4096 so every sum below is an exact integer in
+        # float64: the fingerprint does not depend on the BLAS library's order of summation.
+        weights = np.rint((1.0 + np.log(counts)) * _WEIGHT_SCALE)
+        # Column j holds bit j of every feature hash; sum(w * (2b - 1)) > 0  <=>  2 * sum(w * b) > sum(w).
+        bits = np.unpackbits(values.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+        totals = weights @ bits
+        return int(_BIT_WEIGHTS[2.0 * totals > weights.sum()].sum(dtype=np.uint64))
 
     @staticmethod
     def distance(a: int, b: int) -> int:

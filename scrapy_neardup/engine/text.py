@@ -54,6 +54,7 @@ _UNSEGMENTED_RANGES = (
 
 _lock = threading.Lock()
 _bmp_table: np.ndarray | None = None
+_ascii_table: np.ndarray | None = None
 _powers: tuple[np.ndarray, np.ndarray] = (np.ones(1, dtype=np.uint64), np.ones(1, dtype=np.uint64))
 
 
@@ -75,6 +76,14 @@ def _table() -> np.ndarray:
             if _bmp_table is None:
                 _bmp_table = np.fromiter((_classify(cp) for cp in range(0x10000)), dtype=np.uint8, count=0x10000)
     return _bmp_table
+
+
+def _ascii_words() -> np.ndarray:
+    """Whether each ASCII code point is a word character (the first 128 entries of the full table)."""
+    global _ascii_table
+    if _ascii_table is None:
+        _ascii_table = _table()[:128] == WORD
+    return _ascii_table
 
 
 def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -108,26 +117,34 @@ def _codepoints(text: str) -> np.ndarray:
 
 def token_spans(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(code points, starts, ends)`` of the tokens of already normalised ``text``."""
-    cp = _codepoints(text)
-    if len(cp) == 0:
-        empty = np.empty(0, dtype=np.intp)
-        return cp, empty, empty
-    classes = _table()[np.minimum(cp, 0xFFFF)]
-    astral = cp > 0xFFFF
-    if astral.any():
-        for value in np.unique(cp[astral]):
-            classes[cp == value] = _classify(int(value))
-    word = classes == WORD
-    single = classes == UNSEGMENTED
+    if text.isascii():  # most text on the web: one byte per code point, no unsegmented scripts
+        cp = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+        if len(cp) == 0:
+            empty = np.empty(0, dtype=np.intp)
+            return cp, empty, empty
+        word = _ascii_words()[cp]
+        single = None
+    else:
+        cp = _codepoints(text)
+        classes = _table()[np.minimum(cp, 0xFFFF)]
+        astral = cp > 0xFFFF
+        if astral.any():
+            for value in np.unique(cp[astral]):
+                classes[cp == value] = _classify(int(value))
+        word = classes == WORD
+        single = classes == UNSEGMENTED
     before = np.empty_like(word)
     before[0] = False
     before[1:] = word[:-1]
     after = np.empty_like(word)
     after[-1] = False
     after[:-1] = word[1:]
-    starts = np.flatnonzero((word & ~before) | single)
-    ends = np.flatnonzero((word & ~after) | single) + 1
-    return cp, starts, ends
+    starts = word & ~before
+    ends = word & ~after
+    if single is not None:
+        starts |= single
+        ends |= single
+    return cp, np.flatnonzero(starts), np.flatnonzero(ends) + 1
 
 
 def span_hashes(cp: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
