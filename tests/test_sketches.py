@@ -182,3 +182,12 @@ def test_simhash_golden_value_and_exact_bit_sums():
     bits = (values[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)
     exact = [sum(int(w) * (1 if b else -1) for w, b in zip(weights, bits[:, j])) for j in range(64)]
     assert SimHasher().fingerprint(features) == sum(1 << j for j, total in enumerate(exact) if total > 0)
+
+
+def test_band_keys_of_a_batch_equal_band_keys_one_by_one():
+    from scrapy_neardup.engine.lsh import band_keys_many
+
+    sigs = np.random.default_rng(5).integers(0, 2**32, size=(20, 128), dtype=np.uint32)
+    many = band_keys_many(sigs, 29, 3)
+    assert many.shape == (20, 29)
+    assert all(np.array_equal(band_keys(sigs[i], 29, 3), many[i]) for i in range(20))

@@ -61,9 +61,14 @@ def band_keys(signature: np.ndarray, bands: int, rows: int) -> np.ndarray:
 
     A key mixes the band's index with its rows, so equal rows in different bands never collide.
     """
-    table = signature[: bands * rows].astype(np.uint64).reshape(bands, rows)
-    acc = np.arange(1, bands + 1, dtype=np.uint64)
+    return band_keys_many(signature[None, :], bands, rows)[0]
+
+
+def band_keys_many(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """:func:`band_keys` of each row of a ``(documents, num_perm)`` array, as one ``(documents, bands)`` array."""
+    table = signatures[:, : bands * rows].astype(np.uint64).reshape(len(signatures), bands, rows)
+    acc = np.broadcast_to(np.arange(1, bands + 1, dtype=np.uint64), (len(signatures), bands))
     with np.errstate(over="ignore"):
         for j in range(rows):
-            acc = acc * _MULT + table[:, j]
+            acc = acc * _MULT + table[:, :, j]
     return fmix64(acc).view(np.int64)

@@ -27,7 +27,7 @@ from typing import Any
 
 import mmh3
 
-from .base import Candidate, DocRecord, Store, StoreError
+from .base import Candidate, DocRecord, Lookup, Store, StoreError
 
 try:
     import fcntl
@@ -49,6 +49,10 @@ CREATE TABLE IF NOT EXISTS buckets (bucket INTEGER NOT NULL, doc INTEGER NOT NUL
     WITHOUT ROWID;
 """
 _KEY_SEED = 0x4B45_5953
+_CHUNK = 900  # values per IN (...) list: under SQLite's oldest limit of 999 parameters
+#: SQLite's page cache, in KiB (negative: KiB, as PRAGMA cache_size takes it); the file itself stays in the
+#: operating system's cache.
+_CACHE_KIB = 64 * 1024
 
 
 class StoreLockedError(StoreError):
@@ -70,6 +74,7 @@ class SqliteStore(Store):
         self._pending = 0
         self._last_commit = time.monotonic()
         self._count = 0
+        self._next_id = 1
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def _connect(self) -> None:
@@ -81,8 +86,10 @@ class SqliteStore(Store):
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
             self._db.executescript(_SCHEMA)
             self._count = self._db.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
+            self._next_id = (self._db.execute("SELECT MAX(id) FROM docs").fetchone()[0] or 0) + 1
         except sqlite3.DatabaseError as exc:
             self._unlock()
             raise StoreError(f"Cannot open the SQLite store {self.path}: {exc}") from exc
@@ -136,6 +143,7 @@ class SqliteStore(Store):
         self.db.execute("DELETE FROM docs")
         self.db.execute("DELETE FROM meta")
         self._count = 0
+        self._next_id = 1
         self.flush()
 
     def _read_meta(self) -> dict[str, str] | None:
@@ -189,20 +197,118 @@ class SqliteStore(Store):
         if self._doc_id(key) is not None:
             return True
         canonical_id = None if canonical is None else self._doc_id(canonical)
-        cursor = self.db.execute(
-            "INSERT INTO docs (key_hash, key, canonical, similarity, sig) VALUES (?, ?, ?, ?, ?)",
-            (_key_hash(key), key, canonical_id, similarity, signature if canonical is None else None),
+        doc = self._next_id
+        self._next_id += 1
+        self._insert(
+            [(doc, _key_hash(key), key, canonical_id, similarity, signature if canonical is None else None)],
+            [(int(b), doc) for b in buckets] if canonical is None else [],
         )
-        if canonical is None:
-            doc = cursor.lastrowid
-            self.db.executemany(
-                "INSERT OR IGNORE INTO buckets (bucket, doc) VALUES (?, ?)", [(int(b), doc) for b in buckets]
-            )
-        self._count += 1
-        self._pending += 1
+        return True
+
+    # -- batches: a few set-based statements per batch instead of several per document ----------------
+    def _select_in(self, sql: str, values: Sequence[int]) -> list[tuple[Any, ...]]:
+        """Rows of ``sql`` (with one ``{marks}`` for an IN list) for ``values``, in chunks."""
+        rows: list[tuple[Any, ...]] = []
+        values = sorted(set(values))  # sorted: the B-tree is walked in order
+        for i in range(0, len(values), _CHUNK):
+            chunk = values[i : i + _CHUNK]
+            rows += self.db.execute(sql.format(marks=",".join("?" * len(chunk))), chunk).fetchall()
+        return rows
+
+    def _known(self, keys: Sequence[str]) -> dict[str, tuple[int, DocRecord]]:
+        rows = self._select_in(
+            "SELECT d.id, d.key, c.key, d.similarity, d.sig FROM docs d LEFT JOIN docs c ON c.id = d.canonical "
+            "WHERE d.key_hash IN ({marks})",
+            [_key_hash(k) for k in keys],
+        )
+        wanted = set(keys)
+        return {key: (doc, DocRecord(key, canonical, similarity, sig))
+                for doc, key, canonical, similarity, sig in rows if key in wanted}
+
+    def lookup_many(self, items: Sequence[tuple[str, bytes | None, Sequence[int]]], file_alone: bool = False,
+                    ) -> list[Lookup]:
+        if not items:
+            return []
+        known = self._known([key for key, _, _ in items])
+        bucket_lists = [[int(b) for b in buckets] for _, _, buckets in items]
+        docs_in: dict[int, list[int]] = {}
+        for bucket, doc in self._select_in(
+            "SELECT bucket, doc FROM buckets WHERE bucket IN ({marks})", [b for bl in bucket_lists for b in bl]
+        ):
+            docs_in.setdefault(bucket, []).append(doc)
+        wanted = {d for docs in docs_in.values() for d in docs}
+        found = {doc: Candidate(key, sig) for doc, key, sig in
+                 self._select_in("SELECT id, key, sig FROM docs WHERE id IN ({marks})", list(wanted))}
+        out: list[Lookup] = []
+        filed_now: dict[str, int] = {}
+        new_docs: list[tuple[int, int, str, None, float, bytes | None]] = []
+        new_buckets: list[tuple[int, int]] = []
+        for (key, signature, _), buckets in zip(items, bucket_lists):
+            record = known.get(key)
+            if record is not None or key in filed_now:
+                out.append(Lookup(record[1] if record is not None else DocRecord(key, None, 1.0, signature)))
+                continue
+            docs = list(dict.fromkeys(d for b in buckets for d in docs_in.get(b, ())))
+            if docs or not file_alone:
+                out.append(Lookup(None, [found[d] for d in docs]))
+                continue
+            doc = self._next_id
+            self._next_id += 1
+            filed_now[key] = doc
+            new_docs.append((doc, _key_hash(key), key, None, 1.0, signature))
+            for b in buckets:
+                new_buckets.append((b, doc))
+                docs_in.setdefault(b, []).append(doc)  # later items of the batch see it
+            found[doc] = Candidate(key, signature or b"")
+            out.append(Lookup(filed=True))
+        self._insert(new_docs, new_buckets)
+        return out
+
+    def add_many(self, items: Sequence[tuple[str, bytes | None, Sequence[int], str | None, float, Any]]) -> list[int]:
+        known = self._known([item[0] for item in items])
+        canonical_ids = {key: doc for key, (doc, _) in self._known([i[3] for i in items if i[3] is not None]).items()}
+        out: list[int] = []
+        filed_now: set[str] = set()
+        filed_buckets: set[int] = set()
+        new_docs: list[tuple[int, int, str, int | None, float, bytes | None]] = []
+        new_buckets: list[tuple[int, int]] = []
+        for key, signature, buckets, canonical, similarity, _ in items:
+            if key in known or key in filed_now:
+                out.append(-1)
+                continue
+            bucket_list = [int(b) for b in buckets]
+            if canonical is None:
+                if not filed_buckets.isdisjoint(bucket_list):
+                    out.append(0)  # an earlier document of this batch may be its near-duplicate: look again
+                    continue
+                filed_buckets.update(bucket_list)
+            elif canonical not in canonical_ids:
+                raise StoreError(f"canonical document {canonical!r} is not in the store")
+            doc = self._next_id
+            self._next_id += 1
+            filed_now.add(key)
+            if canonical is None:
+                new_docs.append((doc, _key_hash(key), key, None, similarity, signature))
+                new_buckets.extend((b, doc) for b in bucket_list)
+            else:
+                new_docs.append((doc, _key_hash(key), key, canonical_ids[canonical], similarity, None))
+            out.append(1)
+        self._insert(new_docs, new_buckets)
+        return out
+
+    def _insert(self, docs: list[tuple[int, int, str, int | None, float, bytes | None]],
+                buckets: list[tuple[int, int]]) -> None:
+        if not docs:
+            return
+        self.db.executemany(
+            "INSERT INTO docs (id, key_hash, key, canonical, similarity, sig) VALUES (?, ?, ?, ?, ?, ?)", docs
+        )
+        buckets.sort()
+        self.db.executemany("INSERT OR IGNORE INTO buckets (bucket, doc) VALUES (?, ?)", buckets)
+        self._count += len(docs)
+        self._pending += len(docs)
         if self._pending >= self.commit_every or time.monotonic() - self._last_commit >= self.commit_secs:
             self.flush()
-        return True
 
     def iter_records(self) -> Iterator[DocRecord]:
         rows = self.db.execute(

@@ -1,0 +1,143 @@
+"""Compact in-memory structures for millions of fingerprints: no Python object per document or bucket.
+
+A Python ``dict`` of bucket key → list of documents costs ~150 bytes for every (bucket, document) pair; with
+29 LSH bands that is ~4 KB per page before its signature. These structures keep the same information in
+flat arrays, 12 bytes per pair and a few bytes of overhead per document:
+
+* :class:`BlobArray`: variable-length byte strings (URLs, signatures) end to end in one ``bytearray``, with
+  an ``array('q')`` of offsets.
+* :class:`LevelIndex`: a multimap from 64-bit keys to 32-bit document ids, built like a log-structured
+  merge tree (O'Neil et al., 1996): new pairs go to a small ``dict``; when it fills it becomes a sorted pair
+  of numpy arrays (a *level*), and levels of similar size are merged, so every pair is merged O(log n)
+  times and the index holds at most O(log n) levels. A lookup is one vectorised binary search per level for
+  a whole batch of keys.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable
+
+import numpy as np
+
+_EMPTY_KEYS = np.empty(0, dtype=np.int64)
+_EMPTY_IDS = np.empty(0, dtype=np.int32)
+
+
+class BlobArray:
+    """Append-only sequence of byte strings stored end to end."""
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+        self._offsets = array("q", [0])
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def append(self, blob: bytes) -> int:
+        self._data += blob
+        self._offsets.append(len(self._data))
+        return len(self._offsets) - 2
+
+    def __getitem__(self, i: int) -> bytes:
+        return bytes(self._data[self._offsets[i] : self._offsets[i + 1]])
+
+    def nbytes(self) -> int:
+        return len(self._data) + 8 * len(self._offsets)
+
+
+def _merge_sorted(
+    keys_a: np.ndarray, ids_a: np.ndarray, keys_b: np.ndarray, ids_b: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Merge two key-sorted levels in linear memory (no argsort of the whole): each element's place in the
+    result is its rank in its own level plus the number of elements of the other level before it."""
+    n = len(keys_a) + len(keys_b)
+    keys, ids = np.empty(n, dtype=keys_a.dtype), np.empty(n, dtype=np.int32)
+    pos_b = np.searchsorted(keys_a, keys_b, side="right") + np.arange(len(keys_b))
+    keys[pos_b], ids[pos_b] = keys_b, ids_b
+    del pos_b
+    pos_a = np.searchsorted(keys_b, keys_a, side="left") + np.arange(len(keys_a))
+    keys[pos_a], ids[pos_a] = keys_a, ids_a
+    return keys, ids
+
+
+class LevelIndex:
+    """Multimap ``key → int32 ids`` for batch lookups, in sorted levels plus a small write buffer.
+
+    Keys are ``int64``, or with ``key_bits=32`` their low 32 bits (wrapped to ``int32``): for keys that are
+    hashes and whose hits are verified anyway, that halves the index at the cost of a few extra candidates.
+    """
+
+    def __init__(self, buffer_pairs: int = 4096, key_bits: int = 64) -> None:
+        if key_bits not in (32, 64):
+            raise ValueError(f"key_bits must be 32 or 64, got {key_bits}")
+        self.key_dtype = np.int32 if key_bits == 32 else np.int64
+        self.buffer_pairs = buffer_pairs
+        self._levels: list[tuple[np.ndarray, np.ndarray]] = []  # largest first
+        self._pending_keys: list[np.ndarray] = []
+        self._pending_ids: list[np.ndarray] = []
+        self._pending = 0
+        self._buffer: tuple[np.ndarray, np.ndarray] | None = None  # the pending pairs, sorted (cached)
+
+    def __len__(self) -> int:
+        return self._pending + sum(len(k) for k, _ in self._levels)
+
+    def add(self, keys: Iterable[int], doc: int) -> None:
+        keys = np.asarray(keys if isinstance(keys, np.ndarray) else list(keys), dtype=np.int64)
+        self.add_many(keys, np.full(len(keys), doc, dtype=np.int32))
+
+    def add_many(self, keys: np.ndarray, ids: np.ndarray) -> None:
+        """Map ``keys[i]`` to ``ids[i]`` for every ``i``."""
+        if not len(keys):
+            return
+        self._pending_keys.append(self._keys(keys))
+        self._pending_ids.append(np.asarray(ids, dtype=np.int32))
+        self._pending += len(keys)
+        self._buffer = None
+        if self._pending >= self.buffer_pairs:
+            self._levels.append(self._sorted_pending())
+            self._pending_keys, self._pending_ids, self._pending = [], [], 0
+            # Keep level sizes geometric: merge while a level is not at least twice the size of the next.
+            while len(self._levels) >= 2 and len(self._levels[-2][0]) <= 2 * len(self._levels[-1][0]):
+                (ka, ia), (kb, ib) = self._levels[-2], self._levels[-1]
+                self._levels[-2:] = [_merge_sorted(ka, ia, kb, ib)]
+
+    def _keys(self, keys: Iterable[int] | np.ndarray) -> np.ndarray:
+        return np.asarray(keys, dtype=np.int64).astype(self.key_dtype, copy=False)  # int32: wraps mod 2**32
+
+    def _sorted_pending(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._buffer is None:
+            keys, ids = np.concatenate(self._pending_keys), np.concatenate(self._pending_ids)
+            order = np.argsort(keys, kind="stable")
+            self._buffer = (keys[order], ids[order])
+        return self._buffer
+
+    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """All ``(query position, id)`` pairs with ``keys[query position]`` mapped to ``id``."""
+        keys = self._keys(keys)
+        levels = self._levels + [self._sorted_pending()] if self._pending else self._levels
+        if not levels or not len(keys):
+            return _EMPTY_KEYS, _EMPTY_IDS
+        # Sorted queries walk each level in order (numpy narrows every search with the previous result),
+        # and most queries hit nothing: one left search for all, a right search only for the hits.
+        order = np.argsort(keys, kind="stable")
+        queries = keys[order]
+        positions, found = [], []
+        for level_keys, level_ids in levels:
+            left = np.searchsorted(level_keys, queries, side="left")
+            inside = left < len(level_keys)
+            hit = np.flatnonzero(inside)
+            hit = hit[level_keys[left[hit]] == queries[hit]]
+            if not len(hit):
+                continue
+            starts = left[hit]
+            counts = np.searchsorted(level_keys, queries[hit], side="right") - starts
+            total = int(counts.sum())
+            positions.append(np.repeat(order[hit], counts))
+            found.append(level_ids[np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(total)])
+        if not positions:
+            return _EMPTY_KEYS, _EMPTY_IDS
+        return np.concatenate(positions), np.concatenate(found)
+
+    def nbytes(self) -> int:
+        return sum(k.nbytes + i.nbytes for k, i in self._levels) + (np.dtype(self.key_dtype).itemsize + 4) * self._pending
