@@ -1,11 +1,18 @@
 """A real tag-mode ``scrapy crawl`` over a labelled set (neardup-dev), scored pairwise.
 
     python bench/crawl_devset.py ../shared/neardup-dev [-s NEARDUP_ALGORITHM=simhash ...] [--out items.jsonl]
+    python bench/crawl_devset.py ../shared/neardup-dev --timings     # the plugin's cost per page, one at a time
 
 The pages are served by an HTTP server on 127.0.0.1 (one path per page, gzip-decoded, as text/html); the
 spider requests every page with ``neardup_key`` set to the page's URL in the manifest, so the verdicts name
 the manifest's URLs. Items carry ``near_duplicate_of`` in tag mode; the script scores them with the same
 pairwise P/R/F1 as ``score.py`` and prints one JSON line. Any ``-s NAME=VALUE`` is passed to Scrapy.
+
+With ``--timings`` the crawl fetches one page at a time (``CONCURRENT_REQUESTS = 1``, so no page waits for
+another's thread) and times, per page: the extraction (trafilatura), the fingerprint, the store's
+check-and-insert, and the downloader middleware's whole ``process_response``. The plugin's own cost beyond
+extraction is the middleware's time less the extraction's: fingerprinting, the store, the hops to and from
+the worker threads, stats and logging. It also crawls once with the plugin disabled for the crawl rate.
 """
 
 from __future__ import annotations
@@ -69,11 +76,80 @@ class DevSetSpider(scrapy.Spider):
         yield {"url": response.meta["row"]["url"]}
 
 
+class Timings:
+    """Per-page seconds of the plugin's steps, recorded by wrapping them (the bench's own instrumentation)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, list[float]] = {"extract": [], "fingerprint": [], "store": [], "middleware": []}
+
+    def wrap(self, owner: type, name: str, label: str) -> None:
+        import functools
+        import inspect
+
+        original = getattr(owner, name)
+        record = self.seconds[label]
+        if inspect.iscoroutinefunction(original):
+            @functools.wraps(original)
+            async def timed_async(*args, **kwargs):  # type: ignore[no-untyped-def]
+                started = time.perf_counter()
+                try:
+                    return await original(*args, **kwargs)
+                finally:
+                    record.append(time.perf_counter() - started)
+            setattr(owner, name, timed_async)
+        else:
+            @functools.wraps(original)
+            def timed(*args, **kwargs):  # type: ignore[no-untyped-def]
+                started = time.perf_counter()
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    record.append(time.perf_counter() - started)
+            setattr(owner, name, timed)
+
+    def install(self) -> None:
+        from scrapy_neardup._middleware import NearDupDownloaderMiddleware
+        from scrapy_neardup.engine.detector import Detector
+        from scrapy_neardup.engine.pipeline import DocumentPipeline
+
+        self.wrap(DocumentPipeline, "text_of", "extract")
+        self.wrap(DocumentPipeline, "from_extraction", "fingerprint")
+        self.wrap(Detector, "check_fingerprint", "store")
+        self.wrap(NearDupDownloaderMiddleware, "process_response", "middleware")
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        def stats(values: list[float]) -> dict[str, float]:
+            ordered = sorted(values)
+            return {"median_ms": round(ordered[len(ordered) // 2] * 1e3, 3),
+                    "p99_ms": round(ordered[int(0.99 * (len(ordered) - 1))] * 1e3, 3),
+                    "mean_ms": round(sum(ordered) / len(ordered) * 1e3, 3), "n": len(ordered)}
+
+        out = {label: stats(values) for label, values in self.seconds.items() if values}
+        if len(self.seconds["middleware"]) == len(self.seconds["extract"]):
+            out["beyond_extraction"] = stats(
+                [m - e for m, e in zip(self.seconds["middleware"], self.seconds["extract"])])
+        return out
+
+
+def crawl(settings: dict, base: str, manifest: list[dict]) -> tuple[object, float]:
+    process = CrawlerProcess(settings)
+    crawler = process.create_crawler(DevSetSpider)
+    started = time.perf_counter()
+    process.crawl(crawler, base=base, manifest=manifest)
+    process.start()
+    return crawler, time.perf_counter() - started
+
+
+def _crawl_seconds(settings: dict, base: str, manifest: list[dict]) -> float:
+    return crawl(settings, base, manifest)[1]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dataset", help="folder with manifest.jsonl (e.g. ../shared/neardup-dev)")
     parser.add_argument("-s", dest="settings", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--out", help="write the items (JSON lines, score.py's format) here")
+    parser.add_argument("--timings", action="store_true", help="time the plugin's steps, one page at a time")
     args = parser.parse_args()
     manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
     server = serve(args.dataset, manifest)
@@ -91,12 +167,23 @@ def main() -> int:
     for item in args.settings:
         name, _, value = item.partition("=")
         settings[name] = value
-    process = CrawlerProcess(settings)
-    crawler = process.create_crawler(DevSetSpider)
-    started = time.perf_counter()
-    process.crawl(crawler, base=f"http://127.0.0.1:{server.server_address[1]}", manifest=manifest)
-    process.start()
-    seconds = time.perf_counter() - started
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    timings = None
+    if args.timings:
+        # Two crawls in one process need a reactor that can be started again: run them in subprocesses.
+        import multiprocessing
+
+        settings["CONCURRENT_REQUESTS"] = 1
+        if not any(item.startswith("NEARDUP_STORE_URL=") for item in args.settings):
+            # Time the default store (a SQLite file), not the in-memory one.
+            store_dir = tempfile.mkdtemp()
+            settings["NEARDUP_STORE_URL"] = f"sqlite:///{os.path.join(store_dir, 'devset.sqlite')}"
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(1) as pool:
+            off_seconds = pool.apply(_crawl_seconds, ({**settings, "NEARDUP_ENABLED": False}, base, manifest))
+        timings = Timings()
+        timings.install()
+    crawler, seconds = crawl(settings, base, manifest)
     server.shutdown()
     with open(out, encoding="utf-8") as f:
         items = [json.loads(line) for line in f]
@@ -108,6 +195,8 @@ def main() -> int:
         "kind_recall": {k: round(v, 3) for k, v in result.kind_recall.items()},
         "items": len(items), "pages": len(manifest), "seconds": round(seconds, 1), "stats": stats,
         "settings": args.settings, "items_file": out,
+        **({"timings": timings.summary(), "pages_per_sec_plugin_off": round(len(manifest) / off_seconds, 1),
+            "pages_per_sec_plugin_on": round(len(manifest) / seconds, 1)} if timings else {}),
     }))
     return 0
 

@@ -7,8 +7,8 @@ flat arrays, 12 bytes per pair and a few bytes of overhead per document:
 * :class:`BlobArray`: variable-length byte strings (URLs, signatures) end to end in one ``bytearray``, with
   an ``array('q')`` of offsets.
 * :class:`LevelIndex`: a multimap from 64-bit keys to 32-bit document ids, built like a log-structured
-  merge tree (O'Neil et al., 1996): new pairs go to a small ``dict``; when it fills it becomes a sorted pair
-  of numpy arrays (a *level*), and levels of similar size are merged, so every pair is merged O(log n)
+  merge tree (O'Neil et al., 1996): new pairs are merged into a small sorted buffer; when it fills it
+  becomes a sorted pair of numpy arrays (a *level*), and levels of similar size are merged, so every pair is merged O(log n)
   times and the index holds at most O(log n) levels. A lookup is one vectorised binary search per level for
   a whole batch of keys.
 """
@@ -74,13 +74,10 @@ class LevelIndex:
         self.key_dtype = np.int32 if key_bits == 32 else np.int64
         self.buffer_pairs = buffer_pairs
         self._levels: list[tuple[np.ndarray, np.ndarray]] = []  # largest first
-        self._pending_keys: list[np.ndarray] = []
-        self._pending_ids: list[np.ndarray] = []
-        self._pending = 0
-        self._buffer: tuple[np.ndarray, np.ndarray] | None = None  # the pending pairs, sorted (cached)
+        self._buffer = (np.empty(0, dtype=self.key_dtype), _EMPTY_IDS)  # the newest pairs, sorted
 
     def __len__(self) -> int:
-        return self._pending + sum(len(k) for k, _ in self._levels)
+        return len(self._buffer[0]) + sum(len(k) for k, _ in self._levels)
 
     def add(self, keys: Iterable[int], doc: int) -> None:
         keys = np.asarray(keys if isinstance(keys, np.ndarray) else list(keys), dtype=np.int64)
@@ -90,13 +87,12 @@ class LevelIndex:
         """Map ``keys[i]`` to ``ids[i]`` for every ``i``."""
         if not len(keys):
             return
-        self._pending_keys.append(self._keys(keys))
-        self._pending_ids.append(np.asarray(ids, dtype=np.int32))
-        self._pending += len(keys)
-        self._buffer = None
-        if self._pending >= self.buffer_pairs:
-            self._levels.append(self._sorted_pending())
-            self._pending_keys, self._pending_ids, self._pending = [], [], 0
+        keys, ids = self._keys(keys), np.asarray(ids, dtype=np.int32)
+        order = np.argsort(keys, kind="stable")
+        self._buffer = _merge_sorted(*self._buffer, keys[order], ids[order])
+        if len(self._buffer[0]) >= self.buffer_pairs:
+            self._levels.append(self._buffer)
+            self._buffer = (np.empty(0, dtype=self.key_dtype), _EMPTY_IDS)
             # Keep level sizes geometric: merge while a level is not at least twice the size of the next.
             while len(self._levels) >= 2 and len(self._levels[-2][0]) <= 2 * len(self._levels[-1][0]):
                 (ka, ia), (kb, ib) = self._levels[-2], self._levels[-1]
@@ -105,17 +101,10 @@ class LevelIndex:
     def _keys(self, keys: Iterable[int] | np.ndarray) -> np.ndarray:
         return np.asarray(keys, dtype=np.int64).astype(self.key_dtype, copy=False)  # int32: wraps mod 2**32
 
-    def _sorted_pending(self) -> tuple[np.ndarray, np.ndarray]:
-        if self._buffer is None:
-            keys, ids = np.concatenate(self._pending_keys), np.concatenate(self._pending_ids)
-            order = np.argsort(keys, kind="stable")
-            self._buffer = (keys[order], ids[order])
-        return self._buffer
-
     def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """All ``(query position, id)`` pairs with ``keys[query position]`` mapped to ``id``."""
         keys = self._keys(keys)
-        levels = self._levels + [self._sorted_pending()] if self._pending else self._levels
+        levels = [*self._levels, self._buffer] if len(self._buffer[0]) else self._levels
         if not levels or not len(keys):
             return _EMPTY_KEYS, _EMPTY_IDS
         # Sorted queries walk each level in order (numpy narrows every search with the previous result),
@@ -140,4 +129,4 @@ class LevelIndex:
         return np.concatenate(positions), np.concatenate(found)
 
     def nbytes(self) -> int:
-        return sum(k.nbytes + i.nbytes for k, i in self._levels) + (np.dtype(self.key_dtype).itemsize + 4) * self._pending
+        return sum(k.nbytes + i.nbytes for k, i in self._levels) + self._buffer[0].nbytes + self._buffer[1].nbytes
