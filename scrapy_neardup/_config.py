@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .engine.algorithms import Algorithm, MinHashLSH, SimHashHamming, simhash_distance_for
 from .engine.pipeline import DocumentPipeline
+from .engine.template import TemplateGuard
 from .store import STORE_SCHEMES
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_STORE_COMMIT_EVERY": 500,
     "NEARDUP_STORE_COMMIT_SECS": 1.0,
     "NEARDUP_STORE_URL": None,
+    "NEARDUP_TEMPLATE_REPEATS": 3,
     "NEARDUP_THRESHOLD": None,
 }
 
@@ -121,6 +123,13 @@ def _choice(settings: SettingsLike, name: str, allowed: tuple[str, ...]) -> str:
     return value.strip().lower()
 
 
+def _template_repeats(settings: SettingsLike) -> int:
+    value = _int(settings, "NEARDUP_TEMPLATE_REPEATS", 0, 1_000_000)
+    if value == 1:
+        raise _fail("NEARDUP_TEMPLATE_REPEATS", value, "0 (guard off) or an integer of at least 2")
+    return value  # type: ignore[return-value]
+
+
 @dataclass(frozen=True)
 class Config:
     enabled: bool = False
@@ -146,6 +155,7 @@ class Config:
     store_commit_every: int = 500
     store_commit_secs: float = 1.0
     store_url: str | None = None
+    template_repeats: int = 3
     threshold: float = 0.5
 
     @classmethod
@@ -218,6 +228,7 @@ class Config:
             store_commit_every=_int(settings, "NEARDUP_STORE_COMMIT_EVERY", 1),  # type: ignore[arg-type]
             store_commit_secs=_float(settings, "NEARDUP_STORE_COMMIT_SECS", 0.0, 3600.0),  # type: ignore[arg-type]
             store_url=store_url,
+            template_repeats=_template_repeats(settings),
             threshold=threshold if threshold is not None else DEFAULT_THRESHOLD[algorithm],
         )
 
@@ -228,6 +239,7 @@ class Config:
             use_main=self.extract,
             min_text_length=self.min_text_length,
             fast=self.extract_fast,
+            template_guard=TemplateGuard(self.template_repeats) if self.extract and self.template_repeats else None,
         )
 
     def build_algorithm(self) -> Algorithm:

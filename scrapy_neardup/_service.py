@@ -197,6 +197,10 @@ class NearDupService:
             return None
         if prepared.method == "page":
             self.stats.inc_value("neardup/extract/page_text_fallback")
+        elif prepared.method == "template":
+            self.stats.inc_value("neardup/extract/template")
+            logger.debug("scrapy-neardup: %s extracted to its host's template text; fingerprinted on the page text",
+                         key, extra={"spider": self.crawler.spider})
         detector = self.detector
         if detector is None or self._store_thread is None:
             self.skip("store_closed", key)

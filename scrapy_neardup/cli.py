@@ -28,6 +28,7 @@ def _settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         ("shingle_size", "NEARDUP_SHINGLE_SIZE"),
         ("max_distance", "NEARDUP_SIMHASH_MAX_DISTANCE"),
         ("min_text_length", "NEARDUP_MIN_TEXT_LENGTH"),
+        ("template_repeats", "NEARDUP_TEMPLATE_REPEATS"),
         ("lexicon", "NEARDUP_IMATCH_LEXICON"),
     ]:
         value = getattr(args, option, None)
@@ -53,12 +54,15 @@ def _add_algorithm_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("algorithm (defaults as in the Scrapy settings)")
     group.add_argument("--algorithm", choices=ALGORITHM_CHOICES, help="default: minhash")
     group.add_argument("--lexicon", help="I-Match lexicon file (with --algorithm imatch)")
-    group.add_argument("--threshold", type=float, help="similarity threshold (default: 0.5 minhash, 0.95 simhash)")
+    group.add_argument("--threshold", type=float, help="similarity threshold (default: 0.45 minhash, 0.95 simhash)")
     group.add_argument("--num-perm", type=int, help="MinHash permutations (default: 128)")
     group.add_argument("--seed", type=int, help="MinHash seed (default: 1)")
-    group.add_argument("--shingle-size", type=int, help="words per shingle (default: 3 minhash, 1 simhash)")
+    group.add_argument("--shingle-size", type=int, help="words per shingle (default: 2 minhash, 1 simhash)")
     group.add_argument("--max-distance", type=int, help="SimHash Hamming distance (default: from --threshold)")
     group.add_argument("--min-text-length", type=int, help="shortest text fingerprinted, in characters (default: 200)")
+    group.add_argument("--template-repeats", type=int,
+                       help="distinct paths of one host with the same main text from which it is taken as "
+                            "template and the page text used instead; 0: off (default: 3)")
     group.add_argument("--no-extract", action="store_true", help="fingerprint the whole page text, not the main content")
     group.add_argument("--extract-fast", action="store_true", help="trafilatura's fast mode (no fallback extractors)")
 

@@ -114,6 +114,7 @@ def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, 
         pairs = []
         started = time.perf_counter()
         for row, got in zip(manifest, texts):
+            got = pipeline.guard(got, row["url"], lambda row=row: _read_page(os.path.join(base, row["file"])))
             prepared = pipeline.from_extraction(got)
             if prepared.fingerprint is None:
                 continue

@@ -5,7 +5,7 @@ and copies of one article on two sites look different, so the fingerprint is tak
 found by trafilatura (Barbaresi, ACL 2021). Extraction can fail quietly, though: for some sites it returns
 nothing, or the same short template text for every article. Hence the fallbacks here (too little main
 text → the whole visible text of the page), and the per-host repeat check in
-:class:`~scrapy_neardup.engine.quality.TemplateGuard`.
+:mod:`scrapy_neardup.engine.template`.
 
 Nothing in a page is executed: lxml parses it, scripts and styles are discarded.
 """

@@ -1,20 +1,25 @@
 """From a document to a fingerprint: the steps shared by the Scrapy plugin and the batch CLI.
 
-HTML → main text (or page text when the main text is too short) → tokens → shingles → fingerprint.
+HTML → main text (or page text when the main text is too short, or is the site's template text, see
+:mod:`.template`) → tokens → shingles → fingerprint.
 Keeping this in one place is what makes a crawl and an offline run over its dump agree.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .algorithms import Algorithm, Fingerprint
-from .extract import Extraction, extract
+from .extract import Extraction, extract, page_text
+from .template import TemplateGuard
 
 
 @dataclass(frozen=True)
 class Prepared:
-    """A document made ready for the decision: its fingerprint, or why it is skipped."""
+    """A document made ready for the decision: its fingerprint, or why it is skipped. ``method`` says which
+    text was fingerprinted: ``main``, ``page`` (main text too short), ``template`` (page text, because the
+    main text was the host's template) or ``text`` (given as text)."""
 
     fingerprint: Fingerprint | None
     skip_reason: str = ""
@@ -23,26 +28,43 @@ class Prepared:
 
 
 class DocumentPipeline:
-    """Turns HTML or plain text into a :class:`Prepared` document. Stateless, so safe in worker threads."""
+    """Turns HTML or plain text into a :class:`Prepared` document. Safe in worker threads: its only state,
+    the optional :class:`TemplateGuard`, is locked."""
 
     def __init__(self, algorithm: Algorithm, *, use_main: bool = True, min_text_length: int = 200,
-                 fast: bool = True) -> None:
+                 fast: bool = True, template_guard: TemplateGuard | None = None) -> None:
         self.algorithm = algorithm
         self.use_main = use_main
         self.min_text_length = min_text_length
         self.fast = fast
+        self.template_guard = template_guard
 
     def from_html(self, html: str | bytes, url: str | None = None) -> Prepared:
         return self.from_extraction(self.text_of(html, url))
 
     def text_of(self, html: str | bytes, url: str | None = None) -> Extraction:
         """The text a page is fingerprinted on (the costly step; the evaluator caches it)."""
-        return extract(html, url, use_main=self.use_main, min_length=self.min_text_length, fast=self.fast)
+        got = extract(html, url, use_main=self.use_main, min_length=self.min_text_length, fast=self.fast)
+        return self.guard(got, url, lambda: html)
+
+    def guard(self, got: Extraction, url: str | None, html: Callable[[], str | bytes]) -> Extraction:
+        """The page text instead of a main text this host has returned for too many paths (a template).
+
+        Separate from :meth:`text_of` so that a caller holding cached extractions (the evaluator) applies
+        the guard in document order; ``html`` is called only when the guard fires.
+        """
+        if self.template_guard is None or got.method != "main" or not self.template_guard.is_template(url, got.text):
+            return got
+        text = page_text(html())
+        if len(text) >= self.min_text_length and text.split() != got.text.split():
+            return Extraction(text, "page", "template")
+        return Extraction(text, "none", "template")
 
     def from_extraction(self, got: Extraction) -> Prepared:
         if got.method == "none":
             return Prepared(None, got.reason, text_length=len(got.text))
-        return Prepared(self.algorithm.fingerprint(got.text), method=got.method, text_length=len(got.text))
+        method = "template" if got.reason == "template" else got.method
+        return Prepared(self.algorithm.fingerprint(got.text), method=method, text_length=len(got.text))
 
     def from_text(self, text: str) -> Prepared:
         stripped = text.strip()
