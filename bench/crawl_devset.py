@@ -3,9 +3,10 @@
     python bench/crawl_devset.py ../shared/neardup-dev [-s NEARDUP_ALGORITHM=simhash ...] [--out items.jsonl]
     python bench/crawl_devset.py ../shared/neardup-dev --timings     # the plugin's cost per page, one at a time
 
-The pages are served by an HTTP server on 127.0.0.1 (one path per page, gzip-decoded, as text/html); the
-spider requests every page with ``neardup_key`` set to the page's URL in the manifest, so the verdicts name
-the manifest's URLs. Items carry ``near_duplicate_of`` in tag mode; the script scores them with the same
+The pages are served by an HTTP server on 127.0.0.1 (gzip-decoded, as text/html). The spider requests
+every page under its own host and path (``http://`` + the manifest URL's host and path, with the local
+server as its HTTP proxy), so the plugin sees the hosts a real crawl would, and with ``neardup_key`` set
+to the manifest URL, so the verdicts name the manifest's URLs. Items carry ``near_duplicate_of`` in tag mode; the script scores them with the same
 pairwise P/R/F1 as ``score.py`` and prints one JSON line. Any ``-s NAME=VALUE`` is passed to Scrapy.
 
 With ``--timings`` the crawl fetches one page at a time (``CONCURRENT_REQUESTS = 1``, so no page waits for
@@ -25,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from urllib.parse import urlsplit, urlunsplit
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import scrapy
@@ -35,11 +37,13 @@ from scrapy_neardup.evaluation import load_manifest, score  # noqa: E402
 
 
 def serve(directory: str, manifest: list[dict]) -> ThreadingHTTPServer:
-    files = {f"/{row['id']}": os.path.join(directory, row["file"]) for row in manifest}
+    """Serve each page by its id: the ``X-Devset-Id`` header when the request comes through the server as
+    a proxy (the page's own URL), else the path ``/<id>``."""
+    files = {row["id"]: os.path.join(directory, row["file"]) for row in manifest}
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802
-            path = files.get(self.path)
+            path = files.get(self.headers.get("X-Devset-Id") or self.path.lstrip("/"))
             if path is None:
                 self.send_error(404)
                 return
@@ -69,8 +73,21 @@ class DevSetSpider(scrapy.Spider):
 
     async def start(self):  # type: ignore[no-untyped-def]
         for row in self.rows:
-            yield scrapy.Request(f"{self.base}/{row['id']}", meta={"neardup_key": row["url"], "row": row},
-                                 dont_filter=True)
+            yield self.request_for(row)
+
+    def request_for(self, row: dict) -> scrapy.Request:
+        """The page fetched under its own host and path (over http, through the local server as a proxy),
+        as a real crawl would see it: host-aware parts of the plugin (the template guard) need the host."""
+        parts = urlsplit(row["url"])
+        meta = {"neardup_key": row["url"], "row": row}
+        if parts.scheme in ("http", "https") and parts.hostname:
+            url = urlunsplit(("http", parts.netloc, parts.path or "/", parts.query, ""))
+            try:
+                return scrapy.Request(url, meta={**meta, "proxy": self.base}, headers={"X-Devset-Id": row["id"]},
+                                      dont_filter=True)
+            except ValueError:  # not a URL Scrapy can fetch (the set has a few made-up ones)
+                pass
+        return scrapy.Request(f"{self.base}/{row['id']}", meta=meta, dont_filter=True)
 
     def parse(self, response):  # type: ignore[no-untyped-def]
         yield {"url": response.meta["row"]["url"]}
