@@ -14,6 +14,9 @@ from .algorithms import Algorithm, Fingerprint
 from .extract import Extraction, extract, page_text
 from .template import TemplateGuard
 
+#: A repeated main text is taken as template only when it is at most this share of the page's text.
+TEMPLATE_MAX_SHARE = 0.5
+
 
 @dataclass(frozen=True)
 class Prepared:
@@ -48,17 +51,20 @@ class DocumentPipeline:
         return self.guard(got, url, lambda: html)
 
     def guard(self, got: Extraction, url: str | None, html: Callable[[], str | bytes]) -> Extraction:
-        """The page text instead of a main text this host has returned for too many paths (a template).
+        """The page text instead of a main text that is this host's template (see :mod:`.template`).
 
-        Separate from :meth:`text_of` so that a caller holding cached extractions (the evaluator) applies
-        the guard in document order; ``html`` is called only when the guard fires.
+        A main text repeated under several paths of one host is a template only when the page has much
+        more text than it (at least ``TEMPLATE_MAX_SHARE`` of the page text is elsewhere): copies of one
+        article under several paths repeat it too, but there it is most of the page. Separate from
+        :meth:`text_of` so that a caller holding cached extractions (the evaluator) applies the guard in
+        document order; ``html`` is called only when the main text is repeated.
         """
         if self.template_guard is None or got.method != "main" or not self.template_guard.is_template(url, got.text):
             return got
         text = page_text(html())
-        if len(text) >= self.min_text_length and text.split() != got.text.split():
-            return Extraction(text, "page", "template")
-        return Extraction(text, "none", "template")
+        if len(got.text) > TEMPLATE_MAX_SHARE * len(text):
+            return got
+        return Extraction(text, "page", "template")
 
     def from_extraction(self, got: Extraction) -> Prepared:
         if got.method == "none":

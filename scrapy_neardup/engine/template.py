@@ -5,13 +5,17 @@ of template text (a sidebar, a cookie notice, an "about us" box). Trusted, that 
 the site an exact duplicate of the first, and a crawl in drop mode would keep one article per site. The
 signal is cheap and needs no per-site rule: one host yielding the *same* extracted text under several
 *different paths*. A copy of one article under one path (``?utm_source=...``, ``?sessionid=...``) does not
-count, nor does one print version (``/print/...``) beside its article — two paths — but a third distinct
-path with the identical text is taken as a template, and the page is fingerprinted on its whole visible
-text instead (where its own article, not the shared block, dominates).
+count, nor does one print version (``/print/...``) beside its article — two paths — but from a third
+distinct path on the text is suspect. Suspect is not yet template: one site may carry one article under
+several paths (``/amp/``, ``/print/``, a mirror folder), and then the repeated text is most of each page.
+So :meth:`DocumentPipeline.guard <scrapy_neardup.engine.pipeline.DocumentPipeline.guard>` also reads the
+page's whole visible text, and only when the repeated main text is at most half of it is the page
+fingerprinted on its page text instead (where its own article, not the shared block, dominates).
 
 Measured on the neardup-dev set (docs/quality.md): with three paths the guard fires exactly on the two
-sites whose extraction returns template text, and on no legitimate page; with two it fires on 30 pages,
-most of them print versions. State is per process and bounded (least recently used hosts/texts forgotten).
+sites whose extraction returns template text (main text 2-21% of the page text), and on no legitimate
+page; with two paths it would fire on 30 pages, most of them print versions. State is per process and
+bounded (least recently used hosts/texts forgotten).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ class TemplateGuard:
     """Remembers, per host and extracted text, the distinct URL paths it came from.
 
     ``repeats`` is the number of distinct paths of one host with identical extracted text from which that
-    text is treated as template (the first ``repeats - 1`` pages with it are trusted: they cannot be told
+    text is suspected of being template (the first ``repeats - 1`` pages with it are trusted: they cannot be told
     from an article and its print version). ``max_entries`` bounds memory (about 200 bytes an entry).
     Thread-safe: the Scrapy plugin calls it from its extraction threads.
     """
@@ -49,7 +53,7 @@ class TemplateGuard:
         self._lock = threading.Lock()
 
     def is_template(self, url: str | None, text: str) -> bool:
-        """Record that ``url`` extracted to ``text``; True when that text is this host's template."""
+        """Record that ``url`` extracted to ``text``; True when this host has repeated it too often."""
         if not url:
             return False
         parts = urlsplit(url)
