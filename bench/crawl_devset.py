@@ -6,8 +6,9 @@
 The pages are served by an HTTP server on 127.0.0.1 (gzip-decoded, as text/html). The spider requests
 every page under its own host and path (``http://`` + the manifest URL's host and path, with the local
 server as its HTTP proxy), so the plugin sees the hosts a real crawl would, and with ``neardup_key`` set
-to the manifest URL, so the verdicts name the manifest's URLs. Items carry ``near_duplicate_of`` in tag mode; the script scores them with the same
-pairwise P/R/F1 as ``score.py`` and prints one JSON line. Any ``-s NAME=VALUE`` is passed to Scrapy.
+to the manifest URL, so the verdicts name the manifest's URLs. Items carry ``near_duplicate_of`` in tag
+mode; the script scores them with the same pairwise P/R/F1 as ``score.py`` and prints one JSON line.
+Any ``-s NAME=VALUE`` is passed to Scrapy.
 
 With ``--timings`` the crawl fetches one page at a time (``CONCURRENT_REQUESTS = 1``, so no page waits for
 another's thread) and times, per page: the extraction (trafilatura), the fingerprint, the store's

@@ -53,9 +53,9 @@ class DocumentPipeline:
     def guard(self, got: Extraction, url: str | None, html: Callable[[], str | bytes]) -> Extraction:
         """The page text instead of a main text that is this host's template (see :mod:`.template`).
 
-        A main text repeated under several paths of one host is a template only when the page has much
-        more text than it (at least ``TEMPLATE_MAX_SHARE`` of the page text is elsewhere): copies of one
-        article under several paths repeat it too, but there it is most of the page. Separate from
+        A main text repeated under several paths of one host is a template only when it is at most
+        ``TEMPLATE_MAX_SHARE`` of the page's whole text: copies of one article under several paths of one
+        site repeat their main text too, but there it is most of the page. Separate from
         :meth:`text_of` so that a caller holding cached extractions (the evaluator) applies the guard in
         document order; ``html`` is called only when the main text is repeated.
         """

@@ -38,8 +38,9 @@ class TemplateGuard:
     """Remembers, per host and extracted text, the distinct URL paths it came from.
 
     ``repeats`` is the number of distinct paths of one host with identical extracted text from which that
-    text is suspected of being template (the first ``repeats - 1`` pages with it are trusted: they cannot be told
-    from an article and its print version). ``max_entries`` bounds memory (about 200 bytes an entry).
+    text is suspected of being template (the first ``repeats - 1`` pages with it are trusted: they cannot
+    be told from an article and its print version). ``max_entries`` bounds memory (about 200 bytes an
+    entry).
     Thread-safe: the Scrapy plugin calls it from its extraction threads.
     """
 
