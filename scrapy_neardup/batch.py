@@ -27,9 +27,9 @@ BATCH = 256
 
 _worker_pipeline: DocumentPipeline | None = None
 
-#: What a worker sends back: url, skip reason, method, signature, bucket keys (int64 bytes); or, for a
-#: line that could not be read, ("", message, "", None, b"").
-_Result = tuple[str, str, str, bytes | None, bytes]
+#: What a worker sends back: url, skip reason, signature, bucket keys (int64 bytes); or, for a line that
+#: could not be read, ("", message, None, b"").
+_Result = tuple[str, str, bytes | None, bytes]
 
 
 def _init_worker(config: Config) -> None:
@@ -43,13 +43,13 @@ def _prepare_in_worker(item: Document | RawLine) -> _Result:
         try:
             item = parse_line(item)
         except BadLine as exc:
-            return "", str(exc), "", None, b""
+            return "", str(exc), None, b""
     prepared = prepare(_worker_pipeline, item)
     fp = prepared.fingerprint
     if fp is None:
-        return item.url, prepared.skip_reason, prepared.method, None, b""
+        return item.url, prepared.skip_reason, None, b""
     # Plain bytes travel between processes far cheaper than pickled numpy arrays.
-    return item.url, "", prepared.method, fp.signature, fp.buckets.astype(np.int64, copy=False).tobytes()
+    return item.url, "", fp.signature, fp.buckets.astype(np.int64, copy=False).tobytes()
 
 
 def prepare(pipeline: DocumentPipeline, doc: Document) -> Prepared:
@@ -130,7 +130,7 @@ class BatchDeduplicator:
             pending.clear()
 
         try:
-            for url, skip_reason, _method, signature, buckets in self._results(documents):
+            for url, skip_reason, signature, buckets in self._results(documents):
                 if not url and signature is None:
                     if isinstance(documents, DocumentReader):
                         documents.bad_line(skip_reason)
