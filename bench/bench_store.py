@@ -13,7 +13,7 @@ are near-duplicates of earlier ones (a few signature values changed, or a few bi
 * the insert rate over the last step (documents per second, check-and-insert);
 * query latency: ``--queries`` lookups of new documents (a fifth of them near-duplicates of stored ones), each
   a full lookup of its buckets plus verification of the candidates, nothing inserted; p50 and p99;
-* the SQLite file size (with its WAL) per document, and the process's resident memory per document
+* the SQLite file size per document (after a checkpoint folds the write-ahead log into it), and the process's resident memory per document
   (for SQLite that is its page cache and Python, not the data: the file lives in the OS page cache).
 
 Prints a Markdown table; ``--plot`` draws time and memory against size on log-log axes (matplotlib).
@@ -85,7 +85,7 @@ class Synthetic:
         algorithm = self.algorithm
         if self.minhash:
             keys = band_keys_many(sigs, algorithm.bands, algorithm.rows)
-            blobs = [algorithm.hasher.to_bytes(sig) for sig in sigs]
+            blobs = [algorithm.hasher.to_bytes(sig, algorithm.signature_bits) for sig in sigs]
         else:
             keys = [algorithm.tables.keys(int(fp)) for fp in sigs[:, 0]]
             blobs = [SimHasher.to_bytes(int(fp)) for fp in sigs[:, 0]]
@@ -136,6 +136,8 @@ def grow(args: argparse.Namespace, sizes: list[int]) -> list[dict[str, float]]:
         started = time.perf_counter()
         detector.store.flush()
         step_secs += time.perf_counter() - started
+        if args.store == "sqlite":  # measure the file at rest, its write-ahead log checkpointed
+            detector.store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         elapsed += step_secs
         queries.recent = synthetic.recent  # a fifth of the queries are near-duplicates of stored documents
         lat = sorted(query_latencies(detector, queries, args.queries))

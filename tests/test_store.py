@@ -125,3 +125,29 @@ def test_store_urls(tmp_path):
     assert isinstance(store_from_url(f"sqlite:///{tmp_path}/x.db"), SqliteStore)
     with pytest.raises(ValueError, match="Unknown store URL scheme 'mongodb'.*allowed: memory://, sqlite://"):
         store_from_url("mongodb://x")
+
+
+def test_sqlite_keeps_32_bits_of_bucket_keys_and_verification_rejects_the_collisions(tmp_path):
+    """Bucket keys that agree in their low 32 bits meet in SQLite (4-byte rows); the detector's verification
+    against the signature, not the bucket, decides."""
+    from scrapy_neardup.engine.algorithms import MinHashLSH
+    from scrapy_neardup.engine.detector import Detector
+
+    store = SqliteStore(str(tmp_path / "narrow.sqlite"))
+    store.open(META)
+    store.add("http://a/", b"sig-a", [(7 << 32) + 5])
+    assert [c.key for c in store.lookup([(9 << 32) + 5])[0]] == ["http://a/"]  # a spurious candidate
+    assert store.lookup([(7 << 32) + 6])[0] == []
+    store.close()
+
+    algorithm = MinHashLSH(0.8)
+    detector = Detector(algorithm, SqliteStore(str(tmp_path / "verify.sqlite")))
+    detector.open()
+    one = algorithm.fingerprint("the first page talks about rivers and the boats that sail on them " * 3)
+    other = algorithm.fingerprint("a second page is about mountains, snow and the people who climb them " * 3)
+    detector.check_fingerprint("http://one/", one.signature, one.buckets)
+    # The other page's bucket keys, forced to collide with the first page's in their low 32 bits.
+    colliding = (one.buckets & 0xFFFFFFFF) + (np.int64(3) << 32)
+    verdict = detector.check_fingerprint("http://other/", other.signature, colliding)
+    assert verdict.status == "unique"
+    detector.close()

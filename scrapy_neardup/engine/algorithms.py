@@ -43,13 +43,21 @@ class Algorithm(ABC):
 
 
 class MinHashLSH(Algorithm):
-    """MinHash of word k-shingles, indexed by LSH bands chosen from the threshold (MMDS §3.4)."""
+    """MinHash of word k-shingles, indexed by LSH bands chosen from the threshold (MMDS §3.4).
+
+    Bands are cut from the full 32-bit values; the stored signature keeps ``signature_bits`` (16 by
+    default: b-bit minwise hashing, half the bytes, the same verdicts) for verification.
+    """
 
     name = "minhash"
 
-    def __init__(self, threshold: float = 0.5, num_perm: int = 128, seed: int = 1, shingle_size: int = 3) -> None:
+    def __init__(self, threshold: float = 0.5, num_perm: int = 128, seed: int = 1, shingle_size: int = 3,
+                 signature_bits: int = 16) -> None:
+        if signature_bits not in (16, 32):
+            raise ValueError(f"signature_bits must be 16 or 32, got {signature_bits}")
         self.threshold = threshold
         self.shingle_size = shingle_size
+        self.signature_bits = signature_bits
         self.hasher = MinHasher(num_perm, seed)
         self.bands, self.rows = optimal_bands(threshold, num_perm)
 
@@ -61,15 +69,17 @@ class MinHashLSH(Algorithm):
             "shingle_size": self.shingle_size,
             "bands": self.bands,
             "rows": self.rows,
+            "signature_bits": self.signature_bits,
         }
 
     def fingerprint(self, text: str) -> Fingerprint:
         shingles = shingle_hashes(token_hashes(text), self.shingle_size)
         sig = self.hasher.signature(shingles)
-        return Fingerprint(self.hasher.to_bytes(sig), band_keys(sig, self.bands, self.rows))
+        return Fingerprint(self.hasher.to_bytes(sig, self.signature_bits), band_keys(sig, self.bands, self.rows))
 
     def similarity(self, a: bytes, b: bytes) -> float:
-        return MinHasher.similarity(self.hasher.from_bytes(a), self.hasher.from_bytes(b))
+        bits = self.signature_bits
+        return MinHasher.similarity(self.hasher.from_bytes(a, bits), self.hasher.from_bytes(b, bits), bits)
 
 
 def simhash_distance_for(threshold: float) -> int:

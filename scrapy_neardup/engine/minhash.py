@@ -12,7 +12,12 @@ shingle and permutation, done for a whole document at once in numpy. The ``a_i, 
 ``numpy.random.PCG64`` generator seeded with the configured seed, so a seed always gives the same
 permutations, on every machine.
 
-Byte layout of a stored signature: ``num_perm`` little-endian ``uint32`` values (4 × num_perm bytes).
+Byte layout of a stored signature: ``num_perm`` little-endian ``uint32`` values (4 × num_perm bytes), or
+with ``bits=16`` only the low 16 bits of each, as ``uint16`` (2 × num_perm bytes). That is b-bit minwise
+hashing (Li & König, "b-Bit Minwise Hashing", WWW 2010): two different minima agree in their low b bits
+with probability about 2^-b, so the fraction of agreeing positions ``m`` estimates
+J = (m - 2^-b) / (1 - 2^-b). At b = 16 the correction is 1.5e-5, far under the estimate's own error
+(~0.04 at 128 permutations), and a signature takes half the space in every store.
 """
 
 from __future__ import annotations
@@ -61,15 +66,23 @@ class MinHasher:
         return (sig >> _U64(32)).astype(np.uint32)
 
     @staticmethod
-    def similarity(a: np.ndarray, b: np.ndarray) -> float:
-        """Estimated Jaccard similarity: the fraction of positions where two signatures agree."""
-        return float(np.count_nonzero(a == b)) / len(a)
+    def similarity(a: np.ndarray, b: np.ndarray, bits: int = 32) -> float:
+        """Estimated Jaccard similarity: the fraction of positions where two signatures agree, corrected
+        for chance agreement of ``bits``-bit values (b-bit minwise hashing)."""
+        agree = float(np.count_nonzero(a == b)) / len(a)
+        if bits >= 32:
+            return agree
+        chance = 2.0**-bits
+        return max(0.0, (agree - chance) / (1.0 - chance))
 
-    def to_bytes(self, sig: np.ndarray) -> bytes:
+    def to_bytes(self, sig: np.ndarray, bits: int = 32) -> bytes:
+        """Stored form of a signature: full ``uint32`` values, or their low 16 bits with ``bits=16``."""
+        if bits == 16:
+            return (sig & np.uint32(0xFFFF)).astype("<u2").tobytes()
         return sig.astype("<u4", copy=False).tobytes()
 
-    def from_bytes(self, data: bytes) -> np.ndarray:
-        sig = np.frombuffer(data, dtype="<u4")
+    def from_bytes(self, data: bytes, bits: int = 32) -> np.ndarray:
+        sig = np.frombuffer(data, dtype="<u2" if bits == 16 else "<u4")
         if len(sig) != self.num_perm:
             raise ValueError(f"MinHash signature has {len(sig)} values, expected {self.num_perm}")
         return sig

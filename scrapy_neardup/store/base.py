@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Version of the layout of records in every store; bumped on any incompatible change.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 class StoreError(Exception):

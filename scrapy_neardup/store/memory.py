@@ -2,7 +2,7 @@
 
 Built to hold tens of millions of fingerprints: URLs and signatures end to end in byte arrays, the bucket
 index and the key index in sorted numpy levels (:mod:`.compact`), so a MinHash-128 page with 29 LSH bands
-costs under 1 KB (its 512-byte signature, 8 bytes per band, its URL) instead of the ~5 KB of dicts and
+costs about half a KB (its 256-byte signature, 8 bytes per band, its URL) instead of the ~5 KB of dicts and
 lists. A batch of lookups is one vectorised binary search per level.
 """
 
