@@ -24,8 +24,8 @@ import gzip
 import json
 import os
 import sys
+import multiprocessing
 import tempfile
-import threading
 import time
 from urllib.parse import urlsplit, urlunsplit
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -37,9 +37,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from scrapy_neardup.evaluation import load_manifest, score  # noqa: E402
 
 
-def serve(directory: str, manifest: list[dict]) -> ThreadingHTTPServer:
+def serve(directory: str, manifest: list[dict]) -> tuple[ThreadingHTTPServer, multiprocessing.Process]:
     """Serve each page by its id: the ``X-Devset-Id`` header when the request comes through the server as
-    a proxy (the page's own URL), else the path ``/<id>``."""
+    a proxy (the page's own URL), else the path ``/<id>``. The server runs in a process of its own, as a
+    real site would: in the crawler's process it would compete with the crawl for the GIL."""
     files = {row["id"]: os.path.join(directory, row["file"]) for row in manifest}
 
     class Handler(BaseHTTPRequestHandler):
@@ -60,8 +61,9 @@ def serve(directory: str, manifest: list[dict]) -> ThreadingHTTPServer:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+    process = multiprocessing.get_context("fork").Process(target=server.serve_forever, daemon=True)
+    process.start()
+    return server, process
 
 
 class DevSetSpider(scrapy.Spider):
@@ -170,7 +172,7 @@ def main() -> int:
     parser.add_argument("--timings", action="store_true", help="time the plugin's steps, one page at a time")
     args = parser.parse_args()
     manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
-    server = serve(args.dataset, manifest)
+    server, server_process = serve(args.dataset, manifest)
     out = args.out or os.path.join(tempfile.mkdtemp(), "items.jsonl")
     settings = {
         "ADDONS": {"scrapy_neardup.Addon": 300},
@@ -189,8 +191,6 @@ def main() -> int:
     timings = None
     if args.timings:
         # Two crawls in one process need a reactor that can be started again: run them in subprocesses.
-        import multiprocessing
-
         settings["CONCURRENT_REQUESTS"] = 1
         if not any(item.startswith("NEARDUP_STORE_URL=") for item in args.settings):
             # Time the default store (a SQLite file), not the in-memory one.
@@ -202,7 +202,8 @@ def main() -> int:
         timings = Timings()
         timings.install()
     crawler, seconds = crawl(settings, base, manifest)
-    server.shutdown()
+    server_process.terminate()
+    server.server_close()
     with open(out, encoding="utf-8") as f:
         items = [json.loads(line) for line in f]
     pairs = [(i["url"], i["near_duplicate_of"]) for i in items if i.get("near_duplicate_of")]

@@ -8,15 +8,13 @@ at 540 a response has been decompressed (HttpCompressionMiddleware, 590), redire
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, TextResponse
-from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet.threads import deferToThread
 
 from ._service import NearDupService, verdict_meta
-from .engine.pipeline import Prepared
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -71,13 +69,8 @@ class NearDupDownloaderMiddleware:
         if not is_html(response):
             service.skip("not_html", response.url)
             return response
-        try:
-            prepared = await maybe_deferred_to_future(deferToThread(service.prepare_response, response))
-        except Exception:  # a page must never crash the crawl
-            service.logger_exception(response.url)
-            prepared = Prepared(None, "error")
         key = request.meta.get(META_KEY) or response.url
-        verdict = await service.decide(str(key), prepared)
+        prepared, verdict = await service.check(str(key), functools.partial(service.prepare_response, response))
         if verdict is None:
             request.meta[META_VERDICT] = {"status": "skipped", "reason": prepared.skip_reason or "store_error"}
             return response

@@ -8,6 +8,7 @@ with :class:`~scrapy.exceptions.DropItem` or tagged, as ``NEARDUP_ACTION`` says.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import mmh3
@@ -45,8 +46,7 @@ class NearDupPipeline:
         key = adapter.get("url")
         if not isinstance(key, str) or not key:
             key = "item:%032x" % mmh3.hash128(text, 0x17E5, signed=False)
-        prepared = self.service.pipeline.from_text(text)
-        verdict = await self.service.decide(key, prepared)
+        _, verdict = await self.service.check(key, functools.partial(self.service.pipeline.from_text, text))
         if verdict is None or not verdict.is_duplicate:
             return item
         if self.service.config.action == "drop":

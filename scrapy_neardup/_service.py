@@ -8,7 +8,9 @@ and get the same instance, so a crawler has exactly one store connection. The st
 from __future__ import annotations
 
 import logging
+import threading
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -79,7 +81,9 @@ class NearDupService:
         self.groups: dict[str, list[str]] = {}
         self._logged_first_duplicate = False
         self._logged_skip_reasons: set[str] = set()
-        self._store_thread: ThreadPool | None = None
+        self._pool: ThreadPool | None = None
+        self._pool_size = max(1, crawler.settings.getint("REACTOR_THREADPOOL_MAXSIZE", 10))
+        self._store_lock = threading.Lock()
         self._stopping = False
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
@@ -118,8 +122,8 @@ class NearDupService:
             logger.error("scrapy-neardup: %s", exc, extra={"spider": spider})
             raise CloseSpider(reason) from exc
         self.detector = detector
-        self._store_thread = ThreadPool(1, 1, name="scrapy-neardup store")
-        self._store_thread.start()
+        self._pool = ThreadPool(0, self._pool_size, name="scrapy-neardup")
+        self._pool.start()
         initial = store.count()
         self.stats.set_value("neardup/initial", initial)
         logger.info(
@@ -135,14 +139,13 @@ class NearDupService:
     async def spider_closed(self, spider: Spider, reason: str = "") -> None:
         if self.detector is None:
             return
-        detector, pool = self.detector, self._store_thread
-        self.detector = None
+        detector, pool = self.detector, self._pool
+        self.detector, self._pool = None, None  # pages still in a worker see the store closed
         if pool is not None:
-            await _in_thread(pool, detector.close)
+            await _in_thread(pool, self._close_store, detector)
             pool.stop()
-            self._store_thread = None
         else:
-            detector.close()
+            self._close_store(detector)
         get = self.stats.get_value
         skipped = {k.rsplit("/", 1)[1]: v for k, v in self.stats.get_stats().items() if k.startswith("neardup/skipped/")}
         logger.info(
@@ -186,33 +189,57 @@ class NearDupService:
         return self.pipeline.from_html(html, response.url)
 
 
-    async def decide(self, key: str, prepared: Prepared) -> Verdict | None:
-        """File a prepared document and count the outcome. ``None`` when skipped or the store failed.
+    async def check(self, key: str, prepare: Callable[[], Prepared]) -> tuple[Prepared, Verdict | None]:
+        """Prepare a document (extract and fingerprint it) and file it, in one trip to a worker thread.
 
-        The store work runs on the service's one store thread, so a slow or reconnecting store (Redis
-        retrying with back-off) never stalls the reactor, and the store sees one caller at a time.
+        Returns what was prepared and the verdict, or ``None`` when the document was skipped or the store
+        failed (both counted and logged here). One hop to the service's thread pool and back, not one for
+        the fingerprint and another for the store: each hop costs a wake-up of the reactor. The store sees
+        one caller at a time (a lock); the pool is the service's own, so slow pages or a store that is
+        retrying never take the reactor's threads, which Scrapy's DNS resolver needs.
         """
-        if prepared.fingerprint is None:
-            self.skip(prepared.skip_reason, key)
-            return None
+        pool = self._pool
+        if pool is None:
+            self.skip("store_closed", key)
+            return Prepared(None, "store_closed"), None
+        prepared, outcome = await _in_thread(pool, self._prepare_and_file, key, prepare)
         if prepared.method == "page":
             self.stats.inc_value("neardup/extract/page_text_fallback")
         elif prepared.method == "template":
             self.stats.inc_value("neardup/extract/template")
             logger.debug("scrapy-neardup: %s extracted to its host's template text; fingerprinted on the page text",
                          key, extra={"spider": self.crawler.spider})
-        detector = self.detector
-        if detector is None or self._store_thread is None:
-            self.skip("store_closed", key)
-            return None
-        fp = prepared.fingerprint
+        if isinstance(outcome, Verdict):
+            self.record(key, outcome)
+            return prepared, outcome
+        if isinstance(outcome, StoreError):
+            self.store_failed(key, outcome)
+        else:
+            self.skip(prepared.skip_reason or "store_closed", key)
+        return prepared, None
+
+    def _prepare_and_file(self, key: str, prepare: Callable[[], Prepared]) -> tuple[Prepared, Verdict | StoreError | None]:
+        """Worker thread: the whole of :meth:`check` that does not touch Scrapy."""
         try:
-            verdict = await _in_thread(self._store_thread, detector.check_fingerprint, key, fp.signature, fp.buckets)
-        except StoreError as exc:
-            self.store_failed(key, exc)
-            return None
-        self.record(key, verdict)
-        return verdict
+            prepared = prepare()
+        except Exception:  # a page must never crash the crawl
+            self.logger_exception(key)
+            return Prepared(None, "error"), None
+        fp = prepared.fingerprint
+        if fp is None:
+            return prepared, None
+        with self._store_lock:
+            detector = self.detector
+            if detector is None:
+                return Prepared(None, "store_closed", method=prepared.method), None
+            try:
+                return prepared, detector.check_fingerprint(key, fp.signature, fp.buckets)
+            except StoreError as exc:
+                return prepared, exc
+
+    def _close_store(self, detector: Detector) -> None:
+        with self._store_lock:
+            detector.close()
 
     def store_failed(self, key: str, exc: Exception) -> None:
         self.stats.inc_value("neardup/store_error")
