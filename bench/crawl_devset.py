@@ -12,8 +12,9 @@ Any ``-s NAME=VALUE`` is passed to Scrapy.
 
 With ``--timings`` the crawl fetches one page at a time (``CONCURRENT_REQUESTS = 1``, so no page waits for
 another's thread) and times, per page: the extraction (trafilatura), the fingerprint, the store's
-check-and-insert, and the downloader middleware's whole ``process_response``. The plugin's own cost beyond
-extraction is the middleware's time less the extraction's: fingerprinting, the store, the hops to and from
+check-and-insert, the whole trip to the worker thread (all three and the checks before them), and the
+downloader middleware's whole ``process_response``. The plugin's own cost beyond
+extraction is the middleware's time less the extraction's: fingerprinting, the store, the hop to and from
 the worker threads, stats and logging. It also crawls once with the plugin disabled for the crawl rate.
 """
 
@@ -100,7 +101,8 @@ class Timings:
     """Per-page seconds of the plugin's steps, recorded by wrapping them (the bench's own instrumentation)."""
 
     def __init__(self) -> None:
-        self.seconds: dict[str, list[float]] = {"extract": [], "fingerprint": [], "store": [], "middleware": []}
+        self.seconds: dict[str, list[float]] = {"extract": [], "fingerprint": [], "store": [], "worker": [],
+                                                "middleware": []}
 
     def wrap(self, owner: type, name: str, label: str) -> None:
         import functools
@@ -129,12 +131,14 @@ class Timings:
 
     def install(self) -> None:
         from scrapy_neardup._middleware import NearDupDownloaderMiddleware
+        from scrapy_neardup._service import NearDupService
         from scrapy_neardup.engine.detector import Detector
         from scrapy_neardup.engine.pipeline import DocumentPipeline
 
         self.wrap(DocumentPipeline, "text_of", "extract")
         self.wrap(DocumentPipeline, "from_extraction", "fingerprint")
         self.wrap(Detector, "check_fingerprint", "store")
+        self.wrap(NearDupService, "_prepare_and_file", "worker")
         self.wrap(NearDupDownloaderMiddleware, "process_response", "middleware")
 
     def summary(self) -> dict[str, dict[str, float]]:
