@@ -149,9 +149,11 @@ class Timings:
                     "mean_ms": round(sum(ordered) / len(ordered) * 1e3, 3), "n": len(ordered)}
 
         out = {label: stats(values) for label, values in self.seconds.items() if values}
-        if len(self.seconds["middleware"]) == len(self.seconds["extract"]):
-            out["beyond_extraction"] = stats(
-                [m - e for m, e in zip(self.seconds["middleware"], self.seconds["extract"])])
+        middleware = self.seconds["middleware"]
+        if len(middleware) == len(self.seconds["extract"]):
+            out["beyond_extraction"] = stats([m - e for m, e in zip(middleware, self.seconds["extract"])])
+        if len(middleware) == len(self.seconds["worker"]):  # the hop to the worker thread and back
+            out["hop"] = stats([m - w for m, w in zip(middleware, self.seconds["worker"])])
         return out
 
 

@@ -16,9 +16,6 @@ import logging
 import re
 from dataclasses import dataclass
 
-import lxml.etree
-import lxml.html
-
 logger = logging.getLogger(__name__)
 
 _WS = re.compile(r"\s+")
@@ -37,6 +34,9 @@ class Extraction:
 
 def page_text(html: str | bytes) -> str:
     """All visible text of a page, scripts and styles removed, white space collapsed."""
+    import lxml.etree  # imported on first use: text-only jobs (the batch CLI on text) never need it
+    import lxml.html
+
     try:
         root = lxml.html.fromstring(html)
     except (lxml.etree.ParserError, ValueError):
