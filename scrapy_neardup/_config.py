@@ -27,6 +27,8 @@ ALGORITHMS = ("minhash", "simhash", "bottomk", "spotsigs", "supershingle", "imat
 FIXED_THRESHOLD = ("supershingle", "imatch", "exact")
 ACTIONS = ("drop", "tag")
 ON_STORE_ERROR = ("pass", "stop")
+#: trafilatura's balance between extracting too little and too much (its favor_recall / favor_precision).
+EXTRACT_FAVOR = ("recall", "balanced", "precision")
 #: Default similarity threshold per algorithm: estimated Jaccard for MinHash; ``1 - hamming/64`` for
 #: SimHash, where 0.95 is Manku et al.'s k = 3 bits.
 DEFAULT_THRESHOLD = {"minhash": 0.45, "simhash": 0.95, "bottomk": 0.45, "spotsigs": 0.45,
@@ -42,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_DEBUG": False,
     "NEARDUP_EXTRACT": True,
     "NEARDUP_EXTRACT_FAST": False,
+    "NEARDUP_EXTRACT_FAVOR": "recall",
     "NEARDUP_IMATCH_LEXICON": None,
     "NEARDUP_ITEM_FIELD": None,
     "NEARDUP_MAX_BODY_SIZE": 2 * 1024 * 1024,
@@ -138,6 +141,7 @@ class Config:
     debug: bool = False
     extract: bool = True
     extract_fast: bool = False
+    extract_favor: str = "recall"
     imatch_lexicon: str | None = None
     item_field: str | None = None
     max_body_size: int = DEFAULTS["NEARDUP_MAX_BODY_SIZE"]
@@ -211,6 +215,7 @@ class Config:
             debug=_bool(settings, "NEARDUP_DEBUG"),
             extract=_bool(settings, "NEARDUP_EXTRACT"),
             extract_fast=_bool(settings, "NEARDUP_EXTRACT_FAST"),
+            extract_favor=_choice(settings, "NEARDUP_EXTRACT_FAVOR", EXTRACT_FAVOR),
             imatch_lexicon=lexicon,
             item_field=item_field,
             max_body_size=_int(settings, "NEARDUP_MAX_BODY_SIZE", 1),  # type: ignore[arg-type]
@@ -239,6 +244,7 @@ class Config:
             use_main=self.extract,
             min_text_length=self.min_text_length,
             fast=self.extract_fast,
+            favor=self.extract_favor,
             template_guard=TemplateGuard(self.template_repeats) if self.extract and self.template_repeats else None,
         )
 

@@ -38,6 +38,8 @@ def _settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         settings["NEARDUP_EXTRACT"] = False
     if getattr(args, "extract_fast", False):
         settings["NEARDUP_EXTRACT_FAST"] = True
+    if getattr(args, "extract_favor", None):
+        settings["NEARDUP_EXTRACT_FAVOR"] = args.extract_favor
     return settings
 
 
@@ -65,6 +67,8 @@ def _add_algorithm_options(parser: argparse.ArgumentParser) -> None:
                             "template and the page text used instead; 0: off (default: 3)")
     group.add_argument("--no-extract", action="store_true", help="fingerprint the whole page text, not the main content")
     group.add_argument("--extract-fast", action="store_true", help="trafilatura's fast mode (no fallback extractors)")
+    group.add_argument("--extract-favor", choices=("recall", "balanced", "precision"),
+                       help="what trafilatura favours when unsure: more text or less (default: recall)")
 
 
 def build_parser() -> argparse.ArgumentParser:

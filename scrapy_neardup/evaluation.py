@@ -74,14 +74,14 @@ def _read_page(path: str) -> bytes:
     return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
 
 
-def _extract_job(job: tuple[str, str, bool, int, bool]) -> tuple[Any, float]:
+def _extract_job(job: tuple[str, str, bool, int, bool, str]) -> tuple[Any, float]:
     import time
 
     from .engine.extract import extract
 
-    path, url, use_main, min_length, fast = job
+    path, url, use_main, min_length, fast, favor = job
     started = time.perf_counter()
-    got = extract(_read_page(path), url, use_main=use_main, min_length=min_length, fast=fast)
+    got = extract(_read_page(path), url, use_main=use_main, min_length=min_length, fast=fast, favor=favor)
     return got, time.perf_counter() - started
 
 
@@ -97,10 +97,10 @@ def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, 
 
     manifest = load_manifest(manifest_path)[:limit] if limit else load_manifest(manifest_path)
     base = os.path.dirname(os.path.abspath(manifest_path))
-    extracted: dict[tuple[bool, int, bool], tuple[list[Any], list[float]]] = {}
+    extracted: dict[tuple[bool, int, bool, str], tuple[list[Any], list[float]]] = {}
     rows = []
     for name, config in configurations:
-        setting = (config.extract, config.min_text_length, config.extract_fast)
+        setting = (config.extract, config.min_text_length, config.extract_fast, config.extract_favor)
         if setting not in extracted:
             jobs = [(os.path.join(base, r["file"]), r["url"], *setting) for r in manifest]
             with multiprocessing.Pool(max(1, workers or os.cpu_count() or 1)) as pool:

@@ -12,6 +12,8 @@ def test_defaults():
     c = config()
     assert (c.enabled, c.algorithm, c.action, c.threshold, c.shingle_size) == (False, "minhash", "drop", 0.45, 2)
     assert not c.extract_fast
+    assert c.extract_favor == "recall" and c.build_pipeline().favor == "recall"
+    assert config(EXTRACT_FAVOR="precision").build_pipeline().favor == "precision"
     assert c.build_algorithm().params()["num_perm"] == 128
     s = config(ALGORITHM="simhash")
     assert s.threshold == 0.95 and s.build_algorithm().max_distance == 3 and s.shingle_size == 1
@@ -27,6 +29,8 @@ def test_values_from_the_command_line_are_strings():
     [
         ("ALGORITHM", "lsh", "NEARDUP_ALGORITHM = 'lsh' is not allowed: one of 'minhash', 'simhash'"),
         ("ACTION", "delete", "NEARDUP_ACTION = 'delete' is not allowed: one of 'drop', 'tag'"),
+        ("EXTRACT_FAVOR", "speed",
+         "NEARDUP_EXTRACT_FAVOR = 'speed' is not allowed: one of 'recall', 'balanced', 'precision'"),
         ("THRESHOLD", 1.5, "NEARDUP_THRESHOLD = 1.5 is not allowed: a number in (0.0, 1.0]"),
         ("THRESHOLD", 0, "NEARDUP_THRESHOLD = 0 is not allowed"),
         ("THRESHOLD", "high", "NEARDUP_THRESHOLD = 'high'"),

@@ -35,11 +35,12 @@ class DocumentPipeline:
     the optional :class:`TemplateGuard`, is locked."""
 
     def __init__(self, algorithm: Algorithm, *, use_main: bool = True, min_text_length: int = 200,
-                 fast: bool = True, template_guard: TemplateGuard | None = None) -> None:
+                 fast: bool = True, favor: str = "recall", template_guard: TemplateGuard | None = None) -> None:
         self.algorithm = algorithm
         self.use_main = use_main
         self.min_text_length = min_text_length
         self.fast = fast
+        self.favor = favor
         self.template_guard = template_guard
 
     def from_html(self, html: str | bytes, url: str | None = None) -> Prepared:
@@ -47,7 +48,8 @@ class DocumentPipeline:
 
     def text_of(self, html: str | bytes, url: str | None = None) -> Extraction:
         """The text a page is fingerprinted on (the costly step; the evaluator caches it)."""
-        got = extract(html, url, use_main=self.use_main, min_length=self.min_text_length, fast=self.fast)
+        got = extract(html, url, use_main=self.use_main, min_length=self.min_text_length, fast=self.fast,
+                      favor=self.favor)
         return self.guard(got, url, lambda: html)
 
     def guard(self, got: Extraction, url: str | None, html: Callable[[], str | bytes]) -> Extraction:
