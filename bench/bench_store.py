@@ -13,8 +13,9 @@ are near-duplicates of earlier ones (a few signature values changed, or a few bi
 * the insert rate over the last step (documents per second, check-and-insert);
 * query latency: ``--queries`` lookups of new documents (a fifth of them near-duplicates of stored ones), each
   a full lookup of its buckets plus verification of the candidates, nothing inserted; p50 and p99;
-* the SQLite file size per document (after a checkpoint folds the write-ahead log into it), and the process's resident memory per document
-  (for SQLite that is its page cache and Python, not the data: the file lives in the OS page cache).
+* the SQLite file size per document (after a checkpoint folds the write-ahead log into it), and the
+  process's resident memory per document (for SQLite: its page cache, Python, and the pages of the file's
+  memory map, which are the OS page cache, not the process's own memory).
 
 Prints a Markdown table; ``--plot`` draws time and memory against size on log-log axes (matplotlib).
 """

@@ -218,7 +218,9 @@ class NearDupService:
             self.skip(prepared.skip_reason or "store_closed", key)
         return prepared, None
 
-    def _prepare_and_file(self, key: str, prepare: Callable[[], Prepared]) -> tuple[Prepared, Verdict | StoreError | None]:
+    def _prepare_and_file(
+        self, key: str, prepare: Callable[[], Prepared]
+    ) -> tuple[Prepared, Verdict | StoreError | None]:
         """Worker thread: the whole of :meth:`check` that does not touch Scrapy."""
         try:
             prepared = prepare()
