@@ -10,7 +10,9 @@ from synthetic signatures, so the figures are the store's own work, not hashing:
 threshold 0.45 (29 bands of 3 rows), or 64-bit SimHash with k = 3 (10 tables); a fifth of the documents
 are near-duplicates of earlier ones (a few signature values changed, or a few bits flipped). At each size:
 
-* the insert rate over the last step (documents per second, check-and-insert);
+* the insert rate over the last step (documents per second, check-and-insert), and the longest single
+  batch of the step: the pause a writer sees when the SQLite store merges its staged documents into the
+  band index, or the in-memory store merges its levels;
 * query latency: ``--queries`` lookups of new documents (a fifth of them near-duplicates of stored ones), each
   a full lookup of its buckets plus verification of the candidates, nothing inserted; p50 and p99;
 * the SQLite file size per document (after a checkpoint folds the write-ahead log into it), and the
@@ -126,13 +128,15 @@ def grow(args: argparse.Namespace, sizes: list[int]) -> list[dict[str, float]]:
     rows = []
     done, elapsed = 0, 0.0
     for size in sizes:
-        step_docs, step_secs = size - done, 0.0
+        step_docs, step_secs, longest = size - done, 0.0, 0.0
         while done < size:
             n = min(BATCH, size - done)
             items = synthetic.batch(done, n)
             started = time.perf_counter()
             detector.check_many(items)
-            step_secs += time.perf_counter() - started
+            took = time.perf_counter() - started
+            step_secs += took
+            longest = max(longest, took)  # a batch that commits or merges (SQLite) or merges levels (memory)
             done += n
         started = time.perf_counter()
         detector.store.flush()
@@ -148,13 +152,15 @@ def grow(args: argparse.Namespace, sizes: list[int]) -> list[dict[str, float]]:
             "total_secs": elapsed,
             "p50_ms": statistics.median(lat) * 1e3,
             "p99_ms": lat[int(0.99 * (len(lat) - 1))] * 1e3,
+            "longest_batch_s": longest,
             "file_per_doc": file_bytes(path) / size if args.store == "sqlite" else 0.0,
             "rss_per_doc": (status_bytes("VmRSS") - base_rss) / size,
             "peak_per_doc": (status_bytes("VmHWM") - base_rss) / size,
         }
         rows.append(row)
         print(f"{size:>11,} docs: {row['rate']:,.0f} docs/s, query p50 {row['p50_ms']:.3f} ms "
-              f"p99 {row['p99_ms']:.3f} ms, file {row['file_per_doc']:.0f} B/doc, RSS {row['rss_per_doc']:.0f} B/doc "
+              f"p99 {row['p99_ms']:.3f} ms, longest batch {longest:.2f} s, file {row['file_per_doc']:.0f} B/doc, "
+              f"RSS {row['rss_per_doc']:.0f} B/doc "
               f"(peak {row['peak_per_doc']:.0f})", file=sys.stderr, flush=True)
     detector.close()
     for p in (path, path + "-wal", path + "-shm"):
@@ -185,11 +191,12 @@ def main() -> int:
     print(f"{args.store} store, {args.algorithm} ({params}), median of {args.repeat} run(s), "
           f"{time.strftime('%Y-%m-%d')}, Python {platform.python_version()}, {os.cpu_count()} CPUs\n")
     print("| documents | check-and-insert docs/s (this step) | total insert time s | query p50 ms | query p99 ms "
-          "| file bytes/doc | RSS bytes/doc | peak RSS bytes/doc |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| longest batch s | file bytes/doc | RSS bytes/doc | peak RSS bytes/doc |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['size']:,.0f} | {r['rate']:,.0f} | {r['total_secs']:,.1f} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} "
-              f"| {r['file_per_doc']:,.0f} | {r['rss_per_doc']:,.0f} | {r['peak_per_doc']:,.0f} |")
+              f"| {r['longest_batch_s']:.2f} | {r['file_per_doc']:,.0f} | {r['rss_per_doc']:,.0f} "
+              f"| {r['peak_per_doc']:,.0f} |")
     if args.plot:
         import matplotlib
 

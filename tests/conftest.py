@@ -13,9 +13,11 @@ sys.path.insert(0, HERE)
 
 from redis_server import RedisServer  # noqa: E402
 
-STORE_BACKENDS = ["memory", "sqlite", "redis"]
+#: "sqlite-merging" is the SQLite store merging its staged documents into the band index every second
+#: document, so that every contract test also runs across merges.
+STORE_BACKENDS = ["memory", "sqlite", "sqlite-merging", "redis"]
 #: Backends whose data outlives the process.
-PERSISTENT_BACKENDS = ["sqlite", "redis"]
+PERSISTENT_BACKENDS = ["sqlite", "sqlite-merging", "redis"]
 
 _redis: RedisServer | None = None
 _prefixes: dict[str, str] = {}
@@ -34,6 +36,9 @@ def make_store(kind, tmp_path, name="store"):
         return MemoryStore()
     if kind == "sqlite":
         return SqliteStore(str(tmp_path / f"{name}.sqlite3"), commit_every=3, commit_secs=60)
+    if kind == "sqlite-merging":
+        return SqliteStore(str(tmp_path / f"{name}.sqlite3"), commit_every=3, commit_secs=60,
+                           merge_min_docs=2, merge_max_docs=2)
     if kind == "redis":
         from scrapy_neardup.store.redis import RedisStore
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from conftest import PERSISTENT_BACKENDS, make_store
-from scrapy_neardup.store import StoreMismatchError, store_from_url, sqlite_path
+from scrapy_neardup.store import StoreError, StoreMismatchError, store_from_url, sqlite_path
 from scrapy_neardup.store.sqlite import SqliteStore, StoreLockedError
 
 META = {"format_version": 1, "algorithm": "minhash", "num_perm": 4}
@@ -116,6 +116,59 @@ def test_sqlite_commits_in_bounded_batches(tmp_path):
     assert reader.execute("SELECT COUNT(*) FROM docs").fetchone()[0] == 7
     reader.close()
     s.close()
+
+
+def test_sqlite_stages_new_documents_then_merges_them_into_the_band_index(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "staged.sqlite3"
+    s = SqliteStore(str(path), merge_min_docs=4, merge_max_docs=4)
+    s.open(META)
+    for i in range(3):
+        s.add(f"http://{i}/", f"sig-{i}".encode(), [i, 100 + i])
+    s.add("http://copy/", b"x", [0], canonical="http://0/", similarity=0.9)  # not indexed, not staged
+    s.flush()
+    reader = sqlite3.connect(str(path))
+
+    def rows(table):
+        return reader.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+
+    assert (rows("staged"), rows("buckets")) == (3, 0)
+    assert [c.key for c in s.lookup([101])[0]] == ["http://1/"]
+    s.close()
+
+    s = SqliteStore(str(path), merge_min_docs=4, merge_max_docs=4)
+    s.open(META)  # the staged documents are read back at open
+    assert [c.key for c in s.lookup([102])[0]] == ["http://2/"]
+    s.add("http://3/", b"sig-3", [3, 101])  # the fourth staged document: all four are merged
+    assert (rows("staged"), rows("buckets")) == (0, 8)
+    assert sorted(c.key for c in s.lookup([101])[0]) == ["http://1/", "http://3/"]
+    s.add("http://4/", b"sig-4", [101])  # staged again, found beside the merged ones
+    assert sorted(c.key for c in s.lookup([101])[0]) == ["http://1/", "http://3/", "http://4/"]
+    found = s.lookup_many([("http://new/", b"n", [101, 0])])[0].candidates
+    assert sorted(c.key for c in found) == ["http://0/", "http://1/", "http://3/", "http://4/"]
+    reader.close()
+    s.close()
+
+
+def test_sqlite_layout_is_recorded_upgraded_and_checked(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "layout.sqlite3"
+    s = SqliteStore(str(path))
+    s.open(META)
+    s.close()
+    db = sqlite3.connect(str(path), isolation_level=None)
+    assert db.execute("SELECT value FROM meta WHERE name = 'sqlite_layout'").fetchone() == ("2",)
+    db.execute("DELETE FROM meta WHERE name = 'sqlite_layout'")  # as written before the staged table existed
+    s.open(META)
+    s.add("http://a/", b"a", [1])
+    s.close()
+    assert db.execute("SELECT value FROM meta WHERE name = 'sqlite_layout'").fetchone() == ("2",)
+    db.execute("UPDATE meta SET value = '9' WHERE name = 'sqlite_layout'")
+    db.close()
+    with pytest.raises(StoreError, match="has layout 9; this version of scrapy-neardup reads layout 2"):
+        s.open(META)
 
 
 def test_store_urls(tmp_path):

@@ -8,9 +8,9 @@ flat arrays, 12 bytes per pair and a few bytes of overhead per document:
   an ``array('q')`` of offsets.
 * :class:`LevelIndex`: a multimap from 64-bit keys to 32-bit document ids, built like a log-structured
   merge tree (O'Neil et al., 1996): new pairs are merged into a small sorted buffer; when it fills it
-  becomes a sorted pair of numpy arrays (a *level*), and levels of similar size are merged, so every pair is merged O(log n)
-  times and the index holds at most O(log n) levels. A lookup is one vectorised binary search per level for
-  a whole batch of keys.
+  becomes a sorted pair of numpy arrays (a *level*), and levels of similar size are merged, so every pair
+  is merged O(log n) times and the index holds at most O(log n) levels. A lookup is one vectorised binary
+  search per level for a whole batch of keys.
 """
 
 from __future__ import annotations
@@ -127,6 +127,11 @@ class LevelIndex:
         if not positions:
             return _EMPTY_KEYS, _EMPTY_IDS
         return np.concatenate(positions), np.concatenate(found)
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every ``(key, id)`` pair, as two arrays (grouped by level, not sorted as a whole)."""
+        levels = [*self._levels, self._buffer]
+        return np.concatenate([k for k, _ in levels]), np.concatenate([i for _, i in levels])
 
     def nbytes(self) -> int:
         return sum(k.nbytes + i.nbytes for k, i in self._levels) + self._buffer[0].nbytes + self._buffer[1].nbytes

@@ -1,10 +1,11 @@
 """SQLite store: the embedded, on-disk default (one file per spider).
 
-Layout (``FORMAT_VERSION`` 2)::
+Layout (``FORMAT_VERSION`` 2, ``sqlite_layout`` 2)::
 
     meta(name TEXT PRIMARY KEY, value TEXT)                 -- format version and algorithm parameters (JSON)
     docs(id INTEGER PRIMARY KEY, key_hash INTEGER, key TEXT, canonical INTEGER, similarity REAL, sig BLOB)
     buckets(bucket INTEGER, doc INTEGER, PRIMARY KEY (bucket, doc)) WITHOUT ROWID
+    staged(doc INTEGER PRIMARY KEY, buckets BLOB)           -- bucket keys of documents not yet in ``buckets``
 
 ``key_hash`` is the 64-bit MurmurHash3 of the key, indexed instead of the URL text to keep the index small.
 ``bucket`` keeps the low 32 bits of the 64-bit bucket key, as a signed integer, which SQLite stores in 4
@@ -13,6 +14,18 @@ bytes instead of 8: with ~29 rows per document that is a tenth of the file. Two 
 about one spurious candidate per 15 lookups).
 ``canonical`` is the ``id`` of the canonical document for a near-duplicate, NULL for a canonical one; only
 canonical documents are filed in ``buckets``, and near-duplicates keep no signature.
+
+Why ``staged``: bucket keys are hashes, so a document's 29 rows land at random places of the ``buckets``
+B-tree. Once the tree is larger than a commit, every row dirties a page of its own, written once to the
+write-ahead log and once more into the file: ~200 KB of disk writes per document, which capped inserts
+below 1,000 documents per second at 3 million documents. New documents are therefore *staged*: their keys
+are appended to ``staged`` (one row per document, in id order, so appends are sequential) and held in
+memory in a :class:`~scrapy_neardup.store.compact.LevelIndex`; lookups search both. When the staged
+documents reach an eighth of the store (at least ``merge_min_docs``, at most ``merge_max_docs``), they are
+merged into ``buckets`` in key order in one transaction, which writes each touched page once for many
+rows — the log-structured merge of O'Neil et al. (1996) with one level on disk. A merge pauses the writer
+(seconds at a million documents); ``staged`` is reloaded at open, and the merge and the deletion of the
+staged rows commit together, so a crash at any point loses nothing beyond the last batch.
 
 The database runs in WAL mode. Writes are committed in batches of at most ``commit_every`` documents or
 ``commit_secs`` seconds, whichever comes first, so a crash loses at most the last batch and a kill never
@@ -23,6 +36,7 @@ lock on ``<file>.lock`` at open, and a second process gets a :class:`StoreLocked
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import time
@@ -33,6 +47,7 @@ import mmh3
 import numpy as np
 
 from .base import Candidate, DocRecord, Lookup, Store, StoreError
+from .compact import LevelIndex
 
 try:
     import fcntl
@@ -52,7 +67,15 @@ CREATE TABLE IF NOT EXISTS docs (
 CREATE INDEX IF NOT EXISTS docs_key_hash ON docs (key_hash);
 CREATE TABLE IF NOT EXISTS buckets (bucket INTEGER NOT NULL, doc INTEGER NOT NULL, PRIMARY KEY (bucket, doc))
     WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS staged (doc INTEGER PRIMARY KEY, buckets BLOB NOT NULL);
 """
+#: Recorded in ``meta`` beside the detector's parameters. Version 2 added ``staged``; a version of
+#: scrapy-neardup that does not know it refuses such a file (its meta has a name it does not expect) instead
+#: of silently missing the staged documents. Files without the name (layout 1) are upgraded in place: their
+#: ``staged`` is simply empty.
+_LAYOUT_NAME = "sqlite_layout"
+_LAYOUT = "2"
+_MERGE_BATCH = 100_000  # rows per executemany call while merging: bounds the Python objects alive at once
 _KEY_SEED = 0x4B45_5953
 _CHUNK = 900  # values per IN (...) list: under SQLite's oldest limit of 999 parameters
 #: SQLite's page cache, in KiB (negative: KiB, as PRAGMA cache_size takes it); the file itself stays in the
@@ -64,6 +87,9 @@ _WAL_LIMIT = 64 * 1024 * 1024
 #: Read the file through a memory map of up to this many bytes (SQLite caps it at its compile-time limit):
 #: pages are read without a copy into the page cache.
 _MMAP_BYTES = 1 << 30
+
+
+logger = logging.getLogger(__name__)
 
 
 class StoreLockedError(StoreError):
@@ -80,11 +106,17 @@ def _bucket_ids(buckets: Sequence[int] | np.ndarray) -> list[int]:
 
 
 class SqliteStore(Store):
-    def __init__(self, path: str, commit_every: int = 500, commit_secs: float = 1.0) -> None:
+    def __init__(self, path: str, commit_every: int = 500, commit_secs: float = 1.0,
+                 merge_min_docs: int = 20_000, merge_max_docs: int = 250_000) -> None:
         self.path = os.path.abspath(path)
         self.location = f"sqlite:///{self.path}"
         self.commit_every = commit_every
         self.commit_secs = commit_secs
+        self.merge_min_docs = merge_min_docs
+        self.merge_max_docs = merge_max_docs
+        self._staged = LevelIndex(key_bits=32)
+        self._staged_docs = 0
+        self._layout_recorded = True
         self._db: sqlite3.Connection | None = None
         self._lock_file: Any = None
         self._pending = 0
@@ -108,6 +140,7 @@ class SqliteStore(Store):
             self._db.executescript(_SCHEMA)
             self._count = self._db.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
             self._next_id = (self._db.execute("SELECT MAX(id) FROM docs").fetchone()[0] or 0) + 1
+            self._load_staged()
         except sqlite3.DatabaseError as exc:
             self._unlock()
             raise StoreError(f"Cannot open the SQLite store {self.path}: {exc}") from exc
@@ -158,6 +191,8 @@ class SqliteStore(Store):
     # -- meta --------------------------------------------------------------------------------------
     def _clear(self) -> None:
         self.db.execute("DELETE FROM buckets")
+        self.db.execute("DELETE FROM staged")
+        self._staged, self._staged_docs = LevelIndex(key_bits=32), 0
         self.db.execute("DELETE FROM docs")
         self.db.execute("DELETE FROM meta")
         self._count = 0
@@ -165,12 +200,23 @@ class SqliteStore(Store):
         self.flush()
 
     def _read_meta(self) -> dict[str, str] | None:
-        rows = self.db.execute("SELECT name, value FROM meta").fetchall()
-        return dict(rows) if rows else None
+        rows = dict(self.db.execute("SELECT name, value FROM meta").fetchall())
+        if not rows:
+            return None
+        layout = rows.pop(_LAYOUT_NAME, None)
+        self._layout_recorded = layout is not None
+        if layout is not None and layout != _LAYOUT:
+            raise StoreError(
+                f"The SQLite store {self.path} has layout {layout}; this version of scrapy-neardup reads layout "
+                f"{_LAYOUT}. Set NEARDUP_RESET = True to empty it, or use another NEARDUP_STORE_URL."
+            )
+        return rows
 
     def _write_meta(self, meta: Mapping[str, str]) -> None:
         self.db.execute("DELETE FROM meta")
-        self.db.executemany("INSERT INTO meta (name, value) VALUES (?, ?)", sorted(meta.items()))
+        self.db.executemany("INSERT INTO meta (name, value) VALUES (?, ?)",
+                            sorted({**meta, _LAYOUT_NAME: _LAYOUT}.items()))
+        self._layout_recorded = True
         self.flush()
 
     # -- documents ---------------------------------------------------------------------------------
@@ -196,12 +242,16 @@ class SqliteStore(Store):
     def lookup(self, buckets: Sequence[int]) -> tuple[list[Candidate], Any]:
         if not len(buckets):
             return [], None
-        marks = ",".join("?" * len(buckets))
+        bucket_ids = _bucket_ids(buckets)
+        marks = ",".join("?" * len(bucket_ids))
         rows = self.db.execute(
             f"SELECT DISTINCT d.key, d.sig FROM buckets b JOIN docs d ON d.id = b.doc WHERE b.bucket IN ({marks})",
-            _bucket_ids(buckets),
+            bucket_ids,
         ).fetchall()
-        return [Candidate(key, sig) for key, sig in rows], None
+        staged = sorted(set(self._staged.lookup(np.asarray(bucket_ids, dtype=np.int64))[1].tolist()))
+        if staged:
+            rows += self._select_in("SELECT key, sig FROM docs WHERE id IN ({marks})", staged)
+        return [Candidate(key, sig) for key, sig in dict(rows).items()], None
 
     def add(
         self,
@@ -219,7 +269,7 @@ class SqliteStore(Store):
         self._next_id += 1
         self._insert(
             [(doc, _key_hash(key), key, canonical_id, similarity, signature if canonical is None else None)],
-            [(b, doc) for b in _bucket_ids(buckets)] if canonical is None else [],
+            [(doc, _bucket_ids(buckets))] if canonical is None else [],
         )
         return True
 
@@ -249,18 +299,21 @@ class SqliteStore(Store):
             return []
         known = self._known([key for key, _, _ in items])
         bucket_lists = [_bucket_ids(buckets) for _, _, buckets in items]
+        all_buckets = [b for bl in bucket_lists for b in bl]
         docs_in: dict[int, list[int]] = {}
-        for bucket, doc in self._select_in(
-            "SELECT bucket, doc FROM buckets WHERE bucket IN ({marks})", [b for bl in bucket_lists for b in bl]
-        ):
+        for bucket, doc in self._select_in("SELECT bucket, doc FROM buckets WHERE bucket IN ({marks})", all_buckets):
             docs_in.setdefault(bucket, []).append(doc)
+        if len(self._staged):
+            positions, staged = self._staged.lookup(np.asarray(all_buckets, dtype=np.int64))
+            for position, doc in zip(positions.tolist(), staged.tolist()):
+                docs_in.setdefault(all_buckets[position], []).append(doc)
         wanted = {d for docs in docs_in.values() for d in docs}
         found = {doc: Candidate(key, sig) for doc, key, sig in
                  self._select_in("SELECT id, key, sig FROM docs WHERE id IN ({marks})", list(wanted))}
         out: list[Lookup] = []
         filed_now: dict[str, int] = {}
         new_docs: list[tuple[int, int, str, None, float, bytes | None]] = []
-        new_buckets: list[tuple[int, int]] = []
+        new_buckets: list[tuple[int, list[int]]] = []
         for (key, signature, _), buckets in zip(items, bucket_lists):
             record = known.get(key)
             if record is not None or key in filed_now:
@@ -274,8 +327,8 @@ class SqliteStore(Store):
             self._next_id += 1
             filed_now[key] = doc
             new_docs.append((doc, _key_hash(key), key, None, 1.0, signature))
+            new_buckets.append((doc, buckets))
             for b in buckets:
-                new_buckets.append((b, doc))
                 docs_in.setdefault(b, []).append(doc)  # later items of the batch see it
             found[doc] = Candidate(key, signature or b"")
             out.append(Lookup(filed=True))
@@ -289,7 +342,7 @@ class SqliteStore(Store):
         filed_now: set[str] = set()
         filed_buckets: set[int] = set()
         new_docs: list[tuple[int, int, str, int | None, float, bytes | None]] = []
-        new_buckets: list[tuple[int, int]] = []
+        new_buckets: list[tuple[int, list[int]]] = []
         for key, signature, buckets, canonical, similarity, _ in items:
             if key in known or key in filed_now:
                 out.append(-1)
@@ -307,7 +360,7 @@ class SqliteStore(Store):
             filed_now.add(key)
             if canonical is None:
                 new_docs.append((doc, _key_hash(key), key, None, similarity, signature))
-                new_buckets.extend((b, doc) for b in bucket_list)
+                new_buckets.append((doc, bucket_list))
             else:
                 new_docs.append((doc, _key_hash(key), key, canonical_ids[canonical], similarity, None))
             out.append(1)
@@ -315,18 +368,54 @@ class SqliteStore(Store):
         return out
 
     def _insert(self, docs: list[tuple[int, int, str, int | None, float, bytes | None]],
-                buckets: list[tuple[int, int]]) -> None:
+                buckets: list[tuple[int, list[int]]]) -> None:
+        """Write new documents, and stage the bucket keys of the canonical ones (``(doc, keys)`` pairs)."""
         if not docs:
             return
         self.db.executemany(
             "INSERT INTO docs (id, key_hash, key, canonical, similarity, sig) VALUES (?, ?, ?, ?, ?, ?)", docs
         )
-        buckets.sort()
-        self.db.executemany("INSERT OR IGNORE INTO buckets (bucket, doc) VALUES (?, ?)", buckets)
+        if buckets:
+            if not self._layout_recorded:  # a layout-1 file: from now on only this layout can read it
+                self.db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (_LAYOUT_NAME, _LAYOUT))
+                self._layout_recorded = True
+            keys = [np.asarray(bl, dtype="<i4") for _, bl in buckets]
+            self.db.executemany("INSERT INTO staged (doc, buckets) VALUES (?, ?)",
+                                [(doc, k.tobytes()) for (doc, _), k in zip(buckets, keys)])
+            self._stage(keys, [doc for doc, _ in buckets])
         self._count += len(docs)
         self._pending += len(docs)
-        if self._pending >= self.commit_every or time.monotonic() - self._last_commit >= self.commit_secs:
+        if self._staged_docs >= min(max(self._count // 8, self.merge_min_docs), self.merge_max_docs):
+            self._merge()
+        elif self._pending >= self.commit_every or time.monotonic() - self._last_commit >= self.commit_secs:
             self.flush()
+
+    # -- the staged part of the band index (see the module's docstring) ----------------------------------
+    def _stage(self, keys: list[np.ndarray], docs: list[int]) -> None:
+        self._staged.add_many(np.concatenate(keys).astype(np.int64),
+                              np.repeat(np.asarray(docs, dtype=np.int32), [len(k) for k in keys]))
+        self._staged_docs += len(docs)
+
+    def _load_staged(self) -> None:
+        self._staged, self._staged_docs = LevelIndex(key_bits=32), 0
+        rows = self.db.execute("SELECT doc, buckets FROM staged ORDER BY doc").fetchall()
+        if rows:
+            self._stage([np.frombuffer(blob, dtype="<i4") for _, blob in rows], [doc for doc, _ in rows])
+
+    def _merge(self) -> None:
+        """Move every staged pair into ``buckets`` in key order, in the same transaction as the batch."""
+        started = time.monotonic()
+        keys, docs = self._staged.pairs()
+        order = np.lexsort((docs, keys))
+        keys, docs = keys[order], docs[order]
+        for i in range(0, len(keys), _MERGE_BATCH):
+            self.db.executemany("INSERT OR IGNORE INTO buckets (bucket, doc) VALUES (?, ?)",
+                                zip(keys[i : i + _MERGE_BATCH].tolist(), docs[i : i + _MERGE_BATCH].tolist()))
+        self.db.execute("DELETE FROM staged")
+        self.flush()
+        logger.info("Merged %d staged documents (%d bucket rows) into the band index of %s in %.1f s",
+                    self._staged_docs, len(keys), self.path, time.monotonic() - started)
+        self._staged, self._staged_docs = LevelIndex(key_bits=32), 0
 
     def iter_records(self) -> Iterator[DocRecord]:
         rows = self.db.execute(
