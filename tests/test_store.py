@@ -118,9 +118,12 @@ def test_sqlite_commits_in_bounded_batches(tmp_path):
     s.close()
 
 
-def test_sqlite_stages_new_documents_then_merges_them_into_the_band_index(tmp_path):
+def test_sqlite_stages_new_documents_then_merges_them_into_the_band_index(tmp_path, monkeypatch):
     import sqlite3
 
+    import scrapy_neardup.store.sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "_MIN_MERGE_STEP", 1)  # slices of twice the rows each write stages
     path = tmp_path / "staged.sqlite3"
     s = SqliteStore(str(path), merge_min_docs=4, merge_max_docs=4)
     s.open(META)
@@ -133,18 +136,35 @@ def test_sqlite_stages_new_documents_then_merges_them_into_the_band_index(tmp_pa
     def rows(table):
         return reader.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
 
+    def keys(buckets):
+        return sorted(c.key for c in s.lookup(buckets)[0])
+
     assert (rows("staged"), rows("buckets")) == (3, 0)
-    assert [c.key for c in s.lookup([101])[0]] == ["http://1/"]
+    assert keys([101]) == ["http://1/"]
     s.close()
 
     s = SqliteStore(str(path), merge_min_docs=4, merge_max_docs=4)
     s.open(META)  # the staged documents are read back at open
-    assert [c.key for c in s.lookup([102])[0]] == ["http://2/"]
-    s.add("http://3/", b"sig-3", [3, 101])  # the fourth staged document: all four are merged
-    assert (rows("staged"), rows("buckets")) == (0, 8)
-    assert sorted(c.key for c in s.lookup([101])[0]) == ["http://1/", "http://3/"]
-    s.add("http://4/", b"sig-4", [101])  # staged again, found beside the merged ones
-    assert sorted(c.key for c in s.lookup([101])[0]) == ["http://1/", "http://3/", "http://4/"]
+    assert keys([102]) == ["http://2/"]
+    s.add("http://3/", b"sig-3", [3, 101])  # the fourth: all four are frozen, and the first slice merged
+    s.flush()
+    assert (rows("staged"), rows("buckets")) == (4, 4)  # staged rows stay until the merge ends
+    assert keys([101]) == ["http://1/", "http://3/"]
+    s.close()
+
+    s = SqliteStore(str(path), merge_min_docs=4, merge_max_docs=4)
+    s.open(META)  # a merge cut short: everything staged is loaded again
+    assert keys([101]) == ["http://1/", "http://3/"]
+    assert keys([0, 1, 2, 3]) == ["http://0/", "http://1/", "http://2/", "http://3/"]
+    s.add("http://4/", b"sig-4", [101])  # five staged: all frozen again, two rows merged
+    s.flush()
+    assert (rows("staged"), rows("buckets")) == (5, 4)  # the first two rows were in buckets already
+    for i in range(7):  # writes that stage nothing still merge (one row each here)
+        s.add(f"http://more-{i}/", b"m", [])
+        assert keys([101]) == ["http://1/", "http://3/", "http://4/"]
+    s.flush()
+    assert (rows("staged"), rows("buckets")) == (0, 9)
+    assert keys([101]) == ["http://1/", "http://3/", "http://4/"]
     found = s.lookup_many([("http://new/", b"n", [101, 0])])[0].candidates
     assert sorted(c.key for c in found) == ["http://0/", "http://1/", "http://3/", "http://4/"]
     reader.close()

@@ -128,6 +128,14 @@ class LevelIndex:
             return _EMPTY_KEYS, _EMPTY_IDS
         return np.concatenate(positions), np.concatenate(found)
 
+    @classmethod
+    def from_sorted(cls, keys: np.ndarray, ids: np.ndarray) -> LevelIndex:
+        """An index of one level made of ``keys`` (already sorted, of the index's key type) and their ids."""
+        index = cls(key_bits=32 if keys.dtype == np.int32 else 64)
+        if len(keys):
+            index._levels.append((keys, np.asarray(ids, dtype=np.int32)))
+        return index
+
     def pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """Every ``(key, id)`` pair, as two arrays (grouped by level, not sorted as a whole)."""
         levels = [*self._levels, self._buffer]

@@ -22,10 +22,13 @@ below 1,000 documents per second at 3 million documents. New documents are there
 are appended to ``staged`` (one row per document, in id order, so appends are sequential) and held in
 memory in a :class:`~scrapy_neardup.store.compact.LevelIndex`; lookups search both. When the staged
 documents reach an eighth of the store (at least ``merge_min_docs``, at most ``merge_max_docs``), they are
-merged into ``buckets`` in key order in one transaction, which writes each touched page once for many
-rows — the log-structured merge of O'Neil et al. (1996) with one level on disk. A merge pauses the writer
-(seconds at a million documents); ``staged`` is reloaded at open, and the merge and the deletion of the
-staged rows commit together, so a crash at any point loses nothing beyond the last batch.
+frozen, sorted by key, and merged into ``buckets`` a slice of consecutive keys at a time, by the writes that
+follow (twice as many rows as each write stages, so one merge ends before the next is due): a slice falls on
+a few neighbouring pages of the B-tree, each written once for many rows — the log-structured merge of
+O'Neil et al. (1996) with one level on disk, spread out so that no write waits for a whole merge. The rows
+of ``staged`` are deleted in the transaction that merges the last slice; at open, every row still in
+``staged`` is loaded again, and rows of an interrupted merge that already reached ``buckets`` are ignored
+when they are merged again, so a crash at any point loses nothing beyond the last batch.
 
 The database runs in WAL mode. Writes are committed in batches of at most ``commit_every`` documents or
 ``commit_secs`` seconds, whichever comes first, so a crash loses at most the last batch and a kill never
@@ -91,6 +94,20 @@ _MMAP_BYTES = 1 << 30
 
 logger = logging.getLogger(__name__)
 
+#: Band rows merged at least per write while a merge is under way.
+_MIN_MERGE_STEP = 1_000
+
+
+class _Merge:
+    """Staged pairs frozen for merging, sorted by key: searched by lookups until the merge ends."""
+
+    def __init__(self, keys: np.ndarray, docs: np.ndarray, last_doc: int, n_docs: int) -> None:
+        self.keys, self.docs, self.last_doc, self.n_docs = keys, docs, last_doc, n_docs
+        self.index = LevelIndex.from_sorted(keys, docs)
+        self.done = 0
+        self.secs = 0.0
+        self.started = time.monotonic()
+
 
 class StoreLockedError(StoreError):
     """Another process has the SQLite store open."""
@@ -116,6 +133,7 @@ class SqliteStore(Store):
         self.merge_max_docs = merge_max_docs
         self._staged = LevelIndex(key_bits=32)
         self._staged_docs = 0
+        self._merging: _Merge | None = None
         self._layout_recorded = True
         self._db: sqlite3.Connection | None = None
         self._lock_file: Any = None
@@ -192,7 +210,7 @@ class SqliteStore(Store):
     def _clear(self) -> None:
         self.db.execute("DELETE FROM buckets")
         self.db.execute("DELETE FROM staged")
-        self._staged, self._staged_docs = LevelIndex(key_bits=32), 0
+        self._staged, self._staged_docs, self._merging = LevelIndex(key_bits=32), 0, None
         self.db.execute("DELETE FROM docs")
         self.db.execute("DELETE FROM meta")
         self._count = 0
@@ -248,7 +266,8 @@ class SqliteStore(Store):
             f"SELECT DISTINCT d.key, d.sig FROM buckets b JOIN docs d ON d.id = b.doc WHERE b.bucket IN ({marks})",
             bucket_ids,
         ).fetchall()
-        staged = sorted(set(self._staged.lookup(np.asarray(bucket_ids, dtype=np.int64))[1].tolist()))
+        staged = sorted({doc for index in self._staged_indexes()
+                         for doc in index.lookup(np.asarray(bucket_ids, dtype=np.int64))[1].tolist()})
         if staged:
             rows += self._select_in("SELECT key, sig FROM docs WHERE id IN ({marks})", staged)
         return [Candidate(key, sig) for key, sig in dict(rows).items()], None
@@ -303,8 +322,8 @@ class SqliteStore(Store):
         docs_in: dict[int, list[int]] = {}
         for bucket, doc in self._select_in("SELECT bucket, doc FROM buckets WHERE bucket IN ({marks})", all_buckets):
             docs_in.setdefault(bucket, []).append(doc)
-        if len(self._staged):
-            positions, staged = self._staged.lookup(np.asarray(all_buckets, dtype=np.int64))
+        for index in self._staged_indexes():
+            positions, staged = index.lookup(np.asarray(all_buckets, dtype=np.int64))
             for position, doc in zip(positions.tolist(), staged.tolist()):
                 docs_in.setdefault(all_buckets[position], []).append(doc)
         wanted = {d for docs in docs_in.values() for d in docs}
@@ -375,6 +394,7 @@ class SqliteStore(Store):
         self.db.executemany(
             "INSERT INTO docs (id, key_hash, key, canonical, similarity, sig) VALUES (?, ?, ?, ?, ?, ?)", docs
         )
+        buckets = [(doc, bl) for doc, bl in buckets if len(bl)]  # nothing to find a document by: not staged
         if buckets:
             if not self._layout_recorded:  # a layout-1 file: from now on only this layout can read it
                 self.db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (_LAYOUT_NAME, _LAYOUT))
@@ -385,37 +405,60 @@ class SqliteStore(Store):
             self._stage(keys, [doc for doc, _ in buckets])
         self._count += len(docs)
         self._pending += len(docs)
-        if self._staged_docs >= min(max(self._count // 8, self.merge_min_docs), self.merge_max_docs):
-            self._merge()
-        elif self._pending >= self.commit_every or time.monotonic() - self._last_commit >= self.commit_secs:
+        if self._merging is None and self._staged_docs >= min(
+            max(self._count // 8, self.merge_min_docs), self.merge_max_docs
+        ):
+            self._start_merge()
+        if self._merging is not None:
+            # Twice the rows staged meanwhile: the merge ends before the next one is due.
+            self._merge_step(max(2 * sum(len(bl) for _, bl in buckets), _MIN_MERGE_STEP))
+        if self._pending >= self.commit_every or time.monotonic() - self._last_commit >= self.commit_secs:
             self.flush()
 
     # -- the staged part of the band index (see the module's docstring) ----------------------------------
+    def _staged_indexes(self) -> list[LevelIndex]:
+        indexes = [self._staged] if len(self._staged) else []
+        return indexes + [self._merging.index] if self._merging is not None else indexes
+
     def _stage(self, keys: list[np.ndarray], docs: list[int]) -> None:
         self._staged.add_many(np.concatenate(keys).astype(np.int64),
                               np.repeat(np.asarray(docs, dtype=np.int32), [len(k) for k in keys]))
         self._staged_docs += len(docs)
 
     def _load_staged(self) -> None:
-        self._staged, self._staged_docs = LevelIndex(key_bits=32), 0
+        """Every staged row, a merge cut short included (its rows already in ``buckets`` are ignored when it
+        runs again)."""
+        self._staged, self._staged_docs, self._merging = LevelIndex(key_bits=32), 0, None
         rows = self.db.execute("SELECT doc, buckets FROM staged ORDER BY doc").fetchall()
         if rows:
             self._stage([np.frombuffer(blob, dtype="<i4") for _, blob in rows], [doc for doc, _ in rows])
 
-    def _merge(self) -> None:
-        """Move every staged pair into ``buckets`` in key order, in the same transaction as the batch."""
-        started = time.monotonic()
+    def _start_merge(self) -> None:
+        """Freeze the staged documents, sorted by key, to be merged a slice at a time by later writes."""
         keys, docs = self._staged.pairs()
         order = np.lexsort((docs, keys))
-        keys, docs = keys[order], docs[order]
-        for i in range(0, len(keys), _MERGE_BATCH):
-            self.db.executemany("INSERT OR IGNORE INTO buckets (bucket, doc) VALUES (?, ?)",
-                                zip(keys[i : i + _MERGE_BATCH].tolist(), docs[i : i + _MERGE_BATCH].tolist()))
-        self.db.execute("DELETE FROM staged")
-        self.flush()
-        logger.info("Merged %d staged documents (%d bucket rows) into the band index of %s in %.1f s",
-                    self._staged_docs, len(keys), self.path, time.monotonic() - started)
+        self._merging = _Merge(keys[order], docs[order], int(docs.max()), self._staged_docs)
         self._staged, self._staged_docs = LevelIndex(key_bits=32), 0
+
+    def _merge_step(self, rows: int) -> None:
+        """Insert the next ``rows`` frozen pairs into ``buckets``: a contiguous key range, so a few pages
+        of the B-tree take many rows each. The last step deletes the frozen documents' staged rows."""
+        merge = self._merging
+        assert merge is not None
+        started = time.monotonic()
+        end = min(merge.done + rows, len(merge.keys))
+        for i in range(merge.done, end, _MERGE_BATCH):
+            j = min(i + _MERGE_BATCH, end)
+            self.db.executemany("INSERT OR IGNORE INTO buckets (bucket, doc) VALUES (?, ?)",
+                                zip(merge.keys[i:j].tolist(), merge.docs[i:j].tolist()))
+        merge.done = end
+        merge.secs += time.monotonic() - started
+        if end == len(merge.keys):
+            self.db.execute("DELETE FROM staged WHERE doc <= ?", (merge.last_doc,))
+            self._merging = None
+            logger.info("Merged %d staged documents (%d band rows) into the band index of %s: %.1f s of work "
+                        "over %.1f s", merge.n_docs, len(merge.keys), self.path, merge.secs,
+                        time.monotonic() - merge.started)
 
     def iter_records(self) -> Iterator[DocRecord]:
         rows = self.db.execute(
