@@ -210,7 +210,7 @@ class SqliteStore(Store):
     def _clear(self) -> None:
         self.db.execute("DELETE FROM buckets")
         self.db.execute("DELETE FROM staged")
-        self._staged, self._staged_docs, self._merging = LevelIndex(key_bits=32), 0, None
+        self._reset_staged()
         self.db.execute("DELETE FROM docs")
         self.db.execute("DELETE FROM meta")
         self._count = 0
@@ -266,8 +266,7 @@ class SqliteStore(Store):
             f"SELECT DISTINCT d.key, d.sig FROM buckets b JOIN docs d ON d.id = b.doc WHERE b.bucket IN ({marks})",
             bucket_ids,
         ).fetchall()
-        staged = sorted({doc for index in self._staged_indexes()
-                         for doc in index.lookup(np.asarray(bucket_ids, dtype=np.int64))[1].tolist()})
+        staged = sorted({doc for _, doc in self._staged_hits(bucket_ids)})
         if staged:
             rows += self._select_in("SELECT key, sig FROM docs WHERE id IN ({marks})", staged)
         return [Candidate(key, sig) for key, sig in dict(rows).items()], None
@@ -322,10 +321,8 @@ class SqliteStore(Store):
         docs_in: dict[int, list[int]] = {}
         for bucket, doc in self._select_in("SELECT bucket, doc FROM buckets WHERE bucket IN ({marks})", all_buckets):
             docs_in.setdefault(bucket, []).append(doc)
-        for index in self._staged_indexes():
-            positions, staged = index.lookup(np.asarray(all_buckets, dtype=np.int64))
-            for position, doc in zip(positions.tolist(), staged.tolist()):
-                docs_in.setdefault(all_buckets[position], []).append(doc)
+        for bucket, doc in self._staged_hits(all_buckets):
+            docs_in.setdefault(bucket, []).append(doc)
         wanted = {d for docs in docs_in.values() for d in docs}
         found = {doc: Candidate(key, sig) for doc, key, sig in
                  self._select_in("SELECT id, key, sig FROM docs WHERE id IN ({marks})", list(wanted))}
@@ -416,19 +413,30 @@ class SqliteStore(Store):
             self.flush()
 
     # -- the staged part of the band index (see the module's docstring) ----------------------------------
-    def _staged_indexes(self) -> list[LevelIndex]:
+    def _staged_hits(self, bucket_ids: list[int]) -> Iterator[tuple[int, int]]:
+        """``(bucket, doc)`` for each of ``bucket_ids`` (stored form) found in the staged or frozen pairs."""
         indexes = [self._staged] if len(self._staged) else []
-        return indexes + [self._merging.index] if self._merging is not None else indexes
+        if self._merging is not None:
+            indexes.append(self._merging.index)
+        if not indexes:
+            return
+        queries = np.asarray(bucket_ids, dtype=np.int32)
+        for index in indexes:
+            positions, docs = index.lookup(queries)
+            for position, doc in zip(positions.tolist(), docs.tolist()):
+                yield bucket_ids[position], doc
 
     def _stage(self, keys: list[np.ndarray], docs: list[int]) -> None:
-        self._staged.add_many(np.concatenate(keys).astype(np.int64),
-                              np.repeat(np.asarray(docs, dtype=np.int32), [len(k) for k in keys]))
+        self._staged.add_many(np.concatenate(keys), np.repeat(np.asarray(docs, dtype=np.int32), [len(k) for k in keys]))
         self._staged_docs += len(docs)
+
+    def _reset_staged(self) -> None:
+        self._staged, self._staged_docs, self._merging = LevelIndex(key_bits=32), 0, None
 
     def _load_staged(self) -> None:
         """Every staged row, a merge cut short included (its rows already in ``buckets`` are ignored when it
         runs again)."""
-        self._staged, self._staged_docs, self._merging = LevelIndex(key_bits=32), 0, None
+        self._reset_staged()
         rows = self.db.execute("SELECT doc, buckets FROM staged ORDER BY doc").fetchall()
         if rows:
             self._stage([np.frombuffer(blob, dtype="<i4") for _, blob in rows], [doc for doc, _ in rows])
