@@ -75,3 +75,12 @@ def test_shingle_count(tokens, k):
     got = shingle_hashes(hash_tokens(tokens), k)
     assert len(got) == (max(len(tokens) - k + 1, 1) if tokens else 0)
     assert got.dtype == np.uint64
+
+
+def test_page_text_separates_words_of_adjacent_blocks():
+    from scrapy_neardup.engine.extract import page_text
+
+    html = ("<html><head><title>T</title><style>p{}</style></head><body><nav><ul><li>Home</li><li>News</li></ul>"
+            "</nav><div>Skip</div><div>Heavenlynn</div><!-- hidden --><p>in<b>line</b> stays<br>one</p>"
+            "<script>var x</script>tail</body></html>")
+    assert page_text(html).split() == ["Home", "News", "Skip", "Heavenlynn", "inline", "stays", "one", "tail"]

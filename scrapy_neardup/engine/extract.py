@@ -20,6 +20,13 @@ logger = logging.getLogger(__name__)
 
 _WS = re.compile(r"\s+")
 _DROP_TAGS = ("script", "style", "noscript", "template", "svg", "head")
+#: Elements that end a run of words: their text must not be glued to the text around them.
+_BREAK_TAGS = frozenset((
+    "address", "article", "aside", "blockquote", "br", "caption", "dd", "details", "div", "dl", "dt",
+    "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr",
+    "img", "input", "label", "legend", "li", "main", "nav", "ol", "option", "p", "pre", "section", "select",
+    "summary", "table", "td", "textarea", "th", "tr", "ul", "button", "title", "body", "html",
+))
 
 
 @dataclass(frozen=True)
@@ -33,7 +40,12 @@ class Extraction:
 
 
 def page_text(html: str | bytes) -> str:
-    """All visible text of a page, scripts and styles removed, white space collapsed."""
+    """All visible text of a page, scripts and styles removed, white space collapsed.
+
+    Block elements (paragraphs, list items, table cells, ``<br>``) separate words: lxml's ``text_content``
+    alone would glue ``<li>Home</li><li>News</li>`` into one token ``HomeNews``, and shingles of glued
+    words match nothing on another page.
+    """
     import lxml.etree  # imported on first use: text-only jobs (the batch CLI on text) never need it
     import lxml.html
 
@@ -41,9 +53,23 @@ def page_text(html: str | bytes) -> str:
         root = lxml.html.fromstring(html)
     except (lxml.etree.ParserError, ValueError):
         return ""
-    for element in root.iter(*_DROP_TAGS):
+    for element in list(root.iter(*_DROP_TAGS)):  # a list: dropping while iterating skips elements
         element.drop_tree() if element.getparent() is not None else element.clear()
-    return _WS.sub(" ", root.text_content()).strip()
+    parts: list[str] = []
+    for event, element in lxml.etree.iterwalk(root, events=("start", "end")):
+        is_element = isinstance(element.tag, str)  # comments and processing instructions show no text
+        if event == "start":
+            if is_element:
+                if element.tag in _BREAK_TAGS:
+                    parts.append(" ")
+                if element.text:
+                    parts.append(element.text)
+        else:
+            if is_element and element.tag in _BREAK_TAGS:
+                parts.append(" ")
+            if element.tail and element is not root:
+                parts.append(element.tail)
+    return _WS.sub(" ", "".join(parts)).strip()
 
 
 def main_text(html: str | bytes, url: str | None = None, fast: bool = True, favor: str = "recall") -> str:
