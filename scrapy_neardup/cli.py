@@ -103,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--limit", type=int, help="only the first N pages")
     evaluate.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
     evaluate.add_argument("--pairs", metavar="FILE", help="write the predicted pairs (the last configuration)")
+    evaluate.add_argument("--errors", metavar="FILE",
+                          help="write the false merges and missed pages as JSON lines (the last configuration)")
     _add_algorithm_options(evaluate)
 
     lexicon = sub.add_parser("lexicon", help="build an I-Match lexicon (terms of mid-range idf) from a collection",
@@ -184,7 +186,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         configurations = [(name, base)]
     rows = evaluate_configurations(
         args.manifest, [(name, _config(settings)) for name, settings in configurations],
-        workers=args.workers, limit=args.limit, pairs_path=args.pairs,
+        workers=args.workers, limit=args.limit, pairs_path=args.pairs, errors_path=args.errors,
     )
     if args.json:
         for row in rows:

@@ -66,6 +66,43 @@ def score(manifest: list[dict], pairs: Iterable[tuple[str, str]]) -> Score:
     return Score(precision, recall, f1, pp, gp, tp, kind_recall)
 
 
+def error_report(manifest: list[dict], pairs: Iterable[tuple[str, str, float]]) -> list[dict[str, Any]]:
+    """What a run got wrong, to read rather than to score: one ``false_merge`` record per pair of gold clusters
+    that predicted pairs joined (the edges that joined them, and how many false pairs the merge costs in the
+    pairwise count), then one ``missed`` record per page left out of its cluster original's predicted cluster.
+
+    A merge's cost is counted on the final clusters: the product of the two clusters' shares of the predicted
+    cluster that holds them (a merge of two clusters of 5 and 3 pages costs 15 false pairs).
+    """
+    rows = {row["url"]: row for row in manifest}
+    pairs = [(a, b, s) for a, b, s in pairs if a in rows and b in rows]
+    uf = UnionFind()
+    for a, b, _ in pairs:
+        uf.union(a, b)
+    predicted = {url: uf.find(url) for url in rows}
+    members: dict[tuple[str, str], int] = Counter((predicted[u], rows[u]["cluster"]) for u in rows)
+    merges: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for a, b, sim in pairs:
+        ca, cb = rows[a]["cluster"], rows[b]["cluster"]
+        if ca != cb:
+            merges[tuple(sorted((ca, cb)))].append(  # type: ignore[index]
+                {"url_a": a, "kind_a": rows[a]["kind"], "url_b": b, "kind_b": rows[b]["kind"],
+                 "similarity": round(sim, 4)})
+    report: list[dict[str, Any]] = []
+    for (ca, cb), edges in sorted(merges.items()):
+        root = predicted[edges[0]["url_a"]]
+        cost = members[(root, ca)] * members[(root, cb)]
+        report.append({"type": "false_merge", "clusters": [ca, cb], "false_pairs": cost, "edges": edges})
+    originals = {row["cluster"]: row["url"] for row in manifest if row["kind"] == "original"}
+    for row in manifest:
+        original = originals.get(row["cluster"])
+        if original is None or original == row["url"] or predicted[row["url"]] == predicted[original]:
+            continue
+        report.append({"type": "missed", "cluster": row["cluster"], "url": row["url"], "kind": row["kind"],
+                       "original": original})
+    return report
+
+
 def _read_page(path: str) -> bytes:
     import gzip
 
@@ -86,7 +123,8 @@ def _extract_job(job: tuple[str, str, bool, int, bool, str]) -> tuple[Any, float
 
 
 def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, Any]], workers: int | None = None,
-                            limit: int | None = None, pairs_path: str | None = None) -> list[dict[str, Any]]:
+                            limit: int | None = None, pairs_path: str | None = None,
+                            errors_path: str | None = None) -> list[dict[str, Any]]:
     """Score each ``(name, Config)`` on a labelled set; pages are extracted once per extraction setting."""
     import multiprocessing
     import os
@@ -126,6 +164,9 @@ def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, 
         if pairs_path:
             with open(pairs_path, "w", encoding="utf-8") as f:
                 f.writelines(f"{a}\t{b}\t{s:.4f}\n" for a, b, s in pairs)
+        if errors_path:
+            with open(errors_path, "w", encoding="utf-8") as f:
+                f.writelines(json.dumps(record) + "\n" for record in error_report(manifest, pairs))
         rows.append({
             "name": name, "params": algorithm.params(), "threshold": algorithm.threshold,
             "f1": result.f1, "precision": result.precision, "recall": result.recall,

@@ -138,7 +138,13 @@ def test_evaluate_on_a_small_labelled_set(demo_pages, tmp_path):
         rows.append({"id": n, "url": SITE + path, "file": name, "cluster": cluster, "kind": kind})
     manifest = tmp_path / "manifest.jsonl"
     manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = run_cli("evaluate", str(manifest), "--all", "--json", "--workers", "1")
+    errors = tmp_path / "errors.jsonl"
+    result = run_cli("evaluate", str(manifest), "--all", "--json", "--workers", "1", "--errors", str(errors))
+    records = [json.loads(line) for line in errors.read_text().splitlines()]
+    # The last configuration is the exact hash: it finds mirrors only, so each edited copy is reported missed.
+    missed = {r["url"] for r in records if r["type"] == "missed"}
+    assert {SITE + g[kinds.index("edit")] for g in groups if len(g) > kinds.index("edit")} <= missed
+    assert not {SITE + g[kinds.index("mirror")] for g in groups} & missed
     by_name = {r["name"]: r for r in map(json.loads, result.stdout.splitlines())}
     from scrapy_neardup._config import ALGORITHMS
 
@@ -179,3 +185,18 @@ def test_score_matches_a_brute_force_pair_count():
             if a["cluster"] == b["cluster"]}
     assert got.precision == pytest.approx(len(pred & gold) / len(pred))
     assert got.recall == pytest.approx(len(pred & gold) / len(gold))
+
+
+def test_error_report_lists_false_merges_with_their_cost_and_missed_pages():
+    from scrapy_neardup.evaluation import error_report
+
+    manifest = [{"url": f"a{i}", "cluster": "A", "kind": "original" if i == 0 else "edit"} for i in range(3)]
+    manifest += [{"url": f"b{i}", "cluster": "B", "kind": "original" if i == 0 else "print"} for i in range(2)]
+    manifest += [{"url": "t", "cluster": "T", "kind": "teaser"}]
+    pairs = [("a1", "a0", 0.9), ("b0", "a0", 0.5), ("b1", "b0", 0.8), ("t", "x-not-in-set", 0.7)]
+    report = error_report(manifest, pairs)
+    merges = [r for r in report if r["type"] == "false_merge"]
+    assert merges == [{"type": "false_merge", "clusters": ["A", "B"], "false_pairs": 2 * 2, "edges": [
+        {"url_a": "b0", "kind_a": "original", "url_b": "a0", "kind_b": "original", "similarity": 0.5}]}]
+    assert [(r["url"], r["original"]) for r in report if r["type"] == "missed"] == [("a2", "a0")]
+    assert score(manifest, [(a, b) for a, b, _ in pairs]).true_pairs == 1 + 1  # a0-a1, b0-b1
