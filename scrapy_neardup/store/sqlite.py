@@ -445,8 +445,9 @@ class SqliteStore(Store):
         """Freeze the staged documents, sorted by key, to be merged a slice at a time by later writes."""
         keys, docs = self._staged.pairs()
         order = np.lexsort((docs, keys))
-        self._merging = _Merge(keys[order], docs[order], int(docs.max()), self._staged_docs)
-        self._staged, self._staged_docs = LevelIndex(key_bits=32), 0
+        merge = _Merge(keys[order], docs[order], int(docs.max()), self._staged_docs)
+        self._reset_staged()
+        self._merging = merge
 
     def _merge_step(self, rows: int) -> None:
         """Insert the next ``rows`` frozen pairs into ``buckets``: a contiguous key range, so a few pages
