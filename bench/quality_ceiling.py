@@ -29,7 +29,7 @@ from collections import Counter, defaultdict
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from scrapy_neardup._config import Config  # noqa: E402
 from scrapy_neardup.engine.text import shingle_set  # noqa: E402
-from scrapy_neardup.evaluation import _extract_job, _read_page, error_report, load_manifest, score  # noqa: E402
+from scrapy_neardup.evaluation import _extract_job, error_report, load_manifest, score  # noqa: E402
 
 THRESHOLDS = (0.3, 0.35, 0.4, 0.45, 0.5)
 
@@ -41,16 +41,24 @@ def shingle_sets(manifest_path: str, workers: int) -> tuple[list[dict], list[set
     manifest = load_manifest(manifest_path)
     base = os.path.dirname(os.path.abspath(manifest_path))
     jobs = [(os.path.join(base, r["file"]), r["url"], config.extract, config.min_text_length,
-             config.extract_fast, config.extract_favor) for r in manifest]
+             config.extract_fast, config.extract_favor, config.uses_template_guard) for r in manifest]
     with multiprocessing.Pool(workers) as pool:
         extracted = [got for got, _ in pool.map(_extract_job, jobs, chunksize=8)]
+    guard = config.build_template_guard()
+    index = {row["url"]: i for i, row in enumerate(manifest)}
     sets: list[set[int] | None] = []
     for row, got in zip(manifest, extracted):
-        got = pipeline.guard(got, row["url"], lambda row=row: _read_page(os.path.join(base, row["file"])))
         if got.method == "none":
             sets.append(None)
-        else:
-            sets.append(set(shingle_set(got.text, config.shingle_size).tolist()))
+            continue
+        text = got.text
+        if guard is not None:  # the same decisions as a crawl: which text, and which earlier pages move
+            prepared, refile = guard.decide(row["url"], row["url"], pipeline.from_extraction(got))
+            if prepared.method == "template":
+                text = got.page_text
+            for key, _ in refile:
+                sets[index[key]] = set(shingle_set(extracted[index[key]].page_text, config.shingle_size).tolist())
+        sets.append(set(shingle_set(text, config.shingle_size).tolist()))
     return manifest, sets
 
 

@@ -62,8 +62,11 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_STORE_COMMIT_EVERY": 500,
     "NEARDUP_STORE_COMMIT_SECS": 1.0,
     "NEARDUP_STORE_URL": None,
-    "NEARDUP_TEMPLATE_REPEATS": 3,
+    "NEARDUP_TEMPLATE_REPEATS": 2,
     "NEARDUP_THRESHOLD": None,
+    "NEARDUP_WORKER_MAX_TASKS": 1000,
+    "NEARDUP_WORKER_TIMEOUT": 60.0,
+    "NEARDUP_WORKERS": None,
 }
 
 
@@ -159,8 +162,11 @@ class Config:
     store_commit_every: int = 500
     store_commit_secs: float = 1.0
     store_url: str | None = None
-    template_repeats: int = 3
+    template_repeats: int = 2
     threshold: float = 0.5
+    worker_max_tasks: int = 1000
+    worker_timeout: float | None = 60.0
+    workers: int | None = None
 
     @classmethod
     def from_settings(cls, settings: SettingsLike) -> Config:
@@ -235,18 +241,34 @@ class Config:
             store_url=store_url,
             template_repeats=_template_repeats(settings),
             threshold=threshold if threshold is not None else DEFAULT_THRESHOLD[algorithm],
+            worker_max_tasks=_int(settings, "NEARDUP_WORKER_MAX_TASKS", 0),  # type: ignore[arg-type]
+            worker_timeout=_float(settings, "NEARDUP_WORKER_TIMEOUT", 0.0, 86400.0, optional=True, open_low=True),
+            workers=_int(settings, "NEARDUP_WORKERS", 0, 256, optional=True),
         )
 
     def build_pipeline(self) -> DocumentPipeline:
-        """The document pipeline (extraction and fingerprinting) these settings describe."""
+        """The stateless document pipeline (extraction and fingerprinting) these settings describe; it
+        reads page texts too when the template guard is on."""
         return DocumentPipeline(
             self.build_algorithm(),
             use_main=self.extract,
             min_text_length=self.min_text_length,
             fast=self.extract_fast,
             favor=self.extract_favor,
-            template_guard=TemplateGuard(self.template_repeats) if self.extract and self.template_repeats else None,
+            with_page_text=self.uses_template_guard,
         )
+
+    @property
+    def uses_template_guard(self) -> bool:
+        return self.extract and self.template_repeats > 0
+
+    def build_template_guard(self) -> TemplateGuard | None:
+        """The template guard (stateful: one per deciding process), or ``None`` when it is off."""
+        return TemplateGuard(self.template_repeats) if self.uses_template_guard else None
+
+    def resolved_workers(self) -> int:
+        """Extraction worker processes: ``NEARDUP_WORKERS``, or the machine's cores when it is None."""
+        return self.workers if self.workers is not None else (os.cpu_count() or 1)
 
     def build_algorithm(self) -> Algorithm:
         from .engine import literature

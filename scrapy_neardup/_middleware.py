@@ -8,7 +8,6 @@ at 540 a response has been decompressed (HttpCompressionMiddleware, 590), redire
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING
 
 from scrapy.exceptions import IgnoreRequest
@@ -70,7 +69,7 @@ class NearDupDownloaderMiddleware:
             service.skip("not_html", response.url)
             return response
         key = request.meta.get(META_KEY) or response.url
-        prepared, verdict = await service.check(str(key), functools.partial(service.prepare_response, response))
+        prepared, verdict = await service.check(str(key), service.response_job(response), url=response.url)
         if verdict is None:
             request.meta[META_VERDICT] = {"status": "skipped", "reason": prepared.skip_reason or "store_error"}
             return response

@@ -8,7 +8,6 @@ with :class:`~scrapy.exceptions.DropItem` or tagged, as ``NEARDUP_ACTION`` says.
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Any
 
 import mmh3
@@ -46,7 +45,7 @@ class NearDupPipeline:
         key = adapter.get("url")
         if not isinstance(key, str) or not key:
             key = "item:%032x" % mmh3.hash128(text, 0x17E5, signed=False)
-        _, verdict = await self.service.check(key, functools.partial(self.service.pipeline.from_text, text))
+        _, verdict = await self.service.check(key, self.service.text_job(text))
         if verdict is None or not verdict.is_duplicate:
             return item
         if self.service.config.action == "drop":

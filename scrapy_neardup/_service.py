@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Callable
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -21,9 +21,12 @@ from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
 
 from ._config import Config
+from .engine.algorithms import Fingerprint
 from .engine.detector import Detector, Verdict
 from .engine.pipeline import Prepared
+from .engine.template import TemplateGuard
 from .store import Store, StoreError, StoreMismatchError, store_from_url
+from .workers import ExtractionPool, WorkerLost, WorkerTimeout, analyze_html, analyze_text, decode_html
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -49,6 +52,8 @@ SKIP_REASONS = {
     "not_text": "its body cannot be decoded as text",
     "status": "its HTTP status is not 2xx",
     "store_closed": "the store is not open",
+    "timeout": "its extraction took longer than NEARDUP_WORKER_TIMEOUT",
+    "worker_lost": "the worker process extracting it died",
     "too_large": "the body is larger than NEARDUP_MAX_BODY_SIZE",
     "too_little_text": "its text is shorter than NEARDUP_MIN_TEXT_LENGTH",
 }
@@ -61,6 +66,24 @@ def _in_thread(pool: ThreadPool, fn: Any, *args: Any) -> Any:
     from twisted.internet import reactor  # imported late: importing it at module level installs a reactor
 
     return maybe_deferred_to_future(deferToThreadPool(reactor, pool, fn, *args))
+
+
+def _await_future(future: Future) -> Any:  # type: ignore[type-arg]
+    """Await a :class:`concurrent.futures.Future` (set in another thread) from the reactor thread."""
+    from twisted.internet import defer, reactor
+
+    deferred: defer.Deferred = defer.Deferred()  # type: ignore[type-arg]
+
+    def done(settled: Future) -> None:  # type: ignore[type-arg]
+        try:
+            result = settled.result()
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+            reactor.callFromThread(deferred.errback, exc)
+        else:
+            reactor.callFromThread(deferred.callback, result)
+
+    future.add_done_callback(done)
+    return maybe_deferred_to_future(deferred)
 
 
 def _looks_binary(body: bytes) -> bool:
@@ -77,14 +100,19 @@ class NearDupService:
         self.stats = crawler.stats
         self.pipeline = config.build_pipeline()
         self.algorithm = self.pipeline.algorithm
+        self.guard: TemplateGuard | None = config.build_template_guard()
         self.detector: Detector | None = None
         self.groups: dict[str, list[str]] = {}
         self._logged_first_duplicate = False
         self._logged_skip_reasons: set[str] = set()
-        self._pool: ThreadPool | None = None
-        self._pool_size = max(1, crawler.settings.getint("REACTOR_THREADPOOL_MAXSIZE", 10))
+        self.workers = config.resolved_workers()
+        self._extraction: ExtractionPool | None = None  # worker processes (NEARDUP_WORKERS >= 1)
+        self._threads: ThreadPool | None = None  # in-process extraction (NEARDUP_WORKERS = 0)
+        self._thread_count = max(1, crawler.settings.getint("REACTOR_THREADPOOL_MAXSIZE", 10))
+        self._store_thread: ThreadPool | None = None
         self._store_lock = threading.Lock()
         self._stopping = False
+        self._closing = False
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
@@ -122,30 +150,48 @@ class NearDupService:
             logger.error("scrapy-neardup: %s", exc, extra={"spider": spider})
             raise CloseSpider(reason) from exc
         self.detector = detector
-        self._pool = ThreadPool(0, self._pool_size, name="scrapy-neardup")
-        self._pool.start()
+        self._store_thread = ThreadPool(0, 1, name="scrapy-neardup-store")
+        self._store_thread.start()
+        if self.workers:
+            self._extraction = ExtractionPool(config, self.workers, timeout=config.worker_timeout,
+                                              max_tasks=config.worker_max_tasks)
+            self._extraction.start()
+        else:
+            self._threads = ThreadPool(0, self._thread_count, name="scrapy-neardup")
+            self._threads.start()
         initial = store.count()
         self.stats.set_value("neardup/initial", initial)
         logger.info(
-            "scrapy-neardup: store %s, %s, threshold %.3g, action %s, %d fingerprints already stored",
+            "scrapy-neardup: store %s, %s, threshold %.3g, action %s, %d fingerprints already stored; "
+            "extraction in %s",
             store.location,
             ", ".join(f"{k}={v}" for k, v in self.algorithm.params().items()),
             self.algorithm.threshold,
             self.config.action,
             initial,
+            f"{self.workers} worker processes" if self.workers else f"{self._thread_count} threads of this process",
             extra={"spider": spider},
         )
 
     async def spider_closed(self, spider: Spider, reason: str = "") -> None:
         if self.detector is None:
             return
-        detector, pool = self.detector, self._pool
-        self.detector, self._pool = None, None  # pages still in a worker see the store closed
-        if pool is not None:
-            await _in_thread(pool, self._close_store, detector)
-            pool.stop()
-        else:
-            self._close_store(detector)
+        self._closing = True
+        detector, store_thread, threads, extraction = self.detector, self._store_thread, self._threads, self._extraction
+        self.detector, self._store_thread, self._threads, self._extraction = None, None, None, None
+        try:
+            if store_thread is not None:
+                await _in_thread(store_thread, self._close_store, detector, extraction)
+            else:
+                self._close_store(detector, extraction)
+        finally:
+            # Whatever the store did at close, no thread or worker of ours may keep the process alive.
+            for pool in (store_thread, threads):
+                if pool is not None:
+                    pool.stop()
+        self.log_summary(spider)
+
+    def log_summary(self, spider: Spider) -> None:
         get = self.stats.get_value
         skipped = {k.rsplit("/", 1)[1]: v for k, v in self.stats.get_stats().items() if k.startswith("neardup/skipped/")}
         logger.info(
@@ -173,75 +219,117 @@ class NearDupService:
             )
 
     # -- the work ----------------------------------------------------------------------------------
-    def prepare_response(self, response: Response) -> Prepared:
-        """Pick the text of a response and fingerprint it. Pure: safe to run in a worker thread."""
+    def response_job(self, response: Response) -> tuple[Any, ...] | str:
+        """What a worker needs to analyse a response (its body, URL and Content-Type), or the reason it
+        is skipped; the cheap checks run here, so a body that is skipped never crosses to a worker."""
         body = response.body
         if not body or not body.strip():
-            return Prepared(None, "empty")
+            return "empty"
         if len(body) > self.config.max_body_size:
-            return Prepared(None, "too_large")
+            return "too_large"
         if _looks_binary(body):
-            return Prepared(None, "binary")
-        try:
-            html = response.text  # type: ignore[attr-defined]
-        except (AttributeError, UnicodeError, LookupError):
-            return Prepared(None, "not_text")
-        return self.pipeline.from_html(html, response.url)
+            return "binary"
+        content_type = response.headers.get(b"Content-Type")
+        return (analyze_html, body, response.url, content_type.decode("latin-1") if content_type else None)
 
+    @staticmethod
+    def text_job(text: str) -> tuple[Any, ...]:
+        return (analyze_text, text)
 
-    async def check(self, key: str, prepare: Callable[[], Prepared]) -> tuple[Prepared, Verdict | None]:
-        """Prepare a document (extract and fingerprint it) and file it, in one trip to a worker thread.
+    async def _analyze(self, job: tuple[Any, ...]) -> Prepared:
+        """Run an analysis job in a worker process, or in a thread of this process (NEARDUP_WORKERS = 0)."""
+        fn, *args = job
+        if self._extraction is not None:
+            return Prepared.from_wire(await _await_future(self._extraction.submit(fn, *args)))
+        if self._threads is None:
+            raise WorkerLost("the extraction pool is closed")
+        return await _in_thread(self._threads, self._analyze_here, fn, args)
+
+    def _analyze_here(self, fn: Any, args: list[Any]) -> Prepared:
+        if fn is analyze_html:
+            body, url, content_type = args
+            return self.pipeline.from_html(decode_html(body, content_type), url)
+        return self.pipeline.from_text(args[0])
+
+    async def check(self, key: str, job: tuple[Any, ...] | str, url: str | None = None,
+                    ) -> tuple[Prepared, Verdict | None]:
+        """Analyse a document (extract and fingerprint it, in a worker), decide which text it is filed on
+        (the template guard, here, in arrival order), and check-and-insert it in the store.
 
         Returns what was prepared and the verdict, or ``None`` when the document was skipped or the store
-        failed (both counted and logged here). One hop to the service's thread pool and back, not one for
-        the fingerprint and another for the store: each hop costs a wake-up of the reactor. The store sees
-        one caller at a time (a lock); the pool is the service's own, so slow pages or a store that is
-        retrying never take the reactor's threads, which Scrapy's DNS resolver needs.
+        failed (both counted and logged here). ``job`` is :meth:`response_job` or :meth:`text_job`; a
+        string is a reason to skip. The store sees one caller at a time, on a thread of its own, so slow
+        pages or a store that is retrying never take the reactor's threads, which Scrapy's DNS resolver
+        needs.
         """
-        pool = self._pool
-        if pool is None:
+        if isinstance(job, str):
+            self.skip(job, key)
+            return Prepared(None, job), None
+        if self.detector is None:
             self.skip("store_closed", key)
             return Prepared(None, "store_closed"), None
-        prepared, outcome = await _in_thread(pool, self._prepare_and_file, key, prepare)
+        try:
+            prepared = await self._analyze(job)
+        except (WorkerLost, WorkerTimeout) as exc:
+            reason = "store_closed" if self._closing else "timeout" if isinstance(exc, WorkerTimeout) else "worker_lost"
+            if reason != "store_closed":
+                logger.warning("scrapy-neardup: %s passed on unchecked: %s (counted in neardup/skipped/%s)",
+                               key, exc, reason, extra={"spider": self.crawler.spider})
+            self.skip(reason, key, log=reason == "store_closed")
+            return Prepared(None, reason), None
+        except Exception:  # a page must never crash the crawl
+            self.logger_exception(key)
+            self.skip("error", key, log=False)
+            return Prepared(None, "error"), None
+        if prepared.fingerprint is None:
+            self.skip(prepared.skip_reason or "no_text", key)
+            return prepared, None
+        refile: list[tuple[str, Fingerprint]] = []
+        if self.guard is not None:
+            prepared, refile = self.guard.decide(key, url, prepared)
         if prepared.method == "page":
             self.stats.inc_value("neardup/extract/page_text_fallback")
         elif prepared.method == "template":
             self.stats.inc_value("neardup/extract/template")
             logger.debug("scrapy-neardup: %s extracted to its host's template text; fingerprinted on the page text",
                          key, extra={"spider": self.crawler.spider})
+        store_thread = self._store_thread
+        if store_thread is None:
+            self.skip("store_closed", key)
+            return Prepared(None, "store_closed"), None
+        outcome = await _in_thread(store_thread, self._file, key, prepared.fingerprint, refile)
         if isinstance(outcome, Verdict):
             self.record(key, outcome)
             return prepared, outcome
         if isinstance(outcome, StoreError):
             self.store_failed(key, outcome)
-        else:
-            self.skip(prepared.skip_reason or "store_closed", key)
-        return prepared, None
-
-    def _prepare_and_file(
-        self, key: str, prepare: Callable[[], Prepared]
-    ) -> tuple[Prepared, Verdict | StoreError | None]:
-        """Worker thread: the whole of :meth:`check` that does not touch Scrapy."""
-        try:
-            prepared = prepare()
-        except Exception:  # a page must never crash the crawl
-            self.logger_exception(key)
-            return Prepared(None, "error"), None
-        fp = prepared.fingerprint
-        if fp is None:
             return prepared, None
+        self.skip("store_closed", key)
+        return Prepared(None, "store_closed"), None
+
+    def _file(self, key: str, fp: Fingerprint, refile: list[tuple[str, Fingerprint]]) -> Verdict | StoreError | None:
+        """Store thread: re-file earlier pages the template guard moved to their page text, then
+        check-and-insert this one."""
         with self._store_lock:
             detector = self.detector
             if detector is None:
-                return Prepared(None, "store_closed", method=prepared.method), None
+                return None
             try:
-                return prepared, detector.check_fingerprint(key, fp.signature, fp.buckets)
+                for earlier, earlier_fp in refile:
+                    if detector.store.refile(earlier, earlier_fp.signature, earlier_fp.buckets):
+                        self.stats.inc_value("neardup/extract/refiled")
+                return detector.check_fingerprint(key, fp.signature, fp.buckets)
             except StoreError as exc:
-                return prepared, exc
+                return exc
 
-    def _close_store(self, detector: Detector) -> None:
-        with self._store_lock:
-            detector.close()
+    def _close_store(self, detector: Detector, extraction: ExtractionPool | None) -> None:
+        """Store thread, at close: stop the workers, then flush and close the store."""
+        try:
+            if extraction is not None:
+                extraction.close()
+        finally:
+            with self._store_lock:
+                detector.close()
 
     def store_failed(self, key: str, exc: Exception) -> None:
         self.stats.inc_value("neardup/store_error")
@@ -283,9 +371,12 @@ class NearDupService:
     def logger_exception(self, url: str) -> None:
         logger.warning("scrapy-neardup: could not fingerprint %s; passed on unchecked", url, exc_info=True)
 
-    def skip(self, reason: str, url: str = "") -> None:
-        """Count a document that is passed on unchecked; say so once per reason at INFO, then at DEBUG."""
+    def skip(self, reason: str, url: str = "", log: bool = True) -> None:
+        """Count a document that is passed on unchecked; say so once per reason at INFO, then at DEBUG
+        (``log=False``: the caller has logged it)."""
         self.stats.inc_value(f"neardup/skipped/{reason}")
+        if not log:
+            return
         first = reason not in self._logged_skip_reasons
         if first or self.config.debug:
             self._logged_skip_reasons.add(reason)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._config import Config
+from .engine.algorithms import Fingerprint
 from .engine.detector import Detector, Verdict
 from .engine.pipeline import DocumentPipeline, Prepared
 from .inputs import BadLine, Document, DocumentReader, RawLine, parse_line
@@ -27,9 +28,9 @@ BATCH = 256
 
 _worker_pipeline: DocumentPipeline | None = None
 
-#: What a worker sends back: url, skip reason, signature, bucket keys (int64 bytes); or, for a line that
-#: could not be read, ("", message, None, b"").
-_Result = tuple[str, str, bytes | None, bytes]
+#: What a worker sends back: url and :meth:`Prepared.to_wire`; or, for a line that could not be read,
+#: ("", message).
+_Result = tuple[str, "tuple | str"]  # type: ignore[type-arg]
 
 
 def _init_worker(config: Config) -> None:
@@ -43,13 +44,8 @@ def _prepare_in_worker(item: Document | RawLine) -> _Result:
         try:
             item = parse_line(item)
         except BadLine as exc:
-            return "", str(exc), None, b""
-    prepared = prepare(_worker_pipeline, item)
-    fp = prepared.fingerprint
-    if fp is None:
-        return item.url, prepared.skip_reason, None, b""
-    # Plain bytes travel between processes far cheaper than pickled numpy arrays.
-    return item.url, "", fp.signature, fp.buckets.astype(np.int64, copy=False).tobytes()
+            return "", str(exc)
+    return item.url, prepare(_worker_pipeline, item).to_wire()
 
 
 def prepare(pipeline: DocumentPipeline, doc: Document) -> Prepared:
@@ -102,6 +98,7 @@ class BatchDeduplicator:
         self.config = config
         self.store: Store = store_from_url(store_url)
         self.detector = Detector(config.build_algorithm(), self.store)
+        self.guard = config.build_template_guard()
         self.workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
         self.reset = reset
 
@@ -124,24 +121,40 @@ class BatchDeduplicator:
         pending: list[tuple[str, bytes, np.ndarray]] = []
 
         def flush() -> None:
+            if refiles:
+                for key, fp in refiles:
+                    self.store.refile(key, fp.signature, fp.buckets)
+                refiles.clear()
             for verdict in self.detector.check_many(pending):
                 setattr(stats, verdict.status, getattr(stats, verdict.status) + 1)
                 on_verdict(verdict)
             pending.clear()
 
+        refiles: list[tuple[str, Fingerprint]] = []
         try:
-            for url, skip_reason, signature, buckets in self._results(documents):
-                if not url and signature is None:
+            for url, wire in self._results(documents):
+                if isinstance(wire, str):
                     if isinstance(documents, DocumentReader):
-                        documents.bad_line(skip_reason)
+                        documents.bad_line(wire)
                     continue
                 stats.documents += 1
-                if signature is None:
-                    stats.skipped[skip_reason] = stats.skipped.get(skip_reason, 0) + 1
-                else:
-                    pending.append((url, signature, np.frombuffer(buckets, dtype=np.int64)))
-                    if len(pending) >= BATCH:
+                prepared = Prepared.from_wire(wire)
+                if prepared.fingerprint is None:
+                    reason = prepared.skip_reason
+                    stats.skipped[reason] = stats.skipped.get(reason, 0) + 1
+                    continue
+                if self.guard is not None:
+                    prepared, refile = self.guard.decide(url, url, prepared)
+                    if refile:
+                        # Documents of this batch may be among them: file the batch first.
                         flush()
+                        refiles.extend(refile)
+                        flush()
+                fp = prepared.fingerprint
+                assert fp is not None
+                pending.append((url, fp.signature, fp.buckets))
+                if len(pending) >= BATCH:
+                    flush()
                 if progress is not None:
                     progress.update(stats)
             flush()

@@ -111,14 +111,15 @@ def _read_page(path: str) -> bytes:
     return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
 
 
-def _extract_job(job: tuple[str, str, bool, int, bool, str]) -> tuple[Any, float]:
+def _extract_job(job: tuple[str, str, bool, int, bool, str, bool]) -> tuple[Any, float]:
     import time
 
     from .engine.extract import extract
 
-    path, url, use_main, min_length, fast, favor = job
+    path, url, use_main, min_length, fast, favor, with_page_text = job
     started = time.perf_counter()
-    got = extract(_read_page(path), url, use_main=use_main, min_length=min_length, fast=fast, favor=favor)
+    got = extract(_read_page(path), url, use_main=use_main, min_length=min_length, fast=fast, favor=favor,
+                  with_page_text=with_page_text)
     return got, time.perf_counter() - started
 
 
@@ -135,10 +136,11 @@ def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, 
 
     manifest = load_manifest(manifest_path)[:limit] if limit else load_manifest(manifest_path)
     base = os.path.dirname(os.path.abspath(manifest_path))
-    extracted: dict[tuple[bool, int, bool, str], tuple[list[Any], list[float]]] = {}
+    extracted: dict[tuple[bool, int, bool, str, bool], tuple[list[Any], list[float]]] = {}
     rows = []
     for name, config in configurations:
-        setting = (config.extract, config.min_text_length, config.extract_fast, config.extract_favor)
+        setting = (config.extract, config.min_text_length, config.extract_fast, config.extract_favor,
+                   config.uses_template_guard)
         if setting not in extracted:
             jobs = [(os.path.join(base, r["file"]), r["url"], *setting) for r in manifest]
             with multiprocessing.Pool(max(1, workers or os.cpu_count() or 1)) as pool:
@@ -147,15 +149,21 @@ def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, 
         texts, extract_secs = extracted[setting]
         pipeline = config.build_pipeline()
         algorithm = pipeline.algorithm
-        detector = Detector(algorithm, MemoryStore())
+        store = MemoryStore()
+        detector = Detector(algorithm, store)
         detector.open()
+        guard = config.build_template_guard()
         pairs = []
         started = time.perf_counter()
         for row, got in zip(manifest, texts):
-            got = pipeline.guard(got, row["url"], lambda row=row: _read_page(os.path.join(base, row["file"])))
             prepared = pipeline.from_extraction(got)
             if prepared.fingerprint is None:
                 continue
+            if guard is not None:
+                prepared, refile = guard.decide(row["url"], row["url"], prepared)
+                for key, fp in refile:
+                    store.refile(key, fp.signature, fp.buckets)
+            assert prepared.fingerprint is not None
             verdict = detector.check_fingerprint(row["url"], prepared.fingerprint.signature, prepared.fingerprint.buckets)
             if verdict.status == "duplicate":
                 pairs.append((row["url"], verdict.canonical, verdict.similarity))

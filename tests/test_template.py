@@ -1,4 +1,4 @@
-"""A site whose extraction returns its template text for every article: detected, not trusted."""
+"""Template guard: a site whose extraction returns its template text is detected; copies on one site never are."""
 
 import json
 import os
@@ -9,19 +9,20 @@ import pytest
 
 from crawlkit import HERE, ServerThread, run_scrapy
 from scrapy_neardup._config import Config, ConfigError
-from scrapy_neardup.engine.extract import Extraction
+from scrapy_neardup.engine.detector import Detector
 from scrapy_neardup.engine.template import TemplateGuard
+from scrapy_neardup.store import MemoryStore
 
 SPIDER = os.path.join(HERE, "spiders", "paths.py")
 ABOUT = ("About this magazine. We are an independent publication covering gardening, cooking and local life "
          "since 1998. Our editors live in the valley and write about what grows there. Subscribe to our "
          "newsletter to receive every new issue, and follow us on the usual networks for daily updates. ") * 2
+WORDS = "river stone harvest lantern orchard meadow copper whistle garden market bread winter".split()
 
 
 def story(seed, n=400):
     r = random.Random(seed)
-    words = "river stone harvest lantern orchard meadow copper whistle garden market bread winter".split()
-    return " ".join(r.choice(words) + str(r.randint(0, 999)) for _ in range(n))
+    return " ".join(r.choice(WORDS) + str(r.randint(0, 999)) for _ in range(n))
 
 
 def template_page(seed):
@@ -31,47 +32,102 @@ def template_page(seed):
             "</body></html>")
 
 
-def test_third_path_with_the_same_text_is_a_template():
-    guard = TemplateGuard(repeats=3)
-    assert not guard.is_template("http://a.example/story-1", ABOUT)
-    # The same path again (tracking parameters, a session id): still one path.
-    assert not guard.is_template("http://a.example/story-1?utm_source=feed", ABOUT)
-    assert not guard.is_template("http://a.example/print/story-1", ABOUT)  # article + print version
-    assert not guard.is_template("http://b.example/story-9", ABOUT)  # another host counts on its own
-    assert guard.is_template("http://a.example/story-2", ABOUT.upper())  # case and spacing do not matter
-    assert guard.is_template("http://a.example/story-1", ABOUT)  # from then on, everywhere on that host
-    assert not guard.is_template("http://a.example/story-3", ABOUT + " more")
-    assert not guard.is_template(None, ABOUT) and not guard.is_template("not a url", ABOUT)
+def chrome(seed=0, links=80):
+    """A heavy site template: navigation and footer text longer than the article itself."""
+    r = random.Random(1000 + seed)
+    nav = "".join(f"<li><a href='/c/{i}'>Section {r.choice(WORDS)} {i}</a></li>" for i in range(links))
+    foot = " ".join(f"{r.choice(WORDS)}{r.randint(0, 99)}" for _ in range(150))
+    return f"<nav><ul>{nav}</ul></nav>", f"<footer><p>{foot}</p></footer>"
+
+
+def article_page(seed, extra=""):
+    """An article (what trafilatura finds) on a heavy template: main text well under half of the page."""
+    head, foot = chrome()
+    paragraphs = "".join(f"<p>{story(seed * 10 + k, 60)}.</p>" for k in range(3))
+    return (f"<html><head><title>Article {seed}</title></head><body>{head}<main><article><h1>Article {seed}</h1>"
+            f"{paragraphs}</article></main>{extra}{foot}</body></html>")
+
+
+def print_page(seed):
+    return f"<html><body><h1>Article {seed}</h1>" + "".join(
+        f"<p>{story(seed * 10 + k, 60)}.</p>" for k in range(3)) + "</body></html>"
+
+
+def prepared(pipeline, html, url):
+    return pipeline.from_html(html, url)
+
+
+def test_different_articles_around_one_block_make_it_a_template():
+    config = Config.from_settings({})
+    pipeline, guard = config.build_pipeline(), config.build_template_guard()
+    first = prepared(pipeline, template_page(0), "http://site.example/story-0")
+    second = prepared(pipeline, template_page(1), "http://site.example/story-1")
+    assert first.main_key == second.main_key  # the failure itself: two stories, one extracted text
+    assert first.page_fingerprint is not None  # the About box is under half of the page
+    decided, refile = guard.decide("http://site.example/story-0", "http://site.example/story-0", first)
+    assert decided is first and refile == []
+    decided, refile = guard.decide("http://site.example/story-1", "http://site.example/story-1", second)
+    assert decided.method == "template" and decided.fingerprint == second.page_fingerprint
+    assert refile == [("http://site.example/story-0", first.page_fingerprint)]  # the first moves too
+    third = prepared(pipeline, template_page(2), "http://site.example/story-2")
+    decided, refile = guard.decide("http://site.example/story-2", "http://site.example/story-2", third)
+    assert decided.method == "template" and refile == []
+    # Another host with the same block counts on its own.
+    other = prepared(pipeline, template_page(3), "http://other.example/story-3")
+    assert guard.decide("http://other.example/story-3", "http://other.example/story-3", other)[0] is other
+
+
+def test_copies_on_one_host_are_never_a_template_whatever_their_number():
+    config = Config.from_settings({})
+    pipeline, guard = config.build_pipeline(), config.build_template_guard()
+    urls = ["/a/7", "/category/a/7", "/amp/7", "/a/7?page=1", "/a/7?page=2", "/mirror/a/7"]
+    pages = [article_page(7) for _ in urls]
+    pages[2] = article_page(7, extra="<aside><p>Advertisement: buy copper lanterns today at the market.</p></aside>")
+    pages.append(print_page(7))
+    urls.append("/print/7")
+    for url, html in zip(urls, pages):
+        got = prepared(pipeline, html, f"http://news.example{url}")
+        assert got.method == "main"
+        decided, refile = guard.decide(url, f"http://news.example{url}", got)
+        assert decided is got and refile == [], url
+    assert guard.fired == 0
+
+
+def test_refiled_first_article_still_finds_its_copy():
+    """Pages decided before the guard fired stay comparable with those decided after it."""
+    config = Config.from_settings({})
+    pipeline, guard = config.build_pipeline(), config.build_template_guard()
+    store = MemoryStore()
+    detector = Detector(pipeline.algorithm, store)
+    detector.open()
+    verdicts = {}
+    for path, seed in [("/story-0", 0), ("/story-1", 1), ("/story-2", 2), ("/copies/story-0", 0)]:
+        url = f"http://site.example{path}"
+        decided, refile = guard.decide(url, url, prepared(pipeline, template_page(seed), url))
+        for key, fp in refile:
+            assert store.refile(key, fp.signature, fp.buckets)
+        verdicts[path] = detector.check_fingerprint(url, decided.fingerprint.signature, decided.fingerprint.buckets)
+    assert [verdicts[p].status for p in ("/story-0", "/story-1", "/story-2")] == ["unique"] * 3
+    assert verdicts["/copies/story-0"].status == "duplicate"
+    assert verdicts["/copies/story-0"].canonical == "http://site.example/story-0"
+    assert not store.refile("http://site.example/copies/story-0", b"x", [1])  # a near-duplicate is not re-filed
+    assert not store.refile("http://site.example/unknown", b"x", [1])
 
 
 def test_memory_is_bounded():
-    guard = TemplateGuard(repeats=2, max_entries=100)
-    for i in range(1000):
-        guard.is_template(f"http://h{i}.example/a", f"text {i}")
-    assert len(guard._paths) <= 100
-    assert not guard.is_template("http://h0.example/b", "text 0")  # forgotten: starts counting again
+    config = Config.from_settings({})
+    pipeline = config.build_pipeline()
+    guard = TemplateGuard(repeats=2, max_groups=10)
+    page = prepared(pipeline, template_page(0), "http://h.example/")
+    for i in range(100):
+        guard.decide(f"http://h{i}.example/a", f"http://h{i}.example/a", page)
+    assert len(guard._groups) <= 10
 
 
-def test_pipeline_fingerprints_the_page_text_of_a_template_page():
-    pipeline = Config.from_settings({}).build_pipeline()
-    got = [pipeline.text_of(template_page(i), f"http://site.example/story-{i}") for i in range(4)]
-    assert [g.method for g in got] == ["main", "main", "page", "page"]
-    assert got[0].text == got[1].text  # the failure itself: two stories, one extracted text
-    assert got[2].reason == "template" and story(2)[:200] in got[2].text
-    prepared = [pipeline.from_extraction(g) for g in got]
-    assert [p.method for p in prepared] == ["main", "main", "template", "template"]
-    # Turned off, every page keeps the template text.
-    off = Config.from_settings({"NEARDUP_TEMPLATE_REPEATS": 0}).build_pipeline()
-    assert {off.text_of(template_page(i), f"http://site.example/story-{i}").method for i in range(4)} == {"main"}
-
-
-def test_repeated_text_that_is_most_of_its_page_is_kept():
-    """One article under several paths of one site (mirror folder, AMP, print): not a template."""
-    pipeline = Config.from_settings({}).build_pipeline()
-    main = Extraction(ABOUT, "main")
-    for i in range(4):
-        got = pipeline.guard(main, f"http://x.example/{i}", lambda: f"<h1>Title</h1><p>{ABOUT}</p><p>Share</p>")
-        assert got is main
+def test_guard_off_reads_no_page_text():
+    pipeline = Config.from_settings({"NEARDUP_TEMPLATE_REPEATS": 0}).build_pipeline()
+    assert Config.from_settings({"NEARDUP_TEMPLATE_REPEATS": 0}).build_template_guard() is None
+    assert prepared(pipeline, template_page(0), "http://site.example/story-0").page_fingerprint is None
 
 
 @pytest.mark.parametrize("value", [1, -1, "many"])
@@ -80,14 +136,11 @@ def test_bad_setting_names_itself(value):
         Config.from_settings({"NEARDUP_TEMPLATE_REPEATS": value})
 
 
-PAGES = {f"/story-{i}": template_page(i) for i in range(6)}
-PAGES["/story-3-copy"] = template_page(3)  # a real mirror of story 3 under another path
-PAGES["/story-5?utm_source=feed"] = template_page(5)
+class Site(BaseHTTPRequestHandler):
+    pages: dict = {}
 
-
-class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
-        body = PAGES[self.path].encode()
+        body = self.pages[self.path].encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/html; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
@@ -98,23 +151,53 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.mark.slow
-def test_crawl_of_a_template_site_keeps_its_articles(tmp_path):
-    """Without the guard all eight pages would be one group; with it only the real copies are dropped."""
-    with ServerThread(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as server:
+def crawl_paths(tmp_path, pages, **settings):
+    handler = type("Handler", (Site,), {"pages": pages})
+    with ServerThread(ThreadingHTTPServer(("127.0.0.1", 0), handler)) as server:
         paths_file = tmp_path / "paths.txt"
-        paths_file.write_text("\n".join(PAGES))
+        paths_file.write_text("\n".join(pages))
         result = run_scrapy(
             ["runspider", SPIDER, "-a", f"base={server.url}", "-a", f"paths_file={paths_file}"], tmp_path,
             {"ADDONS": json.dumps({"scrapy_neardup.Addon": 300}), "NEARDUP_ENABLED": "True",
              "NEARDUP_ACTION": "drop", "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/store.sqlite3",
-             "CONCURRENT_REQUESTS": "1", "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue"},
+             "CONCURRENT_REQUESTS": "1", "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue",
+             **settings},
             cwd=str(tmp_path))
     assert result.returncode == 0 and "Traceback" not in result.log, result.log[-3000:]
+    return result
+
+
+@pytest.mark.slow
+def test_crawl_of_a_template_site_keeps_every_article(tmp_path):
+    """Without the guard all eight pages would be one group; with it only the real copies are dropped,
+    and the first story, filed before the guard fired, still finds its copy."""
+    pages = {f"/story-{i}": template_page(i) for i in range(6)}
+    pages["/story-3-copy"] = template_page(3)
+    pages["/story-5?utm_source=feed"] = template_page(5)
+    pages["/story-0-copy"] = template_page(0)
+    result = crawl_paths(tmp_path, pages)
     kept = {i["path"] for i in result.items}
-    # story-1 is the one page lost to the failure: its template text equals story-0's, and the guard cannot
-    # tell two paths from an article and its print version. From the third path on, page text is used.
-    assert kept == {"/story-0", "/story-2", "/story-3", "/story-4", "/story-5"}, kept
+    assert kept == {f"/story-{i}" for i in range(6)}, kept
     stats = result.neardup_stats()
-    assert stats["neardup/extract/template"] == 6
-    assert stats["neardup/duplicate"] == 3  # story-1 (template), story-3-copy, story-5?utm_source=feed
+    assert stats["neardup/duplicate"] == 3  # story-3-copy, story-5?utm_source=feed, story-0-copy
+    assert stats["neardup/extract/template"] == 8  # all but story-0, which was re-filed on its page text
+    assert stats["neardup/extract/refiled"] == 1
+
+
+@pytest.mark.slow
+def test_crawl_of_copies_on_one_host_finds_every_copy(tmp_path):
+    """The same article under five paths of one site, on a template heavier than the article: copies,
+    matched whatever their number, and distinct articles on the same template all kept."""
+    pages = {}
+    for seed in range(4):
+        pages[f"/a/{seed}"] = article_page(seed)
+        pages[f"/category/a/{seed}"] = article_page(seed)
+        pages[f"/amp/{seed}"] = article_page(seed, extra="<aside><p>Advertisement: copper lanterns.</p></aside>")
+        pages[f"/a/{seed}?page=2"] = article_page(seed)
+        pages[f"/print/{seed}"] = print_page(seed)
+    result = crawl_paths(tmp_path, pages)
+    kept = {i["path"] for i in result.items}
+    assert kept == {f"/a/{seed}" for seed in range(4)}, kept
+    stats = result.neardup_stats()
+    assert stats["neardup/duplicate"] == 16
+    assert "neardup/extract/template" not in stats

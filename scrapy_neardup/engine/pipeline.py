@@ -1,81 +1,100 @@
 """From a document to a fingerprint: the steps shared by the Scrapy plugin and the batch CLI.
 
-HTML → main text (or page text when the main text is too short, or is the site's template text, see
-:mod:`.template`) → tokens → shingles → fingerprint.
+HTML → main text (or page text when the main text is too short) → tokens → shingles → fingerprint.
 Keeping this in one place is what makes a crawl and an offline run over its dump agree.
+
+This half is *stateless*, so it runs in worker processes: what it returns (:class:`Prepared`) carries
+everything the decision needs, including what the template guard (:mod:`.template`) compares. The guard
+itself keeps state across pages and so runs where the decisions are made, in one process, in order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from .algorithms import Algorithm, Fingerprint
-from .extract import Extraction, extract, page_text
-from .template import TemplateGuard
+import numpy as np
 
-#: A repeated main text is taken as template only when it is at most this share of the page's text.
-TEMPLATE_MAX_SHARE = 0.5
+from .algorithms import Algorithm, Fingerprint
+from .extract import Extraction, extract
+from .template import page_sketcher, text_key
 
 
 @dataclass(frozen=True)
 class Prepared:
-    """A document made ready for the decision: its fingerprint, or why it is skipped. ``method`` says which
-    text was fingerprinted: ``main``, ``page`` (main text too short), ``template`` (page text, because the
-    main text was the host's template) or ``text`` (given as text)."""
+    """A document made ready for the decision: its fingerprint, or why it is skipped.
+
+    ``method`` says which text was fingerprinted: ``main``, ``page`` (main text too short), ``template``
+    (page text, because the main text was the host's template: set by the guard) or ``text`` (given as
+    text). For a main-text page, ``main_key`` identifies its main text; ``page_fingerprint`` is the
+    fingerprint of the page's whole text, present when the main text is at most half of it (only such a
+    main text can be a template block), with ``page_sketch``, the guard's own sketch of that page text.
+    """
 
     fingerprint: Fingerprint | None
     skip_reason: str = ""
     method: str = ""
-    text_length: int = 0
+    main_key: int | None = None
+    page_fingerprint: Fingerprint | None = None
+    page_sketch: bytes | None = None
+
+    def to_wire(self) -> tuple:  # type: ignore[type-arg]
+        """Plain bytes, ints and strings: what crosses from a worker process (far cheaper to pickle than
+        numpy arrays)."""
+        return (self.skip_reason, self.method, self.main_key, _fp_wire(self.fingerprint),
+                _fp_wire(self.page_fingerprint), self.page_sketch)
+
+    @classmethod
+    def from_wire(cls, wire: tuple) -> Prepared:  # type: ignore[type-arg]
+        skip_reason, method, main_key, fp, page_fp, page_sketch = wire
+        return cls(_fp_unwire(fp), skip_reason, method, main_key, _fp_unwire(page_fp), page_sketch)
+
+
+def _fp_wire(fp: Fingerprint | None) -> tuple[bytes, bytes] | None:
+    return None if fp is None else (fp.signature, fp.buckets.astype(np.int64, copy=False).tobytes())
+
+
+def _fp_unwire(wire: tuple[bytes, bytes] | None) -> Fingerprint | None:
+    return None if wire is None else Fingerprint(wire[0], np.frombuffer(wire[1], dtype=np.int64))
 
 
 class DocumentPipeline:
-    """Turns HTML or plain text into a :class:`Prepared` document. Safe in worker threads: its only state,
-    the optional :class:`TemplateGuard`, is locked."""
+    """Turns HTML or plain text into a :class:`Prepared` document. Stateless: safe in threads and in
+    worker processes. ``with_page_text`` reads each main-text page's whole text too, for the template
+    guard."""
 
     def __init__(self, algorithm: Algorithm, *, use_main: bool = True, min_text_length: int = 200,
-                 fast: bool = True, favor: str = "recall", template_guard: TemplateGuard | None = None) -> None:
+                 fast: bool = True, favor: str = "recall", with_page_text: bool = False) -> None:
         self.algorithm = algorithm
         self.use_main = use_main
         self.min_text_length = min_text_length
         self.fast = fast
         self.favor = favor
-        self.template_guard = template_guard
+        self.with_page_text = with_page_text
+        self._sketcher = page_sketcher() if with_page_text else None
 
     def from_html(self, html: str | bytes, url: str | None = None) -> Prepared:
         return self.from_extraction(self.text_of(html, url))
 
     def text_of(self, html: str | bytes, url: str | None = None) -> Extraction:
         """The text a page is fingerprinted on (the costly step; the evaluator caches it)."""
-        got = extract(html, url, use_main=self.use_main, min_length=self.min_text_length, fast=self.fast,
-                      favor=self.favor)
-        return self.guard(got, url, lambda: html)
-
-    def guard(self, got: Extraction, url: str | None, html: Callable[[], str | bytes]) -> Extraction:
-        """The page text instead of a main text that is this host's template (see :mod:`.template`).
-
-        A main text repeated under several paths of one host is a template only when it is at most
-        ``TEMPLATE_MAX_SHARE`` of the page's whole text: copies of one article under several paths of one
-        site repeat their main text too, but there it is most of the page. Separate from
-        :meth:`text_of` so that a caller holding cached extractions (the evaluator) applies the guard in
-        document order; ``html`` is called only when the main text is repeated.
-        """
-        if self.template_guard is None or got.method != "main" or not self.template_guard.is_template(url, got.text):
-            return got
-        text = page_text(html())
-        if len(got.text) > TEMPLATE_MAX_SHARE * len(text):
-            return got
-        return Extraction(text, "page", "template")
+        return extract(html, url, use_main=self.use_main, min_length=self.min_text_length, fast=self.fast,
+                       favor=self.favor, with_page_text=self.with_page_text)
 
     def from_extraction(self, got: Extraction) -> Prepared:
         if got.method == "none":
-            return Prepared(None, got.reason, text_length=len(got.text))
-        method = "template" if got.reason == "template" else got.method
-        return Prepared(self.algorithm.fingerprint(got.text), method=method, text_length=len(got.text))
+            return Prepared(None, got.reason)
+        fingerprint = self.algorithm.fingerprint(got.text)
+        if got.method != "main":
+            return Prepared(fingerprint, method=got.method)
+        if not got.page_text or self._sketcher is None:
+            return Prepared(fingerprint, method="main", main_key=text_key(got.text))
+        return Prepared(fingerprint, method="main", main_key=text_key(got.text),
+                        page_fingerprint=self.algorithm.fingerprint(got.page_text),
+                        page_sketch=self._sketcher.fingerprint(got.page_text).signature)
 
     def from_text(self, text: str) -> Prepared:
         stripped = text.strip()
         if len(stripped) < max(self.min_text_length, 1):
-            return Prepared(None, "too_little_text" if stripped else "no_text", text_length=len(stripped))
-        return Prepared(self.algorithm.fingerprint(text), method="text", text_length=len(stripped))
+            return Prepared(None, "too_little_text" if stripped else "no_text")
+        return Prepared(self.algorithm.fingerprint(text), method="text")
+

@@ -2,82 +2,121 @@
 
 Main-content extraction fails quietly on some sites: every article of the site extracts to the same block
 of template text (a sidebar, a cookie notice, an "about us" box). Trusted, that text makes every page of
-the site an exact duplicate of the first, and a crawl in drop mode would keep one article per site. The
-signal is cheap and needs no per-site rule: one host yielding the *same* extracted text under several
-*different paths*. A copy of one article under one path (``?utm_source=...``, ``?sessionid=...``) does not
-count, nor does one print version (``/print/...``) beside its article — two paths — but from a third
-distinct path on the text is suspect. Suspect is not yet template: one site may carry one article under
-several paths (``/amp/``, ``/print/``, a mirror folder), and then the repeated text is most of each page.
-So :meth:`DocumentPipeline.guard <scrapy_neardup.engine.pipeline.DocumentPipeline.guard>` also reads the
-page's whole visible text, and only when the repeated main text is at most half of it is the page
-fingerprinted on its page text instead (where its own article, not the shared block, dominates).
+the site an exact duplicate of the first, and a crawl in drop mode would keep one article per site.
 
-Measured on the neardup-dev set (docs/quality.md): with three paths the guard fires exactly on the two
-sites whose extraction returns template text (main text 2-21% of the page text), and on no legitimate
-page; with two paths it would fire on 30 pages, most of them print versions. State is per process and
-bounded (least recently used hosts/texts forgotten).
+Copies of one article on one site (``/a/123``, ``/amp/123``, ``/print/123``, ``?page=`` aliases) *also*
+repeat one main text under several paths, so a repeat alone proves nothing. What tells them apart is the
+rest of the page: on a template site the main text repeats while the page around it differs from article
+to article (each page carries its own article, which extraction missed); on copies both repeat. Hence the
+rule of :class:`TemplateGuard`, per host and identical main text:
+
+* a page whose main text is more than half of its page text is article-dominated: it never counts;
+* otherwise its page text is compared with the page texts already seen with that main text; it counts as
+  a new, *different* page only when it is below ``PAGE_TEXTS_DIFFER`` (estimated Jaccard of word
+  2-shingles) against every one of them;
+* ``repeats`` mutually different pages make the main text the host's template. From then on, pages with
+  that main text are fingerprinted on their page text, and the pages counted before are *re-filed* on
+  their page text, so that every member of the group is compared on the same kind of text (a copy of the
+  first article, met later, still finds it).
+
+Measured on neardup-dev (``python bench/template_pairs.py ../shared/neardup-dev``): page texts of different
+articles around one template block are 0.13–0.17 similar; page texts of copies on one host, where the
+main text is at most half of the page, are 0.32–0.92 similar (noise copies with ads and related links
+added are the lowest). The cut of 0.25 sits between. The comparison uses a fixed sketch of its own
+(MinHash, 64 permutations, word 2-shingles), so it means the same whatever algorithm fingerprints pages.
+
+State lives in the process that makes the decisions (the crawler, or the batch CLI's main process) and is
+bounded: the least recently used groups are forgotten.
 """
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import mmh3
 
-#: mmh3 seed of the text hash; fixed so the guard behaves the same in every process.
+if TYPE_CHECKING:
+    from .algorithms import Fingerprint
+    from .pipeline import Prepared
+
+#: mmh3 seed of the main-text hash; fixed so that every process agrees on it.
 _SEED = 0x7E3A
+#: Page texts less similar than this (estimated Jaccard of word 2-shingles) are different pages.
+PAGE_TEXTS_DIFFER = 0.25
+#: The guard's own page-text sketch: MinHash with this many permutations and this seed.
+SKETCH_PERM = 64
+SKETCH_SEED = 0x5EED
 
 
-def _text_key(text: str) -> int:
+def text_key(text: str) -> int:
+    """A 128-bit hash of a text, case and white space folded: equal for identical main texts."""
     return mmh3.hash128(" ".join(text.casefold().split()), _SEED)
 
 
-class TemplateGuard:
-    """Remembers, per host and extracted text, the distinct URL paths it came from.
+def page_sketcher():  # type: ignore[no-untyped-def]
+    """The fixed MinHash the guard compares page texts with (built lazily: numpy tables)."""
+    from .algorithms import MinHashLSH
 
-    ``repeats`` is the number of distinct paths of one host with identical extracted text from which that
-    text is suspected of being template (the first ``repeats - 1`` pages with it are trusted: they cannot
-    be told from an article and its print version). ``max_entries`` bounds memory (about 200 bytes an
-    entry).
-    Thread-safe: the Scrapy plugin calls it from its extraction threads.
+    return MinHashLSH(threshold=0.5, num_perm=SKETCH_PERM, seed=SKETCH_SEED, shingle_size=2)
+
+
+@dataclass
+class _Group:
+    """Pages of one host with one main text, whose page texts differ from each other (up to ``repeats``)."""
+
+    members: list[tuple[str, bytes, Fingerprint]] = field(default_factory=list)  # key, sketch, page fp
+    template: bool = False
+
+
+class TemplateGuard:
+    """Decides, page by page and in order, which text a main-text page is filed on.
+
+    ``repeats``: how many mutually different pages around one main text make it the host's template (at
+    least 2). ``max_groups`` bounds memory: about 700 bytes a group that holds a page text's fingerprint
+    (MinHash-128), far less for one that does not. Not thread-safe: call it from the deciding thread.
     """
 
-    def __init__(self, repeats: int = 3, max_entries: int = 200_000) -> None:
+    def __init__(self, repeats: int = 2, max_groups: int = 50_000) -> None:
         if repeats < 2:
             raise ValueError("repeats must be at least 2")
         self.repeats = repeats
-        self.max_entries = max_entries
-        self._paths: OrderedDict[tuple[str, int], set[str]] = OrderedDict()
-        self._templates: set[tuple[str, int]] = set()
-        self._lock = threading.Lock()
+        self.max_groups = max_groups
+        self._sketcher = page_sketcher()
+        self._groups: OrderedDict[tuple[str, int], _Group] = OrderedDict()
+        self.fired = 0
 
-    def is_template(self, url: str | None, text: str) -> bool:
-        """Record that ``url`` extracted to ``text``; True when this host has repeated it too often."""
-        if not url:
-            return False
-        parts = urlsplit(url)
-        host = (parts.hostname or "").lower()
+    def decide(self, key: str, url: str | None, prepared: Prepared) -> tuple[Prepared, list[tuple[str, Fingerprint]]]:
+        """The document to file for ``prepared`` (its page text instead, when its main text is its host's
+        template), and the earlier pages to re-file on their page text, as ``(key, fingerprint)``."""
+        if prepared.main_key is None or not url:
+            return prepared, []
+        host = (urlsplit(url).hostname or "").lower()
         if not host:
-            return False
-        key = (host, _text_key(text))
-        path = parts.path or "/"
-        with self._lock:
-            if key in self._templates:
-                return True
-            paths = self._paths.get(key)
-            if paths is None:
-                paths = self._paths[key] = set()
-                if len(self._paths) > self.max_entries:
-                    self._paths.popitem(last=False)
-            else:
-                self._paths.move_to_end(key)
-            paths.add(path)
-            if len(paths) < self.repeats:
-                return False
-            del self._paths[key]
-            if len(self._templates) >= self.max_entries:
-                self._templates.pop()
-            self._templates.add(key)
-            return True
+            return prepared, []
+        group_key = (host, prepared.main_key)
+        group = self._groups.get(group_key)
+        if group is None:
+            group = self._groups[group_key] = _Group()
+            if len(self._groups) > self.max_groups:
+                self._groups.popitem(last=False)
+        else:
+            self._groups.move_to_end(group_key)
+        page = prepared.page_fingerprint
+        if group.template:
+            return (replace(prepared, fingerprint=page, method="template") if page is not None else prepared), []
+        if page is None or prepared.page_sketch is None:
+            return prepared, []
+        for member_key, sketch, _ in group.members:
+            if member_key == key or self._sketcher.similarity(prepared.page_sketch, sketch) >= PAGE_TEXTS_DIFFER:
+                return prepared, []  # the same page again, or a copy of one already seen
+        group.members.append((key, prepared.page_sketch, page))
+        if len(group.members) < self.repeats:
+            return prepared, []
+        group.template = True
+        self.fired += 1
+        refile = [(member_key, fp) for member_key, _, fp in group.members[:-1]]
+        group.members = []
+        return replace(prepared, fingerprint=page, method="template"), refile

@@ -154,6 +154,16 @@ class Store(ABC):
                     filed.update(int(b) for b in buckets)
         return out
 
+    def refile(self, key: str, signature: bytes, buckets: Sequence[int]) -> bool:
+        """Give the canonical document ``key`` a new signature and file it under ``buckets`` too.
+
+        For the template guard: pages filed on a main text that turned out to be their host's template are
+        re-filed on their page text. Old bucket entries may stay: every candidate is verified against its
+        current signature, so a stale entry costs one comparison, never a wrong verdict. Returns ``False``
+        (changing nothing) when ``key`` is unknown or is a near-duplicate.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot re-file documents")
+
     def iter_records(self) -> Any:
         """Every document record (for clustering and export at the end of a crawl)."""
         raise NotImplementedError

@@ -42,6 +42,13 @@ class BlobArray:
     def __getitem__(self, i: int) -> bytes:
         return bytes(self._data[self._offsets[i] : self._offsets[i + 1]])
 
+    def replace(self, i: int, blob: bytes) -> None:
+        """Overwrite blob ``i`` in place with one of the same length."""
+        start, end = self._offsets[i], self._offsets[i + 1]
+        if len(blob) != end - start:
+            raise ValueError(f"blob {i} has {end - start} bytes; a replacement must have as many, not {len(blob)}")
+        self._data[start:end] = blob
+
     def nbytes(self) -> int:
         return len(self._data) + 8 * len(self._offsets)
 

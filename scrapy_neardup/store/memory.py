@@ -215,6 +215,14 @@ class MemoryStore(Store):
             self._buckets.add(buckets, doc)
         return True
 
+    def refile(self, key: str, signature: bytes, buckets: Sequence[int]) -> bool:
+        doc = self._ids_of([key])[0]
+        if doc < 0 or self._canonical[doc] >= 0:
+            return False
+        self._signatures.replace(doc, signature)  # signatures of one algorithm all have one length
+        self._buckets.add(buckets, doc)
+        return True
+
     def iter_records(self) -> Iterator[DocRecord]:
         for doc in range(len(self._keys)):
             yield self._record(doc)

@@ -163,6 +163,27 @@ end
 return table.concat(out)
 """
 
+# ARGV: prefix, key, record, buckets (8 bytes each). Reply: 1 re-filed, 0 unknown key or a near-duplicate.
+_REFILE = """
+local p, key, record, buckets = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local id = redis.call('HGET', p .. ':keys', key)
+if not id then return 0 end
+local old = redis.call('HGET', p .. ':docs', id) or ''
+if string.len(old) < 9 or struct.unpack('<i8', string.sub(old, 2, 9)) ~= 0 then return 0 end
+redis.call('HSET', p .. ':docs', id, record)
+local packed = struct.pack('<i8', tonumber(id))
+for b = 1, string.len(buckets) / 8 do
+  local field = string.sub(buckets, b * 8 - 7, b * 8)
+  local ids = redis.call('HGET', p .. ':b', field) or ''
+  local present = false
+  for off = 1, string.len(ids), 8 do
+    if string.sub(ids, off, off + 7) == packed then present = true; break end
+  end
+  if not present then redis.call('HSET', p .. ':b', field, ids .. packed) end
+end
+return 1
+"""
+
 _WRITE_META = """
 local key = ARGV[1]
 if redis.call('EXISTS', key) == 0 then
@@ -222,6 +243,7 @@ class RedisStore(Store):
         )
         self._lookup = self.client.register_script(_LOOKUP)
         self._insert = self.client.register_script(_INSERT)
+        self._refile = self.client.register_script(_REFILE)
         self._call(self.client.ping)
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -348,6 +370,11 @@ class RedisStore(Store):
                 args += [key, str(canonical_id), b"", b"", pack_record(key, None, canonical_id, similarity)]
         reply = self._call(self._insert, keys=[], args=args)
         return [{49: 1, 48: 0, 45: -1}[c] for c in reply]
+
+    def refile(self, key: str, signature: bytes, buckets: Sequence[int]) -> bool:
+        record = pack_record(key, signature, 0, 1.0)
+        args = [self.prefix, key, record, pack_buckets(buckets)]
+        return bool(self._call(self._refile, keys=[], args=args))
 
     def iter_records(self) -> Iterator[DocRecord]:
         docs = self._key("docs")

@@ -291,6 +291,24 @@ class SqliteStore(Store):
         )
         return True
 
+    def refile(self, key: str, signature: bytes, buckets: Sequence[int]) -> bool:
+        for doc, stored_key, canonical in self.db.execute(
+            "SELECT id, key, canonical FROM docs WHERE key_hash = ?", (_key_hash(key),)
+        ).fetchall():
+            if stored_key != key:
+                continue
+            if canonical is not None:
+                return False
+            self.db.execute("UPDATE docs SET sig = ? WHERE id = ?", (signature, doc))
+            # Straight into the B-tree, not staged: re-filing is rare, and a document is staged once.
+            self.db.executemany("INSERT OR IGNORE INTO buckets (bucket, doc) VALUES (?, ?)",
+                                [(bucket, doc) for bucket in _bucket_ids(buckets)])
+            self._pending += 1
+            if self._pending >= self.commit_every:
+                self.flush()
+            return True
+        return False
+
     # -- batches: a few set-based statements per batch instead of several per document ----------------
     def _select_in(self, sql: str, values: Sequence[int]) -> list[tuple[Any, ...]]:
         """Rows of ``sql`` (with one ``{marks}`` for an IN list) for ``values``, in chunks."""

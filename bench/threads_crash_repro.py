@@ -1,0 +1,92 @@
+"""Reproduce the native crash of trafilatura/lxml on several threads of one process, and test a cause.
+
+    python bench/threads_crash_repro.py ../shared/neardup-dev --runs 40 --threads 12 [--variant stock|thread-parser]
+
+Each run is a fresh Python process (``PYTHONFAULTHANDLER=1``) that extracts every page of the set with
+``trafilatura.extract`` on ``--threads`` threads, as the plugin did before its extraction moved to worker
+processes. A run that dies on a signal (SIGABRT from glibc's ``double free or corruption``, SIGSEGV) is a
+crash; the script prints one JSON line with the counts and the stack of the crashing thread of each.
+
+Variants: ``stock`` is trafilatura as installed; ``thread-parser`` replaces trafilatura's module-level
+``HTML_PARSER`` (one ``lxml.html.HTMLParser`` object that every thread parses with) by one parser per
+thread, the rule lxml's documentation gives for parsers. If the crash rate falls to zero with it, the shared
+parser is the cause.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+CHILD = r"""
+import gzip, json, os, sys, threading
+from concurrent.futures import ThreadPoolExecutor
+import trafilatura, trafilatura.utils as tu
+variant, directory, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if variant == "thread-parser":
+    import lxml.html
+    local = threading.local()
+    options = dict(collect_ids=False, default_doctype=False, encoding="utf-8", remove_comments=True,
+                   remove_pis=True)
+    class PerThreadParser:
+        def __getattr__(self, name):
+            parser = getattr(local, "parser", None)
+            if parser is None:
+                parser = local.parser = lxml.html.HTMLParser(**options)
+            return getattr(parser, name)
+    original_fromstring = tu.fromstring
+    def fromstring(data, parser=None, **kw):
+        if parser is not None:
+            p = getattr(local, "parser", None)
+            if p is None:
+                p = local.parser = lxml.html.HTMLParser(**options)
+            parser = p
+        return original_fromstring(data, parser=parser, **kw)
+    tu.fromstring = fromstring
+rows = [json.loads(l) for l in open(os.path.join(directory, "manifest.jsonl"))]
+pages = [gzip.decompress(open(os.path.join(directory, r["file"]), "rb").read()) for r in rows]
+def work(i):
+    return len(trafilatura.extract(pages[i], url=rows[i]["url"], favor_recall=True, include_comments=False,
+                                   include_tables=True, deduplicate=False, with_metadata=False) or "")
+with ThreadPoolExecutor(threads) as pool:
+    total = sum(pool.map(work, range(len(pages))))
+print(json.dumps({"pages": len(pages), "chars": total}))
+"""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dataset")
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=12)
+    parser.add_argument("--variant", choices=("stock", "thread-parser"), default="stock")
+    args = parser.parse_args()
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+    crashes, seconds = [], []
+    for run in range(args.runs):
+        started = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", CHILD, args.variant, args.dataset, str(args.threads)],
+                              capture_output=True, text=True, env=env)
+        seconds.append(time.perf_counter() - started)
+        if proc.returncode != 0:
+            lines = proc.stderr.splitlines()
+            first = next((i for i, line in enumerate(lines) if line.startswith(("Fatal Python", "double free",
+                                                                                "free()", "malloc"))), 0)
+            crashes.append({
+                "run": run,
+                "signal": signal.Signals(-proc.returncode).name if proc.returncode < 0 else proc.returncode,
+                "stderr_head": lines[max(0, first - 2):first + 30],
+            })
+    print(json.dumps({"variant": args.variant, "runs": args.runs, "threads": args.threads,
+                      "crashed": len(crashes), "median_run_seconds": round(sorted(seconds)[len(seconds) // 2], 1),
+                      "crashes": crashes}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

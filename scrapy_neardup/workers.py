@@ -1,0 +1,204 @@
+"""Extraction and fingerprinting in worker processes, so that a native crash costs a page, not a crawl.
+
+trafilatura and lxml are C code: a parser fault (trafilatura's extraction on several threads of one
+process aborted a crawl with a glibc ``double free``, see docs/reference.md) kills the process it happens
+in. Here it happens in a worker: the crawler, its store and its decisions live in another process.
+Extraction is also CPU work under the GIL; a pool of processes uses every core.
+
+The pool is pebble's :class:`~pebble.ProcessPool`: each task is acknowledged by the worker that takes it,
+so a worker that dies (SIGSEGV, SIGABRT, SIGKILL, the kernel's out-of-memory killer) fails exactly the
+page it held, with :class:`~pebble.ProcessExpired`, and is replaced; a task past its timeout has its
+worker stopped and replaced; ``max_tasks`` recycles each worker after so many pages, which bounds the
+memory a long crawl lets a worker grow to. What crosses to a worker is a page's body, URL and
+``Content-Type``; what comes back is :meth:`Prepared.to_wire <scrapy_neardup.engine.pipeline.Prepared.to_wire>`.
+
+Workers start from a fork server (a clean single-threaded process started once, with the extraction
+modules imported), never by forking the crawler, whose threads may hold locks at fork time. Each worker
+ignores SIGINT (Ctrl-C reaches the whole process group; the crawler decides what it means) and asks the
+kernel to kill it when its parent dies, so no worker outlives a crawler that was killed.
+
+Nothing here imports Scrapy.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import signal
+import sys
+import threading
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._config import Config
+    from .engine.pipeline import DocumentPipeline
+
+logger = logging.getLogger("scrapy_neardup")
+
+#: How long closing the pool waits for its worker processes to end before killing them.
+CLOSE_WAIT_SECS = 5.0
+
+_pipeline: DocumentPipeline | None = None
+
+
+class WorkerLost(Exception):
+    """The worker process holding a page died (its exit code or signal is in the message)."""
+
+
+class WorkerTimeout(Exception):
+    """A page took longer than the timeout; its worker was stopped and replaced."""
+
+
+def _die_with_parent() -> None:
+    """Linux: have the kernel SIGKILL this process when its parent ends (no orphans after a hard kill)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - no prctl: the pool's own cleanup still runs
+        pass
+
+
+def init_worker(config: Config) -> None:
+    """Worker start: build the stateless document pipeline once."""
+    global _pipeline
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+    _pipeline = config.build_pipeline()
+
+
+def decode_html(body: bytes, content_type: str | None) -> str:
+    """The text of an HTML body, decoded as Scrapy's ``TextResponse.text`` does: the BOM, then the
+    ``Content-Type`` charset, then the document's own declaration, then ASCII, UTF-8 or cp1252."""
+    from w3lib.encoding import html_to_unicode, resolve_encoding
+
+    def auto_detect(data: bytes) -> str | None:
+        for encoding in ("ascii", "utf-8", "cp1252"):
+            try:
+                data.decode(encoding)
+            except UnicodeError:
+                continue
+            return resolve_encoding(encoding)
+        return None
+
+    return html_to_unicode(content_type, body, auto_detect_fun=auto_detect)[1]
+
+
+def analyze_html(body: bytes, url: str, content_type: str | None) -> tuple:  # type: ignore[type-arg]
+    """Worker task: a page's body to what the decision needs (:class:`Prepared`, as plain values)."""
+    assert _pipeline is not None, "init_worker was not called"
+    return _pipeline.from_html(decode_html(body, content_type), url).to_wire()
+
+
+def analyze_text(text: str) -> tuple:  # type: ignore[type-arg]
+    """Worker task: an item's text to what the decision needs."""
+    assert _pipeline is not None, "init_worker was not called"
+    return _pipeline.from_text(text).to_wire()
+
+
+def _context() -> Any:
+    methods = multiprocessing.get_all_start_methods()
+    if "forkserver" in methods:
+        ctx = multiprocessing.get_context("forkserver")
+        # Imported once in the fork server, shared by every worker forked from it.
+        ctx.set_forkserver_preload(["scrapy_neardup.workers", "scrapy_neardup.engine.pipeline", "trafilatura"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+class ExtractionPool:
+    """A pool of ``workers`` processes running :func:`analyze_html` and :func:`analyze_text`.
+
+    :meth:`submit` returns a :class:`concurrent.futures.Future` of the wire tuple, which fails with
+    :class:`WorkerLost` or :class:`WorkerTimeout`. ``timeout`` is per page, in seconds (``None``: none);
+    ``max_tasks`` recycles a worker after that many pages (0: never). A pool that pebble declares broken
+    (it does when a worker dies while no page at all is in flight) is replaced on the next submit.
+    """
+
+    def __init__(self, config: Config, workers: int, timeout: float | None = None, max_tasks: int = 0) -> None:
+        if workers < 1:
+            raise ValueError("an extraction pool needs at least one worker")
+        self.config = config
+        self.workers = workers
+        self.timeout = timeout
+        self.max_tasks = max_tasks
+        self.restarts = 0
+        self._lock = threading.Lock()
+        self._pool: Any = None
+        self._closed = False
+
+    def start(self) -> None:
+        from pebble import ProcessPool
+
+        self._pool = ProcessPool(self.workers, max_tasks=self.max_tasks, initializer=init_worker,
+                                 initargs=(self.config,), context=_context())
+
+    def submit(self, fn: Any, *args: Any) -> Future:  # type: ignore[type-arg]
+        outer: Future = Future()  # type: ignore[type-arg]
+        with self._lock:
+            if self._closed or self._pool is None:
+                raise RuntimeError("the extraction pool is closed")
+            try:
+                inner = self._pool.schedule(fn, args, timeout=self.timeout)
+            except RuntimeError:  # pebble: the pool is broken (or stopped under us); start a fresh one
+                logger.warning("scrapy-neardup: the extraction pool broke; starting a new one")
+                self._replace()
+                inner = self._pool.schedule(fn, args, timeout=self.timeout)
+        inner.add_done_callback(lambda done: self._settle(done, outer))
+        return outer
+
+    def _replace(self) -> None:
+        old, self._pool = self._pool, None
+        self.restarts += 1
+        try:
+            old.stop()
+            old.join(CLOSE_WAIT_SECS)
+        except Exception:  # noqa: BLE001 - a broken pool may fail to stop cleanly; its workers die with it
+            logger.debug("scrapy-neardup: stopping the broken extraction pool failed", exc_info=True)
+        self.start()
+
+    @staticmethod
+    def _settle(inner: Future, outer: Future) -> None:  # type: ignore[type-arg]
+        from concurrent.futures import CancelledError
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        from pebble import ProcessExpired
+
+        try:
+            outer.set_result(inner.result())
+        except ProcessExpired as exc:
+            code = exc.exitcode
+            how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
+            outer.set_exception(WorkerLost(f"its extraction worker died ({how})"))
+        except FutureTimeout:
+            outer.set_exception(WorkerTimeout("extraction took longer than NEARDUP_WORKER_TIMEOUT"))
+        except CancelledError:
+            outer.set_exception(WorkerLost("the extraction pool was stopped"))
+        except Exception as exc:  # noqa: BLE001 - BrokenProcessPool and the task's own errors
+            name = type(exc).__name__
+            if name == "BrokenProcessPool":
+                outer.set_exception(WorkerLost(f"the extraction pool broke ({exc})"))
+            else:
+                outer.set_exception(exc)
+
+    def pids(self) -> list[int]:
+        """The worker processes' ids (for tests and diagnostics)."""
+        pool = self._pool
+        if pool is None:
+            return []
+        workers = getattr(getattr(pool, "_pool_manager", None), "worker_manager", None)
+        return [p.pid for p in getattr(workers, "workers", {}).values() if p.pid]
+
+    def close(self) -> None:
+        """Stop every worker (pages still in flight fail with :class:`WorkerLost`) and wait for them."""
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        pool.stop()
+        pool.join(CLOSE_WAIT_SECS)
