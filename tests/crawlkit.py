@@ -45,7 +45,8 @@ class CrawlResult:
         return {k: v for k, v in self.stats.items() if k.startswith("neardup/")}
 
 
-def run_scrapy(args, tmp_path, settings=None, cwd=EXAMPLE, timeout=120, name="crawl"):
+def scrapy_command(args, tmp_path, settings=None, name="crawl"):
+    """The command line, environment and output files of a ``scrapy`` run with the test extensions."""
     stats_file = tmp_path / f"{name}-stats.json"
     items_file = tmp_path / f"{name}-items.jsonl"
     all_settings = {
@@ -59,10 +60,19 @@ def run_scrapy(args, tmp_path, settings=None, cwd=EXAMPLE, timeout=120, name="cr
         cmd += ["-s", f"{key}={value}"]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([HERE, ROOT, env.get("PYTHONPATH", "")])
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return cmd, env, stats_file, items_file
+
+
+def read_result(returncode, stats_file, items_file, log):
     stats = json.loads(stats_file.read_text()) if stats_file.exists() else {}
     items = [json.loads(line) for line in items_file.read_text().splitlines()] if items_file.exists() else []
-    return CrawlResult(proc.returncode, stats, items, proc.stdout + proc.stderr)
+    return CrawlResult(returncode, stats, items, log)
+
+
+def run_scrapy(args, tmp_path, settings=None, cwd=EXAMPLE, timeout=120, name="crawl"):
+    cmd, env, stats_file, items_file = scrapy_command(args, tmp_path, settings, name)
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
 
 
 class ServerThread:
@@ -79,3 +89,139 @@ class ServerThread:
     def __exit__(self, *exc):
         self.server.shutdown()
         self.server.server_close()
+
+
+class WorkerWatch:
+    """Test-only extension: records the extraction workers' pids (and their parent, the fork server) to
+    ``TEST_PIDS_FILE`` and, with ``TEST_KILL_URL_SUFFIX``, SIGKILLs the worker process that holds the page
+    whose URL ends so, while it is extracting it.
+
+    It finds that worker in pebble's table of running tasks (the pool's internals: test code only), which
+    is exactly the information a precise kill needs."""
+
+    def __init__(self, crawler):
+        self.crawler = crawler
+        self.pids_file = crawler.settings.get("TEST_PIDS_FILE")
+        self.kill_suffix = crawler.settings.get("TEST_KILL_URL_SUFFIX")
+        self.pids = set()
+        self.parents = set()
+        self.killed = []
+        self.loop = None
+        crawler.signals.connect(self.opened, signal=signals.spider_opened)
+        crawler.signals.connect(self.closed, signal=signals.spider_closed)
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler)
+
+    def opened(self, spider):
+        from twisted.internet import task
+
+        self.loop = task.LoopingCall(self.tick)
+        self.loop.start(0.01)
+
+    def tick(self):
+        import signal as _signal
+
+        from scrapy_neardup._service import NearDupService
+
+        extraction = NearDupService.for_crawler(self.crawler)._extraction
+        if extraction is None:
+            return
+        new = [pid for pid in extraction.pids() if pid not in self.pids]
+        for pid in new:
+            self.pids.add(pid)
+            self.parents.add(_ppid(pid))
+        if new:
+            self.write()
+        if not self.kill_suffix or self.killed or extraction._pool is None:
+            return
+        tasks = extraction._pool._pool_manager.task_manager.tasks
+        for running in list(tasks.values()):
+            args = running.payload.args
+            if running.worker_id and len(args) > 1 and str(args[1]).endswith(self.kill_suffix):
+                os.kill(running.worker_id, _signal.SIGKILL)
+                self.killed.append(running.worker_id)
+
+    def closed(self, spider, reason):
+        if self.loop is not None and self.loop.running:
+            self.loop.stop()
+        self.tick()
+        self.write()
+
+    def write(self):
+        if self.pids_file:
+            tmp = self.pids_file + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump({"workers": sorted(self.pids), "parents": sorted(p for p in self.parents if p),
+                           "killed": self.killed, "crawler": os.getpid()}, f)
+            os.replace(tmp, self.pids_file)
+
+
+def _ppid(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def alive(pid):
+    """True while a process with this pid exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def pages_server(pages):
+    """An HTTP server on 127.0.0.1 serving ``pages`` (path → HTML) as UTF-8 text/html. Its listen backlog
+    is raised: ``http.server``'s default of 5 drops connections at crawl concurrency."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            page = pages.get(self.path)
+            if page is None:
+                self.send_error(404)
+                return
+            body = page.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    class Server(ThreadingHTTPServer):
+        request_queue_size = 256
+        daemon_threads = True
+
+    return Server(("127.0.0.1", 0), Handler)
+
+
+SPIDER_PATHS = os.path.join(HERE, "spiders", "paths.py")
+
+
+def paths_crawl_command(tmp_path, base, pages, settings=None, name="crawl"):
+    """``scrapy runspider`` of the paths spider over ``pages``, with the plugin on (drop mode, a SQLite
+    store in ``tmp_path``, FIFO order)."""
+    paths_file = tmp_path / f"{name}-paths.txt"
+    paths_file.write_text("\n".join(pages))
+    all_settings = {"ADDONS": json.dumps({"scrapy_neardup.Addon": 300}), "NEARDUP_ENABLED": "True",
+                    "NEARDUP_ACTION": "drop", "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/store.sqlite3",
+                    "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue", "TELNETCONSOLE_ENABLED": "False",
+                    **(settings or {})}
+    return scrapy_command(["runspider", SPIDER_PATHS, "-a", f"base={base}", "-a", f"paths_file={paths_file}"],
+                          tmp_path, all_settings, name)
+
+
+def crawl_pages(tmp_path, pages, settings=None, name="crawl", timeout=120):
+    """Serve ``pages`` and crawl them all; the finished crawl's result."""
+    with ServerThread(pages_server(pages)) as server:
+        cmd, env, stats_file, items_file = paths_crawl_command(tmp_path, server.url, pages, settings, name)
+        proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=timeout)
+    return read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)

@@ -1,57 +1,13 @@
 """Template guard: a site whose extraction returns its template text is detected; copies on one site never are."""
 
-import json
-import os
-import random
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
-from crawlkit import HERE, ServerThread, run_scrapy
+from crawlkit import crawl_pages
+from sitegen import article_page, print_page, template_page
 from scrapy_neardup._config import Config, ConfigError
 from scrapy_neardup.engine.detector import Detector
 from scrapy_neardup.engine.template import TemplateGuard
 from scrapy_neardup.store import MemoryStore
-
-SPIDER = os.path.join(HERE, "spiders", "paths.py")
-ABOUT = ("About this magazine. We are an independent publication covering gardening, cooking and local life "
-         "since 1998. Our editors live in the valley and write about what grows there. Subscribe to our "
-         "newsletter to receive every new issue, and follow us on the usual networks for daily updates. ") * 2
-WORDS = "river stone harvest lantern orchard meadow copper whistle garden market bread winter".split()
-
-
-def story(seed, n=400):
-    r = random.Random(seed)
-    return " ".join(r.choice(WORDS) + str(r.randint(0, 999)) for _ in range(n))
-
-
-def template_page(seed):
-    """trafilatura takes the <article> (the site's About box) and drops the story: a quiet failure."""
-    return (f"<html><head><title>Story {seed}</title></head><body><div class='comments' id='comments'>"
-            f"<div class='comment'>{story(seed)}</div></div><article><h1>About</h1><p>{ABOUT}</p></article>"
-            "</body></html>")
-
-
-def chrome(seed=0, links=80):
-    """A heavy site template: navigation and footer text longer than the article itself."""
-    r = random.Random(1000 + seed)
-    nav = "".join(f"<li><a href='/c/{i}'>Section {r.choice(WORDS)} {i}</a></li>" for i in range(links))
-    foot = " ".join(f"{r.choice(WORDS)}{r.randint(0, 99)}" for _ in range(150))
-    return f"<nav><ul>{nav}</ul></nav>", f"<footer><p>{foot}</p></footer>"
-
-
-def article_page(seed, extra=""):
-    """An article (what trafilatura finds) on a heavy template: main text well under half of the page."""
-    head, foot = chrome()
-    paragraphs = "".join(f"<p>{story(seed * 10 + k, 60)}.</p>" for k in range(3))
-    return (f"<html><head><title>Article {seed}</title></head><body>{head}<main><article><h1>Article {seed}</h1>"
-            f"{paragraphs}</article></main>{extra}{foot}</body></html>")
-
-
-def print_page(seed):
-    return f"<html><body><h1>Article {seed}</h1>" + "".join(
-        f"<p>{story(seed * 10 + k, 60)}.</p>" for k in range(3)) + "</body></html>"
-
 
 def prepared(pipeline, html, url):
     return pipeline.from_html(html, url)
@@ -136,33 +92,8 @@ def test_bad_setting_names_itself(value):
         Config.from_settings({"NEARDUP_TEMPLATE_REPEATS": value})
 
 
-class Site(BaseHTTPRequestHandler):
-    pages: dict = {}
-
-    def do_GET(self):
-        body = self.pages[self.path].encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 def crawl_paths(tmp_path, pages, **settings):
-    handler = type("Handler", (Site,), {"pages": pages})
-    with ServerThread(ThreadingHTTPServer(("127.0.0.1", 0), handler)) as server:
-        paths_file = tmp_path / "paths.txt"
-        paths_file.write_text("\n".join(pages))
-        result = run_scrapy(
-            ["runspider", SPIDER, "-a", f"base={server.url}", "-a", f"paths_file={paths_file}"], tmp_path,
-            {"ADDONS": json.dumps({"scrapy_neardup.Addon": 300}), "NEARDUP_ENABLED": "True",
-             "NEARDUP_ACTION": "drop", "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/store.sqlite3",
-             "CONCURRENT_REQUESTS": "1", "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue",
-             **settings},
-            cwd=str(tmp_path))
+    result = crawl_pages(tmp_path, pages, {"CONCURRENT_REQUESTS": "1", **settings})
     assert result.returncode == 0 and "Traceback" not in result.log, result.log[-3000:]
     return result
 

@@ -1,0 +1,166 @@
+"""Extraction in worker processes, tried for real: a worker SIGKILLed in the middle of a crawl costs only
+the page it held; a page past the timeout is abandoned; no worker process outlives the crawler, whether it
+finishes, drops pages by the dozen, is stopped with Ctrl-C, is SIGKILLed or stops on a store error."""
+
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+
+from crawlkit import ServerThread, alive, crawl_pages, pages_server, paths_crawl_command, read_result
+from sitegen import article_page, slow_page
+
+pytestmark = pytest.mark.slow
+
+EXTENSIONS = json.dumps({"crawlkit.StatsToFile": 0, "crawlkit.WorkerWatch": 0})
+
+
+def site(articles=30, copies=5, slow=("/slow",)):
+    """Slow pages first (fetched first: the crawl order is FIFO), then articles, then copies of some."""
+    pages = {path: slow_page() for path in slow}
+    pages.update({f"/p/{i}": article_page(i) for i in range(articles)})
+    pages.update({f"/copy/{i}": article_page(i) for i in range(copies)})
+    return pages
+
+
+def watched(tmp_path, **settings):
+    return {"EXTENSIONS": EXTENSIONS, "TEST_PIDS_FILE": str(tmp_path / "pids.json"), "NEARDUP_WORKERS": "2",
+            **settings}
+
+
+def pids(tmp_path):
+    return json.loads((tmp_path / "pids.json").read_text())
+
+
+def assert_no_process_left(info, within=10.0):
+    """Every worker and the fork server that started them have ended (waiting a little: after the crawler
+    dies, the kernel kills its workers asynchronously)."""
+    deadline = time.monotonic() + within
+    left = [p for p in info["workers"] + info["parents"] if p != info["crawler"]]
+    while time.monotonic() < deadline:
+        left = [p for p in left if alive(p)]
+        if not left:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"processes still running after the crawl: {left}")
+
+
+def test_a_worker_killed_mid_crawl_costs_only_its_page(tmp_path):
+    pages = site()
+    result = crawl_pages(tmp_path, pages, watched(tmp_path, NEARDUP_ACTION="tag", CONCURRENT_REQUESTS="8",
+                                                  TEST_KILL_URL_SUFFIX="/slow"))
+    assert result.returncode == 0, result.log[-3000:]
+    info = pids(tmp_path)
+    assert len(info["killed"]) == 1  # the worker holding /slow, SIGKILLed while it extracted it
+    stats = result.stats
+    assert stats["finish_reason"] == "finished"
+    assert stats["neardup/skipped/worker_lost"] == 1
+    assert stats["neardup/checked"] == len(pages) - 1  # every other page got its verdict
+    assert stats["neardup/duplicate"] == 5  # and the copies were still found, after the worker was replaced
+    assert len(result.items) == len(pages)  # tag mode: nothing lost, the unchecked page passed on
+    warnings = [line for line in result.log.splitlines() if "WARNING" in line and "/slow" in line]
+    assert len(warnings) == 1 and "worker died (signal SIGKILL)" in warnings[0], warnings
+    assert "neardup/skipped/worker_lost" in warnings[0]
+    assert len(info["workers"]) == 3  # the dead worker was replaced, and the new one did the rest
+    assert_no_process_left(info)
+
+
+def test_a_page_past_the_timeout_is_abandoned_and_the_crawl_goes_on(tmp_path):
+    pages = site(articles=20, copies=3)
+    result = crawl_pages(tmp_path, pages, watched(tmp_path, NEARDUP_ACTION="tag", CONCURRENT_REQUESTS="4",
+                                                  NEARDUP_WORKER_TIMEOUT="0.2"))
+    assert result.returncode == 0, result.log[-3000:]
+    stats = result.stats
+    assert stats["neardup/skipped/timeout"] == 1
+    assert stats["neardup/checked"] == len(pages) - 1
+    assert stats["neardup/duplicate"] == 3
+    assert "took longer than NEARDUP_WORKER_TIMEOUT" in result.log
+    assert_no_process_left(pids(tmp_path))
+
+
+def test_drop_mode_storm_of_ignored_requests_ends_cleanly(tmp_path):
+    pages = {f"/same/{i}": article_page(1) for i in range(60)}
+    result = crawl_pages(tmp_path, pages, watched(tmp_path, CONCURRENT_REQUESTS="16"))
+    assert result.returncode == 0, result.log[-3000:]
+    assert result.stats["neardup/dropped"] == 59 and len(result.items) == 1
+    assert_no_process_left(pids(tmp_path))
+
+
+def test_workers_recycled_after_max_tasks(tmp_path):
+    pages = site(articles=24, copies=4, slow=())
+    result = crawl_pages(tmp_path, pages, watched(tmp_path, NEARDUP_ACTION="tag", NEARDUP_WORKER_MAX_TASKS="5"))
+    assert result.returncode == 0, result.log[-3000:]
+    assert result.stats["neardup/checked"] == len(pages)
+    assert result.stats["neardup/duplicate"] == 4
+    assert "neardup/skipped/worker_lost" not in result.stats  # recycling loses nothing
+    info = pids(tmp_path)
+    assert len(info["workers"]) >= len(pages) // 5  # a new process every five pages
+    assert_no_process_left(info)
+
+
+def start_crawl(tmp_path, pages, **settings):
+    server = ServerThread(pages_server(pages)).__enter__()
+    cmd, env, stats_file, items_file = paths_crawl_command(tmp_path, server.url, pages, watched(tmp_path, **settings))
+    proc = subprocess.Popen(cmd, cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    return server, proc, stats_file, items_file
+
+
+def wait_for_workers(tmp_path, proc, count=2, timeout=60.0):
+    """The worker pids as soon as the crawl has ``count`` of them (written by WorkerWatch as it sees them)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the crawl ended early:\n{proc.stdout.read()[-3000:]}")
+        path = tmp_path / "pids.json"
+        if path.exists():
+            try:
+                info = json.loads(path.read_text())
+            except ValueError:
+                info = {"workers": []}
+            if len(info["workers"]) >= count:
+                return info
+        time.sleep(0.05)
+    raise AssertionError("no workers seen")
+
+
+def test_ctrl_c_stops_the_crawl_and_its_workers(tmp_path):
+    pages = site(articles=150, copies=0, slow=tuple(f"/slow/{i}" for i in range(12)))
+    server, proc, stats_file, items_file = start_crawl(tmp_path, pages, CONCURRENT_REQUESTS="4")
+    try:
+        wait_for_workers(tmp_path, proc)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        server.__exit__(None, None, None)
+    result = read_result(proc.returncode, stats_file, items_file, out)
+    assert result.stats.get("finish_reason") == "shutdown", out[-3000:]
+    assert "Traceback" not in out, out[-5000:]
+    assert_no_process_left(pids(tmp_path))
+
+
+def test_a_crawler_killed_outright_leaves_no_worker(tmp_path):
+    pages = site(articles=150, copies=0, slow=tuple(f"/slow/{i}" for i in range(12)))
+    server, proc, _, _ = start_crawl(tmp_path, pages, CONCURRENT_REQUESTS="4")
+    try:
+        info = wait_for_workers(tmp_path, proc)
+        time.sleep(0.5)
+        info = json.loads((tmp_path / "pids.json").read_text())
+        proc.kill()
+        proc.communicate(timeout=30)
+    finally:
+        server.__exit__(None, None, None)
+    assert info["workers"]
+    assert_no_process_left(info)
+
+
+def test_a_crawl_stopped_at_open_by_its_store_starts_no_worker(tmp_path):
+    pages = site(articles=3, copies=0, slow=())
+    first = crawl_pages(tmp_path, pages, watched(tmp_path, NEARDUP_MINHASH_NUM_PERM="64"), name="first")
+    assert first.stats["finish_reason"] == "finished"
+    second = crawl_pages(tmp_path, pages, watched(tmp_path), name="second")
+    assert second.stats["finish_reason"] == "neardup_store_mismatch", second.log[-3000:]
+    assert pids(tmp_path)["workers"] == []
