@@ -11,11 +11,11 @@ mode; the script scores them with the same pairwise P/R/F1 as ``score.py`` and p
 Any ``-s NAME=VALUE`` is passed to Scrapy.
 
 With ``--timings`` the crawl fetches one page at a time (``CONCURRENT_REQUESTS = 1``, so no page waits for
-another's thread) and times, per page: the extraction (trafilatura), the fingerprint, the store's
-check-and-insert, the whole trip to the worker thread (all three and the checks before them), and the
-downloader middleware's whole ``process_response``. The plugin's own cost beyond
-extraction is the middleware's time less the extraction's: fingerprinting, the store, the hop to and from
-the worker threads, stats and logging. It also crawls once with the plugin disabled for the crawl rate.
+another) and times, per page: the extraction (trafilatura, as timed by the worker process that ran it), the
+whole trip to the worker process and back (body out, fingerprints back), the store's check-and-insert, and
+the downloader middleware's whole ``process_response``. The plugin's own cost beyond extraction is the
+middleware's time less the extraction's: fingerprinting, the trip to and from the worker, the template
+guard, the store, stats and logging. It also crawls once with the plugin disabled for the crawl rate.
 """
 
 from __future__ import annotations
@@ -101,10 +101,9 @@ class Timings:
     """Per-page seconds of the plugin's steps, recorded by wrapping them (the bench's own instrumentation)."""
 
     def __init__(self) -> None:
-        self.seconds: dict[str, list[float]] = {"extract": [], "fingerprint": [], "store": [], "worker": [],
-                                                "middleware": []}
+        self.seconds: dict[str, list[float]] = {"extract": [], "store": [], "worker": [], "middleware": []}
 
-    def wrap(self, owner: type, name: str, label: str) -> None:
+    def wrap(self, owner: type, name: str, label: str, extract: bool = False) -> None:
         import functools
         import inspect
 
@@ -115,7 +114,10 @@ class Timings:
             async def timed_async(*args, **kwargs):  # type: ignore[no-untyped-def]
                 started = time.perf_counter()
                 try:
-                    return await original(*args, **kwargs)
+                    result = await original(*args, **kwargs)
+                    if extract:  # the worker's own timing of the extraction it ran
+                        self.seconds["extract"].append(result.extract_seconds)
+                    return result
                 finally:
                     record.append(time.perf_counter() - started)
             setattr(owner, name, timed_async)
@@ -132,13 +134,9 @@ class Timings:
     def install(self) -> None:
         from scrapy_neardup._middleware import NearDupDownloaderMiddleware
         from scrapy_neardup._service import NearDupService
-        from scrapy_neardup.engine.detector import Detector
-        from scrapy_neardup.engine.pipeline import DocumentPipeline
 
-        self.wrap(DocumentPipeline, "text_of", "extract")
-        self.wrap(DocumentPipeline, "from_extraction", "fingerprint")
-        self.wrap(Detector, "check_fingerprint", "store")
-        self.wrap(NearDupService, "_prepare_and_file", "worker")
+        self.wrap(NearDupService, "_analyze", "worker", extract=True)
+        self.wrap(NearDupService, "_file", "store")
         self.wrap(NearDupDownloaderMiddleware, "process_response", "middleware")
 
     def summary(self) -> dict[str, dict[str, float]]:
@@ -152,8 +150,9 @@ class Timings:
         middleware = self.seconds["middleware"]
         if len(middleware) == len(self.seconds["extract"]):
             out["beyond_extraction"] = stats([m - e for m, e in zip(middleware, self.seconds["extract"])])
-        if len(middleware) == len(self.seconds["worker"]):  # the hop to the worker thread and back
-            out["hop"] = stats([m - w for m, w in zip(middleware, self.seconds["worker"])])
+        worker = self.seconds["worker"]
+        if len(worker) == len(self.seconds["extract"]):  # the trip to the worker process, less its extraction
+            out["trip_beyond_extraction"] = stats([w - e for w, e in zip(worker, self.seconds["extract"])])
         return out
 
 

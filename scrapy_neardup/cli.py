@@ -63,8 +63,8 @@ def _add_algorithm_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-distance", type=int, help="SimHash Hamming distance (default: from --threshold)")
     group.add_argument("--min-text-length", type=int, help="shortest text fingerprinted, in characters (default: 200)")
     group.add_argument("--template-repeats", type=int,
-                       help="distinct paths of one host with the same main text from which it is taken as "
-                            "template and the page text used instead; 0: off (default: 3)")
+                       help="pages of one host with the same main text and different page texts from which "
+                            "it is taken as template and the page text used instead; 0: off (default: 2)")
     group.add_argument("--no-extract", action="store_true", help="fingerprint the whole page text, not the main content")
     group.add_argument("--extract-fast", action="store_true", help="trafilatura's fast mode (no fallback extractors)")
     group.add_argument("--extract-favor", choices=("recall", "balanced", "precision"),

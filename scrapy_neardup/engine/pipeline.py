@@ -10,7 +10,8 @@ itself keeps state across pages and so runs where the decisions are made, in one
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -28,6 +29,8 @@ class Prepared:
     text). For a main-text page, ``main_key`` identifies its main text; ``page_fingerprint`` is the
     fingerprint of the page's whole text, present when the main text is at most half of it (only such a
     main text can be a template block), with ``page_sketch``, the guard's own sketch of that page text.
+    ``extract_seconds``: how long the text extraction took (where it ran: a worker process, usually), for
+    the timing of the plugin's own cost beyond extraction.
     """
 
     fingerprint: Fingerprint | None
@@ -36,17 +39,18 @@ class Prepared:
     main_key: int | None = None
     page_fingerprint: Fingerprint | None = None
     page_sketch: bytes | None = None
+    extract_seconds: float = 0.0
 
     def to_wire(self) -> tuple:  # type: ignore[type-arg]
         """Plain bytes, ints and strings: what crosses from a worker process (far cheaper to pickle than
         numpy arrays)."""
         return (self.skip_reason, self.method, self.main_key, _fp_wire(self.fingerprint),
-                _fp_wire(self.page_fingerprint), self.page_sketch)
+                _fp_wire(self.page_fingerprint), self.page_sketch, self.extract_seconds)
 
     @classmethod
     def from_wire(cls, wire: tuple) -> Prepared:  # type: ignore[type-arg]
-        skip_reason, method, main_key, fp, page_fp, page_sketch = wire
-        return cls(_fp_unwire(fp), skip_reason, method, main_key, _fp_unwire(page_fp), page_sketch)
+        skip_reason, method, main_key, fp, page_fp, page_sketch, seconds = wire
+        return cls(_fp_unwire(fp), skip_reason, method, main_key, _fp_unwire(page_fp), page_sketch, seconds)
 
 
 def _fp_wire(fp: Fingerprint | None) -> tuple[bytes, bytes] | None:
@@ -73,7 +77,10 @@ class DocumentPipeline:
         self._sketcher = page_sketcher() if with_page_text else None
 
     def from_html(self, html: str | bytes, url: str | None = None) -> Prepared:
-        return self.from_extraction(self.text_of(html, url))
+        started = time.perf_counter()
+        got = self.text_of(html, url)
+        seconds = time.perf_counter() - started
+        return replace(self.from_extraction(got), extract_seconds=seconds)
 
     def text_of(self, html: str | bytes, url: str | None = None) -> Extraction:
         """The text a page is fingerprinted on (the costly step; the evaluator caches it)."""

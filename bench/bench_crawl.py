@@ -1,0 +1,327 @@
+"""The crawl itself: a local site of real pages crawled with the plugin off and on, side by side.
+
+    python dev.py bench bench/bench_crawl.py ../shared/neardup-dev --repeat 3              # timings
+    python dev.py bench bench/bench_crawl.py ../shared/neardup-dev --quality               # crawl vs CLI F1
+    python dev.py bench bench/bench_crawl.py ../shared/neardup-dev --stability 50          # 50 crawls, no crash
+
+Every page of the set is served by one local site, ``http://127.0.0.1:PORT/<original host>/<original path>``:
+one host, each page under its own path, which is what a site crawl meets (and what the template guard sees
+as one host). The server runs in a process of its own with a listen backlog of 1,024 (``http.server``'s
+default of 5 drops connections at crawl concurrency), every page decompressed in memory.
+
+Timings: each round crawls the whole site once with the plugin off and once per pool size (``--pools``,
+default 0, 1, 2 and the core count), in alternation, each crawl in a fresh process, ``CONCURRENT_REQUESTS``
+32, tag mode, the default SQLite store in a fresh file. Printed: the median wall time of each, T_on / T_off,
+pages/s, CPU seconds per page in the crawler process and in its extraction workers (read from /proc while
+they run), the crawler's peak RSS and the largest worker's peak RSS. The floor: the crawl's own CPU per page
+with the plugin off, plus the extraction and fingerprint CPU per page measured alone in one process, divided
+by the cores, against the crawl's pages.
+
+``--quality``: one tag-mode crawl at the defaults, scored pairwise against the labels, and
+``scrapy-neardup dedup`` over a JSONL of the same pages under the same URLs, scored the same way.
+
+``--stability N``: N crawls at the defaults in a row; each must finish with no worker lost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import multiprocessing
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote, urlsplit
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from scrapy_neardup.evaluation import load_manifest, score  # noqa: E402
+
+
+def site_path(url: str) -> str:
+    """The page's path on the one local site: its original host (and port, which the set's made-up URLs
+    use for text), then its original path and query, unquoted (the server and the scorer unquote what
+    Scrapy requested, which percent-encodes non-ASCII paths)."""
+    parts = urlsplit(url)
+    path = "/" + (parts.netloc or "nohost").replace(":", "_").replace("/", "_") + unquote(parts.path or "/")
+    return path + ("?" + unquote(parts.query) if parts.query else "")
+
+
+def load_pages(dataset: str, manifest: list[dict]) -> dict[str, bytes]:
+    pages = {}
+    for row in manifest:
+        with open(os.path.join(dataset, row["file"]), "rb") as f:
+            data = f.read()
+        pages[site_path(row["url"])] = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+    return pages
+
+
+def serve(pages: dict[str, bytes]) -> tuple[str, multiprocessing.Process]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            body = pages.get(unquote(self.path))
+            if body is None:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    class Server(ThreadingHTTPServer):
+        request_queue_size = 1024
+        daemon_threads = True
+
+    server = Server(("127.0.0.1", 0), Handler)
+    process = multiprocessing.get_context("fork").Process(target=server.serve_forever, daemon=True)
+    process.start()
+    server.socket.close()
+    return f"http://127.0.0.1:{server.server_address[1]}", process
+
+
+def _proc_cpu_and_hwm(pid: int) -> tuple[float, int] | None:
+    """(user + system CPU seconds, peak RSS in bytes) of a live process, from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open(f"/proc/{pid}/status") as f:
+            hwm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks, hwm
+
+
+def crawl_child(base: str, paths: list[str], settings: dict, out: str) -> None:
+    """One crawl in this (fresh) process; writes its measurements as JSON to ``out``."""
+    import scrapy
+    from scrapy import signals
+    from scrapy.crawler import CrawlerProcess
+
+    class SiteSpider(scrapy.Spider):
+        name = "site"
+
+        async def start(self):  # type: ignore[no-untyped-def]
+            for path in paths:
+                yield scrapy.Request(base + path, dont_filter=True)
+
+        def parse(self, response):  # type: ignore[no-untyped-def]
+            yield {"path": unquote(response.url[len(base):])}
+
+    items_path = out + ".items.jsonl"
+    process = CrawlerProcess({**settings, "FEEDS": {items_path: {"format": "jsonlines", "overwrite": True}}})
+    crawler = process.create_crawler(SiteSpider)
+    workers: dict[int, tuple[float, int]] = {}
+
+    def sample() -> None:
+        from scrapy_neardup._service import _services
+
+        service = _services.get(crawler)
+        pool = getattr(service, "_extraction", None) if service else None
+        for pid in pool.pids() if pool is not None else ():
+            reading = _proc_cpu_and_hwm(pid)
+            if reading is not None:
+                workers[pid] = reading
+
+    loops: list = []
+
+    def opened(spider: object) -> None:
+        from twisted.internet import task  # built once the crawl's reactor is installed
+
+        loops.append(task.LoopingCall(sample))
+        loops[0].start(0.05)
+
+    def closed(spider: object, reason: str) -> None:
+        sample()
+        if loops and loops[0].running:
+            loops[0].stop()
+
+    crawler.signals.connect(opened, signal=signals.spider_opened)
+    crawler.signals.connect(closed, signal=signals.spider_closed)
+    started = time.perf_counter()
+    process.crawl(crawler)
+    process.start()
+    seconds = time.perf_counter() - started
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    stats = {k: v for k, v in crawler.stats.get_stats().items() if k.startswith("neardup/") or k == "finish_reason"}
+    with open(out, "w") as f:
+        json.dump({"seconds": seconds, "crawler_cpu": usage.ru_utime + usage.ru_stime,
+                   "crawler_rss": usage.ru_maxrss * 1024, "worker_cpu": sum(c for c, _ in workers.values()),
+                   "worker_rss": max((h for _, h in workers.values()), default=0), "workers": len(workers),
+                   "items": items_path, "stats": {k: str(v) for k, v in stats.items()}}, f)
+
+
+def run_crawl(base: str, paths: list[str], settings: dict, workdir: str) -> dict:
+    out = tempfile.mktemp(dir=workdir, suffix=".json")
+    process = multiprocessing.get_context("fork").Process(target=crawl_child, args=(base, paths, settings, out))
+    process.start()
+    process.join()
+    if process.exitcode != 0 or not os.path.exists(out):
+        raise RuntimeError(f"crawl failed (exit code {process.exitcode})")
+    with open(out) as f:
+        return json.load(f)
+
+
+def base_settings(workdir: str) -> dict:
+    return {
+        "ADDONS": {"scrapy_neardup.Addon": 300},
+        "NEARDUP_ACTION": "tag",
+        "LOG_LEVEL": "WARNING",
+        "CONCURRENT_REQUESTS": 32,
+        "CONCURRENT_REQUESTS_PER_DOMAIN": 32,
+        "TELNETCONSOLE_ENABLED": False,
+        "ROBOTSTXT_OBEY": False,
+        "COOKIES_ENABLED": False,
+        "NEARDUP_STORE_URL": f"sqlite:///{tempfile.mktemp(dir=workdir, suffix='.sqlite3')}",
+    }
+
+
+def extraction_floor(pages: dict[str, bytes], base: str, limit: int) -> float:
+    """CPU seconds per page of the workers' job (decode, extract, page text, fingerprints), in one process."""
+    from scrapy_neardup import Config
+    from scrapy_neardup.workers import decode_html
+
+    pipeline = Config.from_settings({}).build_pipeline()
+    items = list(pages.items())[:limit]
+    started = time.process_time()
+    for path, body in items:
+        pipeline.from_html(decode_html(body, "text/html; charset=utf-8"), base + path)
+    return (time.process_time() - started) / len(items)
+
+
+def timings(args: argparse.Namespace, base: str, paths: list[str], pages: dict[str, bytes], workdir: str) -> dict:
+    cores = os.cpu_count() or 1
+    pools = args.pools if args.pools is not None else sorted({0, 1, 2, cores})
+    runs: dict[str, list[dict]] = {"off": [], **{f"on_{p}": [] for p in pools}}
+    for round_ in range(args.repeat):
+        for name in runs:
+            settings = base_settings(workdir)
+            settings["NEARDUP_ENABLED"] = name != "off"
+            if name != "off":
+                settings["NEARDUP_WORKERS"] = int(name.split("_")[1])
+                settings["NEARDUP_WORKER_MAX_TASKS"] = 0  # no recycling: every worker's CPU is read at the end
+            result = run_crawl(base, paths, settings, workdir)
+            runs[name].append(result)
+            print(f"round {round_ + 1} {name}: {result['seconds']:.2f} s", file=sys.stderr, flush=True)
+    n = len(paths)
+    off = statistics.median(r["seconds"] for r in runs["off"])
+    rows = {}
+    for name, results in runs.items():
+        seconds = statistics.median(r["seconds"] for r in results)
+        rows[name] = {
+            "median_seconds": round(seconds, 2),
+            "all_seconds": [round(r["seconds"], 2) for r in results],
+            "t_on_over_t_off": round(seconds / off, 2),
+            "pages_per_sec": round(n / seconds, 1),
+            "crawler_cpu_ms_per_page": round(1000 * statistics.median(r["crawler_cpu"] for r in results) / n, 2),
+            "worker_cpu_ms_per_page": round(1000 * statistics.median(r["worker_cpu"] for r in results) / n, 2),
+            "crawler_peak_rss_mb": round(max(r["crawler_rss"] for r in results) / 2**20, 1),
+            "worker_peak_rss_mb": round(max(r["worker_rss"] for r in results) / 2**20, 1),
+            "checked": results[-1]["stats"].get("neardup/checked"),
+        }
+    extract_ms = 1000 * extraction_floor(pages, base, args.floor_pages)
+    crawl_off_ms = rows["off"]["crawler_cpu_ms_per_page"]
+    floor_seconds = n * (crawl_off_ms + extract_ms) / 1000 / cores
+    return {
+        "pages": n, "cores": cores, "repeat": args.repeat, "rows": rows,
+        "floor": {"extraction_cpu_ms_per_page": round(extract_ms, 2),
+                  "crawl_off_cpu_ms_per_page": crawl_off_ms,
+                  "extraction_ms_per_page_over_cores": round(extract_ms / cores, 2),
+                  "t_on_floor_seconds": round(floor_seconds, 2),
+                  "t_on_over_t_off_floor": round(max(floor_seconds, off) / off, 2)},
+    }
+
+
+def quality(args: argparse.Namespace, base: str, paths: list[str], pages: dict[str, bytes],
+            manifest: list[dict], workdir: str) -> dict:
+    by_path = {site_path(row["url"]): row["url"] for row in manifest}
+    settings = base_settings(workdir)
+    settings["NEARDUP_ENABLED"] = True
+    result = run_crawl(base, paths, settings, workdir)
+    with open(result["items"]) as f:
+        items = [json.loads(line) for line in f]
+    pairs = [(by_path[i["path"]], by_path[unquote(i["near_duplicate_of"][len(base):])]) for i in items
+             if i.get("near_duplicate_of")]
+    crawl_score = score(manifest, pairs)
+    jsonl = os.path.join(workdir, "site.jsonl")
+    with open(jsonl, "w", encoding="utf-8") as f:
+        for path in paths:
+            f.write(json.dumps({"url": base + path, "html": pages[path].decode("utf-8", "replace")}) + "\n")
+    tsv = os.path.join(workdir, "pairs.tsv")
+    subprocess.run([sys.executable, "-m", "scrapy_neardup.cli", "dedup", jsonl, "-o", tsv], check=True,
+                   cwd=ROOT)
+    with open(tsv, encoding="utf-8") as f:
+        cli_pairs = [tuple(line.split("\t")[:2]) for line in f if line.strip() and not line.startswith("#")]
+    cli_score = score(manifest, [(by_path[unquote(a[len(base):])], by_path[unquote(b[len(base):])])
+                                 for a, b in cli_pairs])
+
+    def row(s):  # type: ignore[no-untyped-def]
+        return {"f1": round(s.f1, 4), "precision": round(s.precision, 4), "recall": round(s.recall, 4)}
+
+    return {"pages": len(paths), "crawl": {**row(crawl_score), "seconds": round(result["seconds"], 1),
+                                           "stats": result["stats"]},
+            "cli": row(cli_score), "f1_gap": round(cli_score.f1 - crawl_score.f1, 4)}
+
+
+def stability(args: argparse.Namespace, base: str, paths: list[str], workdir: str) -> dict:
+    outcomes = []
+    for i in range(args.stability):
+        settings = base_settings(workdir)
+        settings["NEARDUP_ENABLED"] = True
+        try:
+            result = run_crawl(base, paths, settings, workdir)
+            stats = result["stats"]
+            outcomes.append({"finish_reason": stats.get("finish_reason"),
+                             "worker_lost": int(stats.get("neardup/skipped/worker_lost", 0)),
+                             "checked": int(stats.get("neardup/checked", 0)), "seconds": round(result["seconds"], 1)})
+        except RuntimeError as exc:
+            outcomes.append({"error": str(exc)})
+        print(f"crawl {i + 1}: {outcomes[-1]}", file=sys.stderr, flush=True)
+    ok = [o for o in outcomes if o.get("finish_reason") == "finished" and o.get("worker_lost") == 0]
+    return {"crawls": len(outcomes), "finished_without_loss": len(ok), "pages": len(paths),
+            "checked": sorted({o.get("checked") for o in outcomes}), "outcomes_not_ok": [o for o in outcomes if o not in ok]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dataset", help="folder with manifest.jsonl (e.g. ../shared/neardup-dev)")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds of alternating crawls (medians over them)")
+    parser.add_argument("--pools", type=int, nargs="*", help="pool sizes to time (default 0, 1, 2, the cores)")
+    parser.add_argument("--limit", type=int, help="only the first N pages")
+    parser.add_argument("--floor-pages", type=int, default=600, help="pages timed alone for the floor")
+    parser.add_argument("--quality", action="store_true", help="score a crawl and the CLI on the same pages")
+    parser.add_argument("--stability", type=int, default=0, metavar="N", help="N crawls in a row")
+    args = parser.parse_args()
+    manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
+    if args.limit:
+        manifest = manifest[: args.limit]
+    pages = load_pages(args.dataset, manifest)
+    paths = [site_path(row["url"]) for row in manifest]
+    base, server = serve(pages)
+    workdir = tempfile.mkdtemp(prefix="bench-crawl-")
+    try:
+        if args.quality:
+            out = quality(args, base, paths, pages, manifest, workdir)
+        elif args.stability:
+            out = stability(args, base, paths, workdir)
+        else:
+            out = timings(args, base, paths, pages, workdir)
+    finally:
+        server.terminate()
+    print(json.dumps({"command": " ".join(["bench/bench_crawl.py", *sys.argv[1:]]), **out}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
