@@ -200,10 +200,16 @@ def extraction_floor(pages: dict[str, bytes], base: str, limit: int) -> float:
     return (time.process_time() - started) / len(items)
 
 
+#: ``--variants``: what a user can trade for speed, at the core count (name suffix: the settings changed).
+VARIANTS = {"noguard": {"NEARDUP_TEMPLATE_REPEATS": 0}, "noextract": {"NEARDUP_EXTRACT": False}}
+
+
 def timings(args: argparse.Namespace, base: str, paths: list[str], pages: dict[str, bytes], workdir: str) -> dict:
     cores = os.cpu_count() or 1
     pools = args.pools if args.pools is not None else sorted({0, 1, 2, cores})
     runs: dict[str, list[dict]] = {"off": [], **{f"on_{p}": [] for p in pools}}
+    if args.variants:
+        runs.update({f"on_{cores}_{name}": [] for name in VARIANTS})
     for round_ in range(args.repeat):
         for name in runs:
             settings = base_settings(workdir)
@@ -211,6 +217,7 @@ def timings(args: argparse.Namespace, base: str, paths: list[str], pages: dict[s
             if name != "off":
                 settings["NEARDUP_WORKERS"] = int(name.split("_")[1])
                 settings["NEARDUP_WORKER_MAX_TASKS"] = 0  # no recycling: every worker's CPU is read at the end
+                settings.update(VARIANTS.get(name.split("_")[-1], {}))
             result = run_crawl(base, paths, settings, workdir)
             runs[name].append(result)
             print(f"round {round_ + 1} {name}: {result['seconds']:.2f} s", file=sys.stderr, flush=True)
@@ -300,6 +307,8 @@ def main() -> int:
     parser.add_argument("--pools", type=int, nargs="*", help="pool sizes to time (default 0, 1, 2, the cores)")
     parser.add_argument("--limit", type=int, help="only the first N pages")
     parser.add_argument("--floor-pages", type=int, default=600, help="pages timed alone for the floor")
+    parser.add_argument("--variants", action="store_true",
+                        help="also time the template guard off and main-content extraction off")
     parser.add_argument("--quality", action="store_true", help="score a crawl and the CLI on the same pages")
     parser.add_argument("--stability", type=int, default=0, metavar="N", help="N crawls in a row")
     args = parser.parse_args()

@@ -38,7 +38,7 @@ def main() -> int:
              config.extract_fast, config.extract_favor, True) for r in manifest]
     with multiprocessing.Pool(args.workers) as pool:
         extracted = [got for got, _ in pool.map(_extract_job, jobs, chunksize=8)]
-    sketcher = page_sketcher()
+    sketcher = page_sketcher(config.build_algorithm())  # what a crawl at the defaults compares with
     groups: dict[tuple[str, str], list[tuple[dict, str]]] = defaultdict(list)
     for row, got in zip(manifest, extracted):
         if got.method == "main" and got.page_text:

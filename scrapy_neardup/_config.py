@@ -264,7 +264,9 @@ class Config:
 
     def build_template_guard(self) -> TemplateGuard | None:
         """The template guard (stateful: one per deciding process), or ``None`` when it is off."""
-        return TemplateGuard(self.template_repeats) if self.uses_template_guard else None
+        if not self.uses_template_guard:
+            return None
+        return TemplateGuard(self.template_repeats, algorithm=self.build_algorithm())
 
     def resolved_workers(self) -> int:
         """Extraction worker processes: ``NEARDUP_WORKERS``, or the machine's cores when it is None."""

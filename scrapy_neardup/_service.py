@@ -223,7 +223,7 @@ class NearDupService:
         """What a worker needs to analyse a response (its body, URL and Content-Type), or the reason it
         is skipped; the cheap checks run here, so a body that is skipped never crosses to a worker."""
         body = response.body
-        if not body or not body.strip():
+        if not body or body.isspace():  # isspace: no copy of the body, as strip() would make
             return "empty"
         if len(body) > self.config.max_body_size:
             return "too_large"

@@ -74,7 +74,7 @@ class DocumentPipeline:
         self.fast = fast
         self.favor = favor
         self.with_page_text = with_page_text
-        self._sketcher = page_sketcher() if with_page_text else None
+        self._sketcher = page_sketcher(algorithm) if with_page_text else None
 
     def from_html(self, html: str | bytes, url: str | None = None) -> Prepared:
         started = time.perf_counter()
@@ -95,9 +95,10 @@ class DocumentPipeline:
             return Prepared(fingerprint, method=got.method)
         if not got.page_text or self._sketcher is None:
             return Prepared(fingerprint, method="main", main_key=text_key(got.text))
-        return Prepared(fingerprint, method="main", main_key=text_key(got.text),
-                        page_fingerprint=self.algorithm.fingerprint(got.page_text),
-                        page_sketch=self._sketcher.fingerprint(got.page_text).signature)
+        page = self.algorithm.fingerprint(got.page_text)
+        sketch = page.signature if self._sketcher is self.algorithm else self._sketcher.fingerprint(got.page_text).signature
+        return Prepared(fingerprint, method="main", main_key=text_key(got.text), page_fingerprint=page,
+                        page_sketch=sketch)
 
     def from_text(self, text: str) -> Prepared:
         stripped = text.strip()

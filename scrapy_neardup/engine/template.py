@@ -22,8 +22,9 @@ rule of :class:`TemplateGuard`, per host and identical main text:
 Measured on neardup-dev (``python bench/template_pairs.py ../shared/neardup-dev``): page texts of different
 articles around one template block are 0.13–0.17 similar; page texts of copies on one host, where the
 main text is at most half of the page, are 0.32–0.92 similar (noise copies with ads and related links
-added are the lowest). The cut of 0.25 sits between. The comparison uses a fixed sketch of its own
-(MinHash, 64 permutations, word 2-shingles), so it means the same whatever algorithm fingerprints pages.
+added are the lowest). The cut of 0.25 sits between. The comparison is an estimated Jaccard of word
+2-shingles whatever algorithm fingerprints pages: the page fingerprint itself with the default MinHash,
+else a fixed sketch of the guard's own (MinHash, 64 permutations).
 
 State lives in the process that makes the decisions (the crawler, or the batch CLI's main process) and is
 bounded: the least recently used groups are forgotten.
@@ -39,7 +40,7 @@ from urllib.parse import urlsplit
 import mmh3
 
 if TYPE_CHECKING:
-    from .algorithms import Fingerprint
+    from .algorithms import Algorithm, Fingerprint
     from .pipeline import Prepared
 
 #: mmh3 seed of the main-text hash; fixed so that every process agrees on it.
@@ -56,10 +57,15 @@ def text_key(text: str) -> int:
     return mmh3.hash128(" ".join(text.casefold().split()), _SEED)
 
 
-def page_sketcher():  # type: ignore[no-untyped-def]
-    """The fixed MinHash the guard compares page texts with (built lazily: numpy tables)."""
+def page_sketcher(algorithm=None):  # type: ignore[no-untyped-def]
+    """The MinHash the guard compares page texts with: ``algorithm`` itself when it already is MinHash of
+    word 2-shingles (its page fingerprint then serves as the sketch, computed once), else a fixed one of
+    ``SKETCH_PERM`` permutations. Either estimates the same Jaccard, so ``PAGE_TEXTS_DIFFER`` means one
+    thing whatever fingerprints the pages."""
     from .algorithms import MinHashLSH
 
+    if type(algorithm) is MinHashLSH and algorithm.shingle_size == 2:
+        return algorithm
     return MinHashLSH(threshold=0.5, num_perm=SKETCH_PERM, seed=SKETCH_SEED, shingle_size=2)
 
 
@@ -79,12 +85,12 @@ class TemplateGuard:
     (MinHash-128), far less for one that does not. Not thread-safe: call it from the deciding thread.
     """
 
-    def __init__(self, repeats: int = 2, max_groups: int = 50_000) -> None:
+    def __init__(self, repeats: int = 2, max_groups: int = 50_000, algorithm: Algorithm | None = None) -> None:
         if repeats < 2:
             raise ValueError("repeats must be at least 2")
         self.repeats = repeats
         self.max_groups = max_groups
-        self._sketcher = page_sketcher()
+        self._sketcher = page_sketcher(algorithm)  # the same choice as the pipeline that made the sketches
         self._groups: OrderedDict[tuple[str, int], _Group] = OrderedDict()
         self.fired = 0
 
