@@ -48,8 +48,9 @@ from scrapy_neardup.evaluation import load_manifest, score  # noqa: E402
 def site_path(url: str) -> str:
     """The page's path on the one local site: its original host (and port, which the set's made-up URLs
     use for text), then its original path and query, unquoted (the server and the scorer unquote what
-    Scrapy requested, which percent-encodes non-ASCII paths)."""
-    parts = urlsplit(url)
+    Scrapy requested, which percent-encodes non-ASCII paths; a few URLs of the set end in a space, which
+    Scrapy strips)."""
+    parts = urlsplit(url.strip())
     path = "/" + (parts.netloc or "nohost").replace(":", "_").replace("/", "_") + unquote(parts.path or "/")
     return path + ("?" + unquote(parts.query) if parts.query else "")
 
@@ -190,7 +191,7 @@ def base_settings(workdir: str) -> dict:
 def extraction_floor(pages: dict[str, bytes], base: str, limit: int) -> float:
     """CPU seconds per page of the workers' job (decode, extract, page text, fingerprints), in one process."""
     from scrapy_neardup import Config
-    from scrapy_neardup.workers import decode_html
+    from scrapy_neardup.engine.extract import decode_html
 
     pipeline = Config.from_settings({}).build_pipeline()
     items = list(pages.items())[:limit]

@@ -26,7 +26,8 @@ from .engine.detector import Detector, Verdict
 from .engine.pipeline import Prepared
 from .engine.template import TemplateGuard
 from .store import Store, StoreError, StoreMismatchError, store_from_url
-from .workers import ExtractionPool, WorkerLost, WorkerTimeout, analyze_html, analyze_text, decode_html
+from .engine.extract import decode_html
+from .workers import ExtractionPool, WorkerLost, WorkerTimeout, analyze_html, analyze_text
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

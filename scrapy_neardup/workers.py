@@ -30,6 +30,8 @@ import threading
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
+from .engine.extract import decode_html
+
 if TYPE_CHECKING:
     from ._config import Config
     from .engine.pipeline import DocumentPipeline
@@ -69,23 +71,6 @@ def init_worker(config: Config) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
     _pipeline = config.build_pipeline()
-
-
-def decode_html(body: bytes, content_type: str | None) -> str:
-    """The text of an HTML body, decoded as Scrapy's ``TextResponse.text`` does: the BOM, then the
-    ``Content-Type`` charset, then the document's own declaration, then ASCII, UTF-8 or cp1252."""
-    from w3lib.encoding import html_to_unicode, resolve_encoding
-
-    def auto_detect(data: bytes) -> str | None:
-        for encoding in ("ascii", "utf-8", "cp1252"):
-            try:
-                data.decode(encoding)
-            except UnicodeError:
-                continue
-            return resolve_encoding(encoding)
-        return None
-
-    return html_to_unicode(content_type, body, auto_detect_fun=auto_detect)[1]
 
 
 def analyze_html(body: bytes, url: str, content_type: str | None) -> tuple:  # type: ignore[type-arg]

@@ -68,6 +68,36 @@ def test_iter_records(store):
     assert records["http://b/"].canonical == "http://a/"
 
 
+@pytest.mark.parametrize("new_signature", [b"page-a", b"a longer page-text signature"])
+def test_refile_gives_a_canonical_a_new_signature_and_buckets(store, new_signature):
+    store.add("http://a/", b"sig-a", [1, 2])
+    store.add("http://b/", b"sig-b", [2])
+    store.add("http://a-copy/", None, [], canonical="http://a/", similarity=0.9)
+    assert store.refile("http://a/", new_signature, [7, 8])
+    assert {c.key: c.signature for c in store.lookup([8])[0]} == {"http://a/": new_signature}
+    # An old bucket may still name it; what is read is always the current signature.
+    assert {c.key: c.signature for c in store.lookup([1, 2])[0]} in (
+        {"http://a/": new_signature, "http://b/": b"sig-b"}, {"http://b/": b"sig-b"})
+    assert store.get("http://a/").signature == new_signature
+    assert store.get("http://a-copy/").canonical == "http://a/"  # its near-duplicates still point to it
+    assert not store.refile("http://a-copy/", b"x", [9])  # a near-duplicate is not re-filed
+    assert not store.refile("http://unknown/", b"x", [9])
+    assert store.lookup([9])[0] == [] and store.count() == 3
+
+
+@pytest.mark.parametrize("store_kind", PERSISTENT_BACKENDS)
+def test_refiled_signature_outlives_the_process(store_kind, tmp_path):
+    s = make_store(store_kind, tmp_path)
+    s.open(META)
+    s.add("http://a/", b"sig-a", [1])
+    assert s.refile("http://a/", b"page-text signature", [5])
+    s.close()
+    s = make_store(store_kind, tmp_path)
+    s.open(META)
+    assert {c.key: c.signature for c in s.lookup([5])[0]} == {"http://a/": b"page-text signature"}
+    s.close()
+
+
 @pytest.mark.parametrize("store_kind", PERSISTENT_BACKENDS)
 def test_reopen_keeps_documents_and_refuses_other_parameters(store_kind, tmp_path):
     s = make_store(store_kind, tmp_path)

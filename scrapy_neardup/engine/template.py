@@ -21,7 +21,7 @@ rule of :class:`TemplateGuard`, per host and identical main text:
 
 Measured on neardup-dev (``python bench/template_pairs.py ../shared/neardup-dev``): page texts of different
 articles around one template block are 0.13–0.17 similar; page texts of copies on one host, where the
-main text is at most half of the page, are 0.32–0.92 similar (noise copies with ads and related links
+main text is at most half of the page, are 0.36–0.98 similar (noise copies with ads and related links
 added are the lowest). The cut of 0.25 sits between. The comparison is an estimated Jaccard of word
 2-shingles whatever algorithm fingerprints pages: the page fingerprint itself with the default MinHash,
 else a fixed sketch of the guard's own (MinHash, 64 permutations).

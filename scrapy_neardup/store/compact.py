@@ -30,6 +30,7 @@ class BlobArray:
     def __init__(self) -> None:
         self._data = bytearray()
         self._offsets = array("q", [0])
+        self._replaced: dict[int, bytes] = {}
 
     def __len__(self) -> int:
         return len(self._offsets) - 1
@@ -40,14 +41,19 @@ class BlobArray:
         return len(self._offsets) - 2
 
     def __getitem__(self, i: int) -> bytes:
+        if self._replaced and i in self._replaced:
+            return self._replaced[i]
         return bytes(self._data[self._offsets[i] : self._offsets[i + 1]])
 
     def replace(self, i: int, blob: bytes) -> None:
-        """Overwrite blob ``i`` in place with one of the same length."""
+        """Replace blob ``i``: in place when the length is the same (fixed-size signatures), else in a
+        small side table (re-filing is rare)."""
         start, end = self._offsets[i], self._offsets[i + 1]
-        if len(blob) != end - start:
-            raise ValueError(f"blob {i} has {end - start} bytes; a replacement must have as many, not {len(blob)}")
-        self._data[start:end] = blob
+        if len(blob) == end - start:
+            self._data[start:end] = blob
+            self._replaced.pop(i, None)
+        else:
+            self._replaced[i] = bytes(blob)
 
     def nbytes(self) -> int:
         return len(self._data) + 8 * len(self._offsets)

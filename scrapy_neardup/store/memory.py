@@ -219,7 +219,7 @@ class MemoryStore(Store):
         doc = self._ids_of([key])[0]
         if doc < 0 or self._canonical[doc] >= 0:
             return False
-        self._signatures.replace(doc, signature)  # signatures of one algorithm all have one length
+        self._signatures.replace(doc, signature)
         self._buckets.add(buckets, doc)
         return True
 
