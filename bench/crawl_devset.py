@@ -12,8 +12,9 @@ Any ``-s NAME=VALUE`` is passed to Scrapy.
 
 With ``--timings`` the crawl fetches one page at a time (``CONCURRENT_REQUESTS = 1``, so no page waits for
 another) and times, per page: the extraction (trafilatura, as timed by the worker process that ran it), the
-whole trip to the worker process and back (body out, fingerprints back), the store's check-and-insert, and
-the downloader middleware's whole ``process_response``. The plugin's own cost beyond extraction is the
+store thread's part (template guard and check-and-insert), the trips (``check`` less both: the body to the
+worker, fingerprinting there, the result to the store thread and back to the reactor), and the downloader
+middleware's whole ``process_response``. The plugin's own cost beyond extraction is the
 middleware's time less the extraction's: fingerprinting, the trip to and from the worker, the template
 guard, the store, stats and logging. It also crawls once with the plugin disabled for the crawl rate.
 """
@@ -101,23 +102,20 @@ class Timings:
     """Per-page seconds of the plugin's steps, recorded by wrapping them (the bench's own instrumentation)."""
 
     def __init__(self) -> None:
-        self.seconds: dict[str, list[float]] = {"extract": [], "store": [], "worker": [], "middleware": []}
+        self.seconds: dict[str, list[float]] = {"extract": [], "store": [], "check": [], "middleware": []}
 
-    def wrap(self, owner: type, name: str, label: str, extract: bool = False) -> None:
+    def wrap(self, owner: type, name: str, label: str | None) -> None:
         import functools
         import inspect
 
         original = getattr(owner, name)
-        record = self.seconds[label]
+        record = self.seconds[label] if label else []
         if inspect.iscoroutinefunction(original):
             @functools.wraps(original)
             async def timed_async(*args, **kwargs):  # type: ignore[no-untyped-def]
                 started = time.perf_counter()
                 try:
-                    result = await original(*args, **kwargs)
-                    if extract:  # the worker's own timing of the extraction it ran
-                        self.seconds["extract"].append(result.extract_seconds)
-                    return result
+                    return await original(*args, **kwargs)
                 finally:
                     record.append(time.perf_counter() - started)
             setattr(owner, name, timed_async)
@@ -135,9 +133,18 @@ class Timings:
         from scrapy_neardup._middleware import NearDupDownloaderMiddleware
         from scrapy_neardup._service import NearDupService
 
-        self.wrap(NearDupService, "_analyze", "worker", extract=True)
-        self.wrap(NearDupService, "_file", "store")
+        self.wrap(NearDupService, "check", "check")
+        self.wrap(NearDupService, "_decide_and_file", "store")  # the store thread: template guard and store
         self.wrap(NearDupDownloaderMiddleware, "process_response", "middleware")
+        settle = NearDupService._settle
+        extract = self.seconds["extract"]
+
+        def timed_settle(service, key, outcome):  # type: ignore[no-untyped-def]
+            if isinstance(outcome, tuple):  # the worker's own timing of the extraction it ran
+                extract.append(outcome[0].extract_seconds)
+            return settle(service, key, outcome)
+
+        NearDupService._settle = timed_settle  # type: ignore[method-assign]
 
     def summary(self) -> dict[str, dict[str, float]]:
         def stats(values: list[float]) -> dict[str, float]:
@@ -150,9 +157,9 @@ class Timings:
         middleware = self.seconds["middleware"]
         if len(middleware) == len(self.seconds["extract"]):
             out["beyond_extraction"] = stats([m - e for m, e in zip(middleware, self.seconds["extract"])])
-        worker = self.seconds["worker"]
-        if len(worker) == len(self.seconds["extract"]):  # the trip to the worker process, less its extraction
-            out["trip_beyond_extraction"] = stats([w - e for w, e in zip(worker, self.seconds["extract"])])
+        check, store = self.seconds["check"], self.seconds["store"]
+        if len(check) == len(self.seconds["extract"]) == len(store):  # the trips to the worker and back
+            out["trips"] = stats([c - e - s for c, e, s in zip(check, self.seconds["extract"], store)])
         return out
 
 

@@ -17,6 +17,7 @@ from scrapy import signals
 from scrapy.exceptions import CloseSpider, NotConfigured
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.project import data_path
+from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
 
@@ -67,24 +68,6 @@ def _in_thread(pool: ThreadPool, fn: Any, *args: Any) -> Any:
     from twisted.internet import reactor  # imported late: importing it at module level installs a reactor
 
     return maybe_deferred_to_future(deferToThreadPool(reactor, pool, fn, *args))
-
-
-def _await_future(future: Future) -> Any:  # type: ignore[type-arg]
-    """Await a :class:`concurrent.futures.Future` (set in another thread) from the reactor thread."""
-    from twisted.internet import defer, reactor
-
-    deferred: defer.Deferred = defer.Deferred()  # type: ignore[type-arg]
-
-    def done(settled: Future) -> None:  # type: ignore[type-arg]
-        try:
-            result = settled.result()
-        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
-            reactor.callFromThread(deferred.errback, exc)
-        else:
-            reactor.callFromThread(deferred.callback, result)
-
-    future.add_done_callback(done)
-    return maybe_deferred_to_future(deferred)
 
 
 def _looks_binary(body: bytes) -> bool:
@@ -237,91 +220,136 @@ class NearDupService:
     def text_job(text: str) -> tuple[Any, ...]:
         return (analyze_text, text)
 
-    async def _analyze(self, job: tuple[Any, ...]) -> Prepared:
-        """Run an analysis job in a worker process, or in a thread of this process (NEARDUP_WORKERS = 0)."""
-        fn, *args = job
-        if self._extraction is not None:
-            return Prepared.from_wire(await _await_future(self._extraction.submit(fn, *args)))
-        if self._threads is None:
-            raise WorkerLost("the extraction pool is closed")
-        return await _in_thread(self._threads, self._analyze_here, fn, args)
-
-    def _analyze_here(self, fn: Any, args: list[Any]) -> Prepared:
-        if fn is analyze_html:
-            body, url, content_type = args
-            return self.pipeline.from_html(decode_html(body, content_type), url)
-        return self.pipeline.from_text(args[0])
-
     async def check(self, key: str, job: tuple[Any, ...] | str, url: str | None = None,
                     ) -> tuple[Prepared, Verdict | None]:
         """Analyse a document (extract and fingerprint it, in a worker), decide which text it is filed on
-        (the template guard, here, in arrival order), and check-and-insert it in the store.
+        (the template guard) and check-and-insert it in the store.
 
         Returns what was prepared and the verdict, or ``None`` when the document was skipped or the store
         failed (both counted and logged here). ``job`` is :meth:`response_job` or :meth:`text_job`; a
-        string is a reason to skip. The store sees one caller at a time, on a thread of its own, so slow
-        pages or a store that is retrying never take the reactor's threads, which Scrapy's DNS resolver
+        string is a reason to skip. A worker's result goes straight to the plugin's store thread, which
+        makes the template decision and the store call, in the order results arrive; the reactor is woken
+        once a page, when all is decided. The store sees one caller at a time, on a thread of its own, so
+        slow pages or a store that is retrying never take the reactor's threads, which Scrapy's DNS resolver
         needs.
         """
         if isinstance(job, str):
             self.skip(job, key)
             return Prepared(None, job), None
-        if self.detector is None:
+        if self.detector is None or self._store_thread is None:
             self.skip("store_closed", key)
             return Prepared(None, "store_closed"), None
+        deferred: Deferred = Deferred()  # type: ignore[type-arg]
+        fn, *args = job
         try:
-            prepared = await self._analyze(job)
-        except (WorkerLost, WorkerTimeout) as exc:
-            reason = "store_closed" if self._closing else "timeout" if isinstance(exc, WorkerTimeout) else "worker_lost"
+            if self._extraction is not None:
+                future = self._extraction.submit(fn, *args)
+                future.add_done_callback(lambda done: self._analysed(done, key, url, deferred))
+            else:
+                assert self._threads is not None
+                self._threads.callInThread(self._analyse_here, fn, args, key, url, deferred)
+        except RuntimeError:  # the pool closed under us: the spider is closing
+            self.skip("store_closed", key)
+            return Prepared(None, "store_closed"), None
+        outcome = await maybe_deferred_to_future(deferred)
+        return self._settle(key, outcome)
+
+    # -- check(), off the reactor: pebble's result thread or an extraction thread, then the store thread --
+    def _analysed(self, done: Future, key: str, url: str | None, deferred: Deferred) -> None:  # type: ignore[type-arg]
+        try:
+            prepared = Prepared.from_wire(done.result())
+        except Exception as exc:  # noqa: BLE001 - WorkerLost, WorkerTimeout, or a bug: never a lost page
+            self._reply(deferred, exc)
+            return
+        self._to_store_thread(prepared, key, url, deferred)
+
+    def _analyse_here(self, fn: Any, args: list[Any], key: str, url: str | None,
+                      deferred: Deferred) -> None:  # type: ignore[type-arg]
+        try:
+            if fn is analyze_html:
+                body, page_url, content_type = args
+                prepared = self.pipeline.from_html(decode_html(body, content_type), page_url)
+            else:
+                prepared = self.pipeline.from_text(args[0])
+        except Exception as exc:  # noqa: BLE001 - a page must never crash the crawl
+            self._reply(deferred, exc)
+            return
+        self._to_store_thread(prepared, key, url, deferred)
+
+    def _to_store_thread(self, prepared: Prepared, key: str, url: str | None,
+                         deferred: Deferred) -> None:  # type: ignore[type-arg]
+        store_thread = self._store_thread
+        if prepared.fingerprint is None or store_thread is None or self._closing:
+            self._reply(deferred, (prepared, None, 0))
+            return
+        store_thread.callInThread(self._decide_and_file, prepared, key, url, deferred)
+
+    def _decide_and_file(self, prepared: Prepared, key: str, url: str | None,
+                         deferred: Deferred) -> None:  # type: ignore[type-arg]
+        """Store thread: the template decision (this one thread makes them all, in arrival order), the
+        re-filing it may ask for, and the check-and-insert."""
+        try:
+            refile: list[tuple[str, Fingerprint]] = []
+            if self.guard is not None:
+                prepared, refile = self.guard.decide(key, url, prepared)
+            fp = prepared.fingerprint
+            assert fp is not None
+            refiled = 0
+            with self._store_lock:
+                detector = self.detector
+                if detector is None:
+                    self._reply(deferred, (prepared, None, 0))
+                    return
+                try:
+                    for earlier, earlier_fp in refile:
+                        refiled += detector.store.refile(earlier, earlier_fp.signature, earlier_fp.buckets)
+                    outcome: Verdict | StoreError = detector.check_fingerprint(key, fp.signature, fp.buckets)
+                except StoreError as exc:
+                    outcome = exc
+            self._reply(deferred, (prepared, outcome, refiled))
+        except Exception as exc:  # noqa: BLE001 - never leave a page waiting
+            self._reply(deferred, exc)
+
+    @staticmethod
+    def _reply(deferred: Deferred, outcome: Any) -> None:  # type: ignore[type-arg]
+        from twisted.internet import reactor
+
+        reactor.callFromThread(deferred.callback, outcome)
+
+    def _settle(self, key: str, outcome: Any) -> tuple[Prepared, Verdict | None]:
+        """Reactor thread: count and log what became of a page."""
+        if isinstance(outcome, (WorkerLost, WorkerTimeout)):
+            reason = "store_closed" if self._closing else "timeout" if isinstance(outcome, WorkerTimeout) else "worker_lost"
             if reason != "store_closed":
                 logger.warning("scrapy-neardup: %s passed on unchecked: %s (counted in neardup/skipped/%s)",
-                               key, exc, reason, extra={"spider": self.crawler.spider})
+                               key, outcome, reason, extra={"spider": self.crawler.spider})
             self.skip(reason, key, log=reason == "store_closed")
             return Prepared(None, reason), None
-        except Exception:  # a page must never crash the crawl
-            self.logger_exception(key)
+        if isinstance(outcome, Exception):
+            logger.warning("scrapy-neardup: could not fingerprint %s; passed on unchecked", key,
+                           exc_info=outcome, extra={"spider": self.crawler.spider})
             self.skip("error", key, log=False)
             return Prepared(None, "error"), None
+        prepared, result, refiled = outcome
         if prepared.fingerprint is None:
             self.skip(prepared.skip_reason or "no_text", key)
             return prepared, None
-        refile: list[tuple[str, Fingerprint]] = []
-        if self.guard is not None:
-            prepared, refile = self.guard.decide(key, url, prepared)
+        if refiled:
+            self.stats.inc_value("neardup/extract/refiled", refiled)
         if prepared.method == "page":
             self.stats.inc_value("neardup/extract/page_text_fallback")
         elif prepared.method == "template":
             self.stats.inc_value("neardup/extract/template")
             logger.debug("scrapy-neardup: %s extracted to its host's template text; fingerprinted on the page text",
                          key, extra={"spider": self.crawler.spider})
-        store_thread = self._store_thread
-        if store_thread is None:
-            self.skip("store_closed", key)
-            return Prepared(None, "store_closed"), None
-        outcome = await _in_thread(store_thread, self._file, key, prepared.fingerprint, refile)
-        if isinstance(outcome, Verdict):
-            self.record(key, outcome)
-            return prepared, outcome
-        if isinstance(outcome, StoreError):
-            self.store_failed(key, outcome)
+        if isinstance(result, Verdict):
+            self.record(key, result)
+            return prepared, result
+        if isinstance(result, StoreError):
+            self.store_failed(key, result)
             return prepared, None
         self.skip("store_closed", key)
         return Prepared(None, "store_closed"), None
-
-    def _file(self, key: str, fp: Fingerprint, refile: list[tuple[str, Fingerprint]]) -> Verdict | StoreError | None:
-        """Store thread: re-file earlier pages the template guard moved to their page text, then
-        check-and-insert this one."""
-        with self._store_lock:
-            detector = self.detector
-            if detector is None:
-                return None
-            try:
-                for earlier, earlier_fp in refile:
-                    if detector.store.refile(earlier, earlier_fp.signature, earlier_fp.buckets):
-                        self.stats.inc_value("neardup/extract/refiled")
-                return detector.check_fingerprint(key, fp.signature, fp.buckets)
-            except StoreError as exc:
-                return exc
 
     def _close_store(self, detector: Detector, extraction: ExtractionPool | None) -> None:
         """Store thread, at close: stop the workers, then flush and close the store."""
@@ -368,9 +396,6 @@ class NearDupService:
                     "" if self.config.debug else " - no further duplicates will be shown (see NEARDUP_DEBUG)",
                 )
                 self._logged_first_duplicate = True
-
-    def logger_exception(self, url: str) -> None:
-        logger.warning("scrapy-neardup: could not fingerprint %s; passed on unchecked", url, exc_info=True)
 
     def skip(self, reason: str, url: str = "", log: bool = True) -> None:
         """Count a document that is passed on unchecked; say so once per reason at INFO, then at DEBUG
