@@ -27,8 +27,7 @@ from .engine.detector import Detector, Verdict
 from .engine.pipeline import Prepared
 from .engine.template import TemplateGuard
 from .store import Store, StoreError, StoreMismatchError, store_from_url
-from .engine.extract import decode_html
-from .workers import ExtractionPool, WorkerLost, WorkerTimeout, analyze_html, analyze_text
+from .workers import IN_PROCESS, ExtractionPool, WorkerLost, WorkerTimeout, analyze_html, analyze_text
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -266,11 +265,7 @@ class NearDupService:
     def _analyse_here(self, fn: Any, args: list[Any], key: str, url: str | None,
                       deferred: Deferred) -> None:  # type: ignore[type-arg]
         try:
-            if fn is analyze_html:
-                body, page_url, content_type = args
-                prepared = self.pipeline.from_html(decode_html(body, content_type), page_url)
-            else:
-                prepared = self.pipeline.from_text(args[0])
+            prepared = IN_PROCESS[fn](self.pipeline, *args)
         except Exception as exc:  # noqa: BLE001 - a page must never crash the crawl
             self._reply(deferred, exc)
             return

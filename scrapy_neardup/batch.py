@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._config import Config
-from .engine.algorithms import Fingerprint
 from .engine.detector import Detector, Verdict
 from .engine.pipeline import DocumentPipeline, Prepared
 from .inputs import BadLine, Document, DocumentReader, RawLine, parse_line
@@ -121,16 +120,11 @@ class BatchDeduplicator:
         pending: list[tuple[str, bytes, np.ndarray]] = []
 
         def flush() -> None:
-            if refiles:
-                for key, fp in refiles:
-                    self.store.refile(key, fp.signature, fp.buckets)
-                refiles.clear()
             for verdict in self.detector.check_many(pending):
                 setattr(stats, verdict.status, getattr(stats, verdict.status) + 1)
                 on_verdict(verdict)
             pending.clear()
 
-        refiles: list[tuple[str, Fingerprint]] = []
         try:
             for url, wire in self._results(documents):
                 if isinstance(wire, str):
@@ -146,10 +140,9 @@ class BatchDeduplicator:
                 if self.guard is not None:
                     prepared, refile = self.guard.decide(url, url, prepared)
                     if refile:
-                        # Documents of this batch may be among them: file the batch first.
-                        flush()
-                        refiles.extend(refile)
-                        flush()
+                        flush()  # the pages to re-file may be in the batch still waiting
+                        for key, fp in refile:
+                            self.store.refile(key, fp.signature, fp.buckets)
                 fp = prepared.fingerprint
                 assert fp is not None
                 pending.append((url, fp.signature, fp.buckets))

@@ -34,7 +34,7 @@ from .engine.extract import decode_html
 
 if TYPE_CHECKING:
     from ._config import Config
-    from .engine.pipeline import DocumentPipeline
+    from .engine.pipeline import DocumentPipeline, Prepared
 
 logger = logging.getLogger("scrapy_neardup")
 
@@ -73,16 +73,30 @@ def init_worker(config: Config) -> None:
     _pipeline = config.build_pipeline()
 
 
+def prepare_html(pipeline: DocumentPipeline, body: bytes, url: str, content_type: str | None) -> Prepared:
+    """A page's body to what the decision needs."""
+    return pipeline.from_html(decode_html(body, content_type), url)
+
+
+def prepare_text(pipeline: DocumentPipeline, text: str) -> Prepared:
+    """An item's text to what the decision needs."""
+    return pipeline.from_text(text)
+
+
 def analyze_html(body: bytes, url: str, content_type: str | None) -> tuple:  # type: ignore[type-arg]
-    """Worker task: a page's body to what the decision needs (:class:`Prepared`, as plain values)."""
+    """Worker task: :func:`prepare_html` in this worker, as plain values (:meth:`Prepared.to_wire`)."""
     assert _pipeline is not None, "init_worker was not called"
-    return _pipeline.from_html(decode_html(body, content_type), url).to_wire()
+    return prepare_html(_pipeline, body, url, content_type).to_wire()
 
 
 def analyze_text(text: str) -> tuple:  # type: ignore[type-arg]
-    """Worker task: an item's text to what the decision needs."""
+    """Worker task: :func:`prepare_text` in this worker, as plain values."""
     assert _pipeline is not None, "init_worker was not called"
-    return _pipeline.from_text(text).to_wire()
+    return prepare_text(_pipeline, text).to_wire()
+
+
+#: Each worker task and the function that does its work in the calling process (``NEARDUP_WORKERS = 0``).
+IN_PROCESS = {analyze_html: prepare_html, analyze_text: prepare_text}
 
 
 def _context() -> Any:

@@ -225,3 +225,18 @@ def crawl_pages(tmp_path, pages, settings=None, name="crawl", timeout=120):
         cmd, env, stats_file, items_file = paths_crawl_command(tmp_path, server.url, pages, settings, name)
         proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=timeout)
     return read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
+
+
+def segfault(*args):
+    """A worker task that dies of a real segmentation fault (reads address 0), as a parser fault would."""
+    import ctypes
+
+    return ctypes.string_at(0)
+
+
+def sleepy(seconds):
+    """A worker task that takes ``seconds``."""
+    import time
+
+    time.sleep(seconds)
+    return seconds

@@ -200,3 +200,19 @@ def test_error_report_lists_false_merges_with_their_cost_and_missed_pages():
         {"url_a": "b0", "kind_a": "original", "url_b": "a0", "kind_b": "original", "similarity": 0.5}]}]
     assert [(r["url"], r["original"]) for r in report if r["type"] == "missed"] == [("a2", "a0")]
     assert score(manifest, [(a, b) for a, b, _ in pairs]).true_pairs == 1 + 1  # a0-a1, b0-b1
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_dedup_makes_the_template_decisions_of_a_crawl_whatever_the_workers(tmp_path, workers):
+    """The guard decides in the main process, in input order: with two workers as with one, a template
+    site's articles all stay apart, and the first article, filed before the guard fired, finds its copy."""
+    from sitegen import template_page
+
+    pages = [(f"http://site.example/story-{i}", template_page(i)) for i in range(5)]
+    pages.append(("http://site.example/copies/story-0", template_page(0)))
+    src = tmp_path / "site.jsonl"
+    src.write_text("".join(json.dumps({"url": u, "html": h}) + "\n" for u, h in pages))
+    out = tmp_path / "pairs.tsv"
+    run_cli("dedup", str(src), "-o", str(out), "--workers", workers)
+    pairs = [line.split("\t")[:2] for line in out.read_text().splitlines() if line and not line.startswith("#")]
+    assert pairs == [["http://site.example/copies/story-0", "http://site.example/story-0"]]

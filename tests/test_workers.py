@@ -3,6 +3,7 @@ the page it held; a page past the timeout is abandoned; no worker process outliv
 finishes, drops pages by the dozen, is stopped with Ctrl-C, is SIGKILLed or stops on a store error."""
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -164,3 +165,53 @@ def test_a_crawl_stopped_at_open_by_its_store_starts_no_worker(tmp_path):
     second = crawl_pages(tmp_path, pages, watched(tmp_path), name="second")
     assert second.stats["finish_reason"] == "neardup_store_mismatch", second.log[-3000:]
     assert pids(tmp_path)["workers"] == []
+
+
+# -- the pool alone -------------------------------------------------------------------------------------
+@pytest.fixture
+def pool():
+    from scrapy_neardup._config import Config
+    from scrapy_neardup.workers import ExtractionPool
+
+    extraction = ExtractionPool(Config.from_settings({}), 1, timeout=5.0)
+    extraction.start()
+    yield extraction
+    extraction.close()
+
+
+def page_result(pool, fn, *args, timeout=60):
+    return pool.submit(fn, *args).result(timeout=timeout)
+
+
+def test_a_real_segfault_costs_one_page(pool):
+    from crawlkit import segfault
+    from scrapy_neardup.workers import WorkerLost, analyze_html
+
+    with pytest.raises(WorkerLost, match="SIGSEGV"):
+        page_result(pool, segfault)
+    # The next page goes to a new worker.
+    wire = page_result(pool, analyze_html, article_page(1).encode(), "http://a.example/1", "text/html")
+    assert wire[3] is not None  # a fingerprint came back
+
+
+def test_a_worker_killed_while_idle_breaks_nothing(pool):
+    """pebble declares its pool broken when a worker dies with no page in flight; the next page gets a
+    fresh pool."""
+    from crawlkit import sleepy
+
+    assert page_result(pool, sleepy, 0.01) == 0.01
+    (pid,) = pool.pids()
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.5)  # pebble's manager notices within its 0.1 s poll
+    assert page_result(pool, sleepy, 0.02) == 0.02
+    assert pool.restarts == 1 and pid not in pool.pids()
+
+
+def test_a_page_past_the_timeout_fails_and_the_worker_is_replaced(pool):
+    from crawlkit import sleepy
+    from scrapy_neardup.workers import WorkerTimeout
+
+    pool.timeout = 0.3
+    with pytest.raises(WorkerTimeout):
+        page_result(pool, sleepy, 3)
+    assert page_result(pool, sleepy, 0.01) == 0.01
