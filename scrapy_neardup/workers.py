@@ -27,7 +27,8 @@ import multiprocessing
 import signal
 import sys
 import threading
-from concurrent.futures import Future
+import time
+from concurrent.futures import Future, InvalidStateError
 from typing import TYPE_CHECKING, Any
 
 from .engine.extract import decode_html
@@ -40,6 +41,12 @@ logger = logging.getLogger("scrapy_neardup")
 
 #: How long closing the pool waits for its worker processes to end before killing them.
 CLOSE_WAIT_SECS = 5.0
+#: Pages in flight and none finished for this long: the watchdog checks the workers' shared pipe.
+STALL_CHECK_SECS = 5.0
+#: How long that check waits for the pipe's locks, which a healthy worker holds for milliseconds.
+LOCK_WAIT_SECS = 5.0
+#: How often the watchdog looks.
+WATCH_EVERY_SECS = 1.0
 
 _pipeline: DocumentPipeline | None = None
 
@@ -114,8 +121,20 @@ class ExtractionPool:
 
     :meth:`submit` returns a :class:`concurrent.futures.Future` of the wire tuple, which fails with
     :class:`WorkerLost` or :class:`WorkerTimeout`. ``timeout`` is per page, in seconds (``None``: none);
-    ``max_tasks`` recycles a worker after that many pages (0: never). A pool that pebble declares broken
-    (it does when a worker dies while no page at all is in flight) is replaced on the next submit.
+    ``max_tasks`` recycles a worker after that many pages (0: never).
+
+    Two failures of pebble's pool are handled here, so that no page ever waits forever:
+
+    * pebble declares its pool *broken* when a worker dies while no page at all is in flight; the next
+      :meth:`submit` then starts a new pool.
+    * pebble's workers share one pipe, guarded by two process-shared locks. pebble only ever stops a worker
+      when it can take both, but a worker killed from outside (the out-of-memory killer, a signal) while it
+      holds one leaves it held for good: the other workers block, pebble can no longer time pages out, and
+      the pages in flight would never finish. A watchdog thread notices when pages are in flight and none
+      has finished for ``STALL_CHECK_SECS``; it then tries the locks, which a healthy worker holds for
+      milliseconds. If they cannot be had within ``LOCK_WAIT_SECS`` the pool is *wedged*: every page in
+      flight fails with :class:`WorkerLost` and a new pool (new pipe, new locks) takes over. Such a kill
+      therefore costs the pages in flight and about ten seconds, not the crawl.
     """
 
     def __init__(self, config: Config, workers: int, timeout: float | None = None, max_tasks: int = 0) -> None:
@@ -125,16 +144,26 @@ class ExtractionPool:
         self.workers = workers
         self.timeout = timeout
         self.max_tasks = max_tasks
-        self.restarts = 0
+        self.restarts = 0  # pools replaced, broken or wedged
+        self.wedged = 0
         self._lock = threading.Lock()
         self._pool: Any = None
         self._closed = False
+        self._inflight: dict[Future, Any] = {}  # type: ignore[type-arg]  # page's future -> the pool it went to
+        self._last_progress = time.monotonic()
+        self._stop_watching = threading.Event()
+        self._watchdog: threading.Thread | None = None
 
     def start(self) -> None:
+        self._pool = self._new_pool()
+        self._watchdog = threading.Thread(target=self._watch, name="scrapy-neardup-watchdog", daemon=True)
+        self._watchdog.start()
+
+    def _new_pool(self) -> Any:
         from pebble import ProcessPool
 
-        self._pool = ProcessPool(self.workers, max_tasks=self.max_tasks, initializer=init_worker,
-                                 initargs=(self.config,), context=_context())
+        return ProcessPool(self.workers, max_tasks=self.max_tasks, initializer=init_worker,
+                           initargs=(self.config,), context=_context())
 
     def submit(self, fn: Any, *args: Any) -> Future:  # type: ignore[type-arg]
         outer: Future = Future()  # type: ignore[type-arg]
@@ -143,49 +172,83 @@ class ExtractionPool:
                 raise RuntimeError("the extraction pool is closed")
             try:
                 inner = self._pool.schedule(fn, args, timeout=self.timeout)
-            except RuntimeError:  # pebble: the pool is broken (or stopped under us); start a fresh one
-                logger.warning("scrapy-neardup: the extraction pool broke; starting a new one")
-                self._replace()
+            except RuntimeError:  # pebble: the pool is broken; start a fresh one
+                logger.warning("scrapy-neardup: the extraction pool broke (a worker died while idle); "
+                               "starting a new one")
+                self._swap_pool()
                 inner = self._pool.schedule(fn, args, timeout=self.timeout)
+            if not self._inflight:
+                self._last_progress = time.monotonic()
+            self._inflight[outer] = self._pool
         inner.add_done_callback(lambda done: self._settle(done, outer))
         return outer
 
-    def _replace(self) -> None:
-        old, self._pool = self._pool, None
+    def _swap_pool(self) -> Any:
+        """Under the lock: a new pool in place of the current one, which is disposed of in the background
+        (stopping a broken pool can take seconds)."""
+        old, self._pool = self._pool, self._new_pool()
         self.restarts += 1
-        try:
-            old.stop()
-            old.join(CLOSE_WAIT_SECS)
-        except Exception:  # noqa: BLE001 - a broken pool may fail to stop cleanly; its workers die with it
-            logger.debug("scrapy-neardup: stopping the broken extraction pool failed", exc_info=True)
-        self.start()
+        if old is not None:
+            threading.Thread(target=_dispose, args=(old,), name="scrapy-neardup-dispose", daemon=True).start()
+        return old
 
-    @staticmethod
-    def _settle(inner: Future, outer: Future) -> None:  # type: ignore[type-arg]
+    def _settle(self, inner: Future, outer: Future) -> None:  # type: ignore[type-arg]
         from concurrent.futures import CancelledError
         from concurrent.futures import TimeoutError as FutureTimeout
 
         from pebble import ProcessExpired
 
+        with self._lock:
+            self._inflight.pop(outer, None)
+            self._last_progress = time.monotonic()
         try:
-            outer.set_result(inner.result())
+            result = inner.result()
         except ProcessExpired as exc:
             code = exc.exitcode
             how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
-            outer.set_exception(WorkerLost(f"its extraction worker died ({how})"))
+            _fail(outer, WorkerLost(f"its extraction worker died ({how})"))
         except FutureTimeout:
-            outer.set_exception(WorkerTimeout("extraction took longer than NEARDUP_WORKER_TIMEOUT"))
+            _fail(outer, WorkerTimeout("extraction took longer than NEARDUP_WORKER_TIMEOUT"))
         except CancelledError:
-            outer.set_exception(WorkerLost("the extraction pool was stopped"))
-        except Exception as exc:  # noqa: BLE001 - BrokenProcessPool and the task's own errors
-            name = type(exc).__name__
-            if name == "BrokenProcessPool":
-                outer.set_exception(WorkerLost(f"the extraction pool broke ({exc})"))
+            _fail(outer, WorkerLost("the extraction pool was stopped"))
+        except Exception as exc:  # noqa: BLE001 - BrokenProcessPool, and the task's own errors
+            if type(exc).__name__ == "BrokenProcessPool":
+                _fail(outer, WorkerLost(f"the extraction pool broke ({exc})"))
             else:
-                outer.set_exception(exc)
+                _fail(outer, exc)
+        else:
+            try:
+                outer.set_result(result)
+            except InvalidStateError:  # already failed by the watchdog
+                pass
+
+    def _watch(self) -> None:
+        while not self._stop_watching.wait(WATCH_EVERY_SECS):
+            with self._lock:
+                pool = self._pool
+                stalled = bool(self._inflight) and time.monotonic() - self._last_progress > STALL_CHECK_SECS
+            if not stalled or pool is None or _channel_free(pool):
+                if stalled:
+                    with self._lock:  # slow pages, not a wedge: look again after another quiet spell
+                        self._last_progress = time.monotonic()
+                continue
+            with self._lock:
+                if self._closed or self._pool is not pool:
+                    continue
+                lost = [page for page, went_to in self._inflight.items() if went_to is pool]
+                for page in lost:
+                    del self._inflight[page]
+                self._swap_pool()
+                self.wedged += 1
+                self._last_progress = time.monotonic()
+            logger.error("scrapy-neardup: the extraction pool stalled (a worker died holding the lock of the "
+                         "pipe the workers share); the %d pages in flight pass on unchecked and a new pool takes "
+                         "over", len(lost))
+            for page in lost:
+                _fail(page, WorkerLost("the extraction pool stalled: a worker died holding its pipe's lock"))
 
     def pids(self) -> list[int]:
-        """The worker processes' ids (for tests and diagnostics)."""
+        """The worker processes' ids (for tests and diagnostics; reads pebble's internals)."""
         pool = self._pool
         if pool is None:
             return []
@@ -193,11 +256,43 @@ class ExtractionPool:
         return [p.pid for p in getattr(workers, "workers", {}).values() if p.pid]
 
     def close(self) -> None:
-        """Stop every worker (pages still in flight fail with :class:`WorkerLost`) and wait for them."""
+        """Stop every worker and wait for them; pages still in flight fail with :class:`WorkerLost`."""
+        self._stop_watching.set()
         with self._lock:
             self._closed = True
             pool, self._pool = self._pool, None
-        if pool is None:
-            return
+            lost, self._inflight = list(self._inflight), {}
+        if pool is not None:
+            _dispose(pool)
+        for page in lost:
+            _fail(page, WorkerLost("the extraction pool was stopped"))
+
+
+def _fail(page: Future, exc: BaseException) -> None:  # type: ignore[type-arg]
+    try:
+        page.set_exception(exc)
+    except InvalidStateError:  # already settled
+        pass
+
+
+def _dispose(pool: Any) -> None:
+    """Stop a pebble pool and wait a bounded time for its workers to end."""
+    try:
         pool.stop()
         pool.join(CLOSE_WAIT_SECS)
+    except Exception:  # noqa: BLE001 - a broken or wedged pool may not stop cleanly; its workers die with it
+        logger.debug("scrapy-neardup: stopping an extraction pool did not finish cleanly", exc_info=True)
+
+
+def _channel_free(pool: Any) -> bool:
+    """Whether the pipe pebble's workers share can be locked within ``LOCK_WAIT_SECS`` (released at once).
+    Reads pebble's internals; where they are not as expected, answers True (no verdict)."""
+    channel = getattr(getattr(getattr(pool, "_pool_manager", None), "worker_manager", None), "workers_channel", None)
+    lock = getattr(channel, "lock", None)
+    if lock is None:
+        return True
+    try:
+        with lock(block=True, timeout=LOCK_WAIT_SECS) as locked:
+            return bool(locked)
+    except (OSError, ValueError):  # the channel was closed meanwhile: that pool is being replaced anyway
+        return True

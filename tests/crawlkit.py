@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 
 from scrapy import signals
@@ -140,8 +141,11 @@ class WorkerWatch:
         for running in list(tasks.values()):
             args = running.payload.args
             if running.worker_id and len(args) > 1 and str(args[1]).endswith(self.kill_suffix):
-                os.kill(running.worker_id, _signal.SIGKILL)
-                self.killed.append(running.worker_id)
+                # 0.3 s after the worker took the page it is extracting it, no longer touching the pipe it
+                # shares with the others (a kill at that instant is another test, of the watchdog).
+                if running.timestamp and time.time() - running.timestamp > 0.3:
+                    os.kill(running.worker_id, _signal.SIGKILL)
+                    self.killed.append(running.worker_id)
 
     def closed(self, spider, reason):
         if self.loop is not None and self.loop.running:
@@ -240,3 +244,16 @@ def sleepy(seconds):
 
     time.sleep(seconds)
     return seconds
+
+
+def die_holding_the_pipe_lock():
+    """A worker task that takes the lock of the pipe pebble's workers share and is then SIGKILLed: the
+    state a kill from outside (the out-of-memory killer) leaves when it lands at that instant."""
+    import gc
+    import signal as _signal
+
+    from pebble.pool.channel import WorkerChannel
+
+    channel = next(o for o in gc.get_objects() if isinstance(o, WorkerChannel))
+    channel.mutex.writer_mutex.acquire()
+    os.kill(os.getpid(), _signal.SIGKILL)

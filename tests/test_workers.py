@@ -49,7 +49,7 @@ def assert_no_process_left(info, within=10.0):
 
 
 def test_a_worker_killed_mid_crawl_costs_only_its_page(tmp_path):
-    pages = site()
+    pages = site(articles=120)  # enough pages after the kill for the replacement worker to take some
     result = crawl_pages(tmp_path, pages, watched(tmp_path, NEARDUP_ACTION="tag", CONCURRENT_REQUESTS="8",
                                                   TEST_KILL_URL_SUFFIX="/slow"))
     assert result.returncode == 0, result.log[-3000:]
@@ -205,6 +205,23 @@ def test_a_worker_killed_while_idle_breaks_nothing(pool):
     time.sleep(0.5)  # pebble's manager notices within its 0.1 s poll
     assert page_result(pool, sleepy, 0.02) == 0.02
     assert pool.restarts == 1 and pid not in pool.pids()
+
+
+def test_a_worker_killed_holding_the_pipe_lock_costs_the_pages_in_flight_not_the_crawl(pool):
+    """pebble's workers share one pipe under a lock; a worker killed while it holds it would block every
+    other worker for good. The watchdog finds the stall, fails the pages in flight and starts a new pool."""
+    from crawlkit import die_holding_the_pipe_lock, sleepy
+    from scrapy_neardup.workers import WorkerLost
+
+    with pytest.raises(WorkerLost):
+        page_result(pool, die_holding_the_pipe_lock)
+    started = time.monotonic()
+    stuck = pool.submit(sleepy, 0.01)  # its worker cannot report: the lock is held by a dead process
+    with pytest.raises(WorkerLost, match="stalled"):
+        stuck.result(timeout=30)
+    assert time.monotonic() - started < 20
+    assert pool.wedged == 1
+    assert page_result(pool, sleepy, 0.01) == 0.01  # the new pool works
 
 
 def test_a_page_past_the_timeout_fails_and_the_worker_is_replaced(pool):
