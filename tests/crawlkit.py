@@ -257,3 +257,16 @@ def die_holding_the_pipe_lock():
     channel = next(o for o in gc.get_objects() if isinstance(o, WorkerChannel))
     channel.mutex.writer_mutex.acquire()
     os.kill(os.getpid(), _signal.SIGKILL)
+
+
+def assert_no_process_left(info, within=10.0):
+    """Every worker and the fork server that started them have ended (waiting a little: after the crawler
+    dies, the kernel kills its workers asynchronously)."""
+    deadline = time.monotonic() + within
+    left = [p for p in info["workers"] + info["parents"] if p != info["crawler"]]
+    while time.monotonic() < deadline:
+        left = [p for p in left if alive(p)]
+        if not left:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"processes still running after the crawl: {left}")

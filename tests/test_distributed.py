@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from crawlkit import HERE, ROOT, ServerThread, run_scrapy
+from crawlkit import HERE, ROOT, ServerThread, assert_no_process_left, run_scrapy
 from demo_site import build_site, make_server
 
 pytestmark = pytest.mark.slow
@@ -112,7 +112,9 @@ def test_lost_redis_stops_the_crawl_when_told_to(site, redis_server, tmp_path):
     paths, _ = article_paths()
     settings = settings_for(redis_server.url, DOWNLOAD_DELAY="0.2", CONCURRENT_REQUESTS="1",
                             NEARDUP_REDIS_RETRIES="1", NEARDUP_ON_STORE_ERROR="stop",
-                            NEARDUP_REDIS_TIMEOUT_SECS="1")
+                            NEARDUP_REDIS_TIMEOUT_SECS="1", NEARDUP_WORKERS="2",
+                            EXTENSIONS=json.dumps({"crawlkit.StatsToFile": 0, "crawlkit.WorkerWatch": 0}),
+                            TEST_PIDS_FILE=str(tmp_path / "pids.json"))
     proc, stats_file, _ = popen_scrapy(spider_args(site, write_paths(tmp_path, "all", paths * 3)), tmp_path,
                                        settings, "stop")
     time.sleep(2.0)
@@ -122,6 +124,9 @@ def test_lost_redis_stops_the_crawl_when_told_to(site, redis_server, tmp_path):
     assert stats["finish_reason"] == "neardup_store_error"
     assert stats["neardup/store_error"] >= 1
     assert "stopping the crawl" in (tmp_path / "stop.log").read_text()
+    workers = json.loads((tmp_path / "pids.json").read_text())
+    assert workers["workers"]  # the crawl had extraction workers, and none outlives it
+    assert_no_process_left(workers)
 
 
 def test_sqlite_crawl_killed_and_resumed_keeps_every_committed_fingerprint(site, tmp_path):

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from crawlkit import ServerThread, alive, crawl_pages, pages_server, paths_crawl_command, read_result
+from crawlkit import (ServerThread, assert_no_process_left, crawl_pages, pages_server, paths_crawl_command,
+                      read_result)
 from sitegen import article_page, slow_page
 
 pytestmark = pytest.mark.slow
@@ -33,19 +34,6 @@ def watched(tmp_path, **settings):
 
 def pids(tmp_path):
     return json.loads((tmp_path / "pids.json").read_text())
-
-
-def assert_no_process_left(info, within=10.0):
-    """Every worker and the fork server that started them have ended (waiting a little: after the crawler
-    dies, the kernel kills its workers asynchronously)."""
-    deadline = time.monotonic() + within
-    left = [p for p in info["workers"] + info["parents"] if p != info["crawler"]]
-    while time.monotonic() < deadline:
-        left = [p for p in left if alive(p)]
-        if not left:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"processes still running after the crawl: {left}")
 
 
 def test_a_worker_killed_mid_crawl_costs_only_its_page(tmp_path):
