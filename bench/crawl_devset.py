@@ -104,12 +104,12 @@ class Timings:
     def __init__(self) -> None:
         self.seconds: dict[str, list[float]] = {"extract": [], "store": [], "check": [], "middleware": []}
 
-    def wrap(self, owner: type, name: str, label: str | None) -> None:
+    def wrap(self, owner: type, name: str, label: str) -> None:
         import functools
         import inspect
 
         original = getattr(owner, name)
-        record = self.seconds[label] if label else []
+        record = self.seconds[label]
         if inspect.iscoroutinefunction(original):
             @functools.wraps(original)
             async def timed_async(*args, **kwargs):  # type: ignore[no-untyped-def]

@@ -262,11 +262,12 @@ class Config:
     def uses_template_guard(self) -> bool:
         return self.extract and self.template_repeats > 0
 
-    def build_template_guard(self) -> TemplateGuard | None:
-        """The template guard (stateful: one per deciding process), or ``None`` when it is off."""
+    def build_template_guard(self, algorithm: Algorithm | None = None) -> TemplateGuard | None:
+        """The template guard (stateful: one per deciding process), or ``None`` when it is off.
+        ``algorithm``: the one these settings already built, if the caller has it (saves building it again)."""
         if not self.uses_template_guard:
             return None
-        return TemplateGuard(self.template_repeats, algorithm=self.build_algorithm())
+        return TemplateGuard(self.template_repeats, algorithm=algorithm or self.build_algorithm())
 
     def resolved_workers(self) -> int:
         """Extraction worker processes: ``NEARDUP_WORKERS``, or the machine's cores when it is None."""

@@ -83,7 +83,7 @@ class NearDupService:
         self.stats = crawler.stats
         self.pipeline = config.build_pipeline()
         self.algorithm = self.pipeline.algorithm
-        self.guard: TemplateGuard | None = config.build_template_guard()
+        self.guard: TemplateGuard | None = config.build_template_guard(self.algorithm)
         self.detector: Detector | None = None
         self.groups: dict[str, list[str]] = {}
         self._logged_first_duplicate = False

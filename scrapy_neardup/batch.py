@@ -97,7 +97,7 @@ class BatchDeduplicator:
         self.config = config
         self.store: Store = store_from_url(store_url)
         self.detector = Detector(config.build_algorithm(), self.store)
-        self.guard = config.build_template_guard()
+        self.guard = config.build_template_guard(self.detector.algorithm)
         self.workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
         self.reset = reset
 

@@ -152,7 +152,7 @@ def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, 
         store = MemoryStore()
         detector = Detector(algorithm, store)
         detector.open()
-        guard = config.build_template_guard()
+        guard = config.build_template_guard(algorithm)
         pairs = []
         started = time.perf_counter()
         for row, got in zip(manifest, texts):
