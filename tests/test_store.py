@@ -254,3 +254,31 @@ def test_sqlite_keeps_32_bits_of_bucket_keys_and_verification_rejects_the_collis
     verdict = detector.check_fingerprint("http://other/", other.signature, colliding)
     assert verdict.status == "unique"
     detector.close()
+
+
+@pytest.mark.parametrize("same_batch", [False, True])
+def test_a_batch_never_files_a_page_ahead_of_an_earlier_near_duplicate(store_kind, tmp_path, same_batch):
+    """Decided in one batch as one by one: A shares a bucket with an unrelated filed page X, so it waits
+    for verification; B, a near-duplicate of A sharing none of X's buckets, must wait for A's verdict
+    rather than be filed alone ahead of it (found with one-permutation MinHash on the demo site)."""
+    from scrapy_neardup.engine.algorithms import MinHashLSH
+    from scrapy_neardup.engine.detector import Detector
+
+    words = [f"w{i}" for i in range(300)]
+    algorithm = MinHashLSH(0.5, shingle_size=2)
+    sig = {name: algorithm.fingerprint(text).signature for name, text in [
+        ("x", " ".join(reversed(words))), ("a", " ".join(words)), ("b", " ".join(words[:-3] + ["u", "v", "z"]))]}
+    assert algorithm.similarity(sig["a"], sig["b"]) >= 0.5 > algorithm.similarity(sig["a"], sig["x"])
+    buckets = {"x": [100], "a": [100, 200, 300], "b": [200, 300, 400]}
+    detector = Detector(algorithm, make_store(store_kind, tmp_path))
+    detector.open()
+    try:
+        items = [(f"http://{n}/", sig[n], np.array(buckets[n], dtype=np.int64)) for n in ("x", "a", "b")]
+        if not same_batch:
+            assert detector.check_fingerprint(*items[0]).status == "unique"
+        verdicts = detector.check_many(items if same_batch else items[1:])
+        by_key = {v.key: v for v in verdicts}
+        assert by_key["http://a/"].status == "unique"
+        assert (by_key["http://b/"].status, by_key["http://b/"].canonical) == ("duplicate", "http://a/")
+    finally:
+        detector.close()

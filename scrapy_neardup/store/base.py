@@ -123,18 +123,24 @@ class Store(ABC):
                     ) -> list[Lookup]:
         """For each ``(key, signature, buckets)``, in order: the key's record if it is known, else its
         candidates and a token. With ``file_alone``, a document that shares no bucket with any filed
-        document is filed as canonical on the spot (the common case, settled in one step). Backends
-        with round-trip costs (Redis) answer a whole batch at once."""
+        document, nor with an earlier document of the batch still waiting for its verdict, is filed as
+        canonical on the spot (the common case, settled in one step): the batch is decided as its
+        documents would be one by one, so a page is never filed ahead of an earlier near-duplicate of it.
+        Backends with round-trip costs (Redis) answer a whole batch at once."""
         out: list[Lookup] = []
+        waiting: set[int] = set()  # buckets of earlier documents of the batch not filed yet
         for key, signature, buckets in items:
             known = self.get(key)
             if known is not None:
                 out.append(Lookup(known))
                 continue
             candidates, token = self.lookup(buckets)
-            if not candidates and file_alone and self.add(key, signature, buckets, token=token):
+            bucket_set = {int(b) for b in buckets}
+            if (not candidates and file_alone and waiting.isdisjoint(bucket_set)
+                    and self.add(key, signature, buckets, token=token)):
                 out.append(Lookup(filed=True))
             else:
+                waiting |= bucket_set
                 out.append(Lookup(None, candidates, token))
         return out
 

@@ -108,12 +108,14 @@ class MemoryStore(Store):
         for pos, doc in zip(owner[positions].tolist(), ids.tolist()):
             found[pos].append(doc)
         # Items sharing a bucket with another item of the batch must see the documents filed before them
-        # in this call; the others are independent of the batch.
+        # in this call, and must not be filed ahead of an earlier one still waiting for its verdict; the
+        # others are independent of the batch.
         _, inverse, counts = np.unique(flat, return_inverse=True, return_counts=True)
         contested = set(owner[counts[inverse.ravel()] >= 2].tolist())
         out: list[Lookup] = []
         filed_now: dict[str, int] = {}
         new_buckets: dict[int, list[int]] = {}
+        waiting: set[int] = set()
         filed_docs: list[int] = []
         for i, (key, signature, _) in enumerate(items):
             doc = known[i] if known[i] >= 0 else filed_now.get(key, -1)
@@ -121,10 +123,12 @@ class MemoryStore(Store):
                 out.append(Lookup(self._record(doc)))
                 continue
             docs = found[i]
-            if i in contested:
-                docs = docs + [d for b in arrays[i].tolist() for d in new_buckets.get(b, ())]
+            mine = arrays[i].tolist() if i in contested else []
+            if mine:
+                docs = docs + [d for b in mine for d in new_buckets.get(b, ())]
             docs = list(dict.fromkeys(docs))
-            if docs or not file_alone:
+            if docs or not file_alone or not waiting.isdisjoint(mine):
+                waiting.update(mine)  # later items sharing a bucket wait for this one's verdict
                 out.append(Lookup(None, self._candidates(docs)))
                 continue
             filed_now[key] = doc = self._append(key, signature, None, 1.0)

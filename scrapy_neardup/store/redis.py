@@ -58,12 +58,14 @@ _BUCKETS = np.dtype("<i8")
 _LENGTHS = np.dtype("<u4")
 
 # ARGV: prefix, n, file_alone ('1' or '0'), then per document: key, buckets (8 bytes each), record.
+# A document is filed alone only if no bucket of it is filed nor shared with an earlier document of the
+# call that was not filed (it waits for its verdict and may be a near-duplicate of that one).
 # Reply per document, one string: 'K' u32 len, record, canonical record | 'F' | 'C' u32 nb, nb x u32 lengths,
 # then per candidate: i8 id, u32 len, record.
 _LOOKUP = """
 local p, n, file_alone = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
 local keys, docs = p .. ':keys', p .. ':docs'
-local out = {}
+local out, waiting = {}, {}
 for item = 1, n do
   local base = 4 + (item - 1) * 3
   local key, buckets, record = ARGV[base], ARGV[base + 1], ARGV[base + 2]
@@ -88,7 +90,11 @@ for item = 1, n do
       lengths[b] = struct.pack('<I4', string.len(ids))
       total = total + string.len(ids)
     end
-    if total == 0 and file_alone then
+    local free = true
+    for b = 1, nb do
+      if waiting[fields[b]] then free = false end
+    end
+    if total == 0 and file_alone and free then
       local new = redis.call('INCR', p .. ':seq')
       redis.call('HSET', keys, key, new)
       redis.call('HSET', docs, new, record)
@@ -99,6 +105,7 @@ for item = 1, n do
       end
       out[item] = 'F'
     else
+      for b = 1, nb do waiting[fields[b]] = true end
       local parts, seen = {'C', struct.pack('<I4', nb), table.concat(lengths)}, {}
       for b = 1, nb do
         local ids = contents[b]

@@ -348,13 +348,15 @@ class SqliteStore(Store):
         filed_now: dict[str, int] = {}
         new_docs: list[tuple[int, int, str, None, float, bytes | None]] = []
         new_buckets: list[tuple[int, list[int]]] = []
+        waiting: set[int] = set()
         for (key, signature, _), buckets in zip(items, bucket_lists):
             record = known.get(key)
             if record is not None or key in filed_now:
                 out.append(Lookup(record[1] if record is not None else DocRecord(key, None, 1.0, signature)))
                 continue
             docs = list(dict.fromkeys(d for b in buckets for d in docs_in.get(b, ())))
-            if docs or not file_alone:
+            if docs or not file_alone or not waiting.isdisjoint(buckets):
+                waiting.update(buckets)  # later items sharing a bucket wait for this one's verdict
                 out.append(Lookup(None, [found[d] for d in docs]))
                 continue
             doc = self._next_id
