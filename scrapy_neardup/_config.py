@@ -10,13 +10,14 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .engine.algorithms import Algorithm, MinHashLSH, SimHashHamming, simhash_distance_for
-from .engine.pipeline import DocumentPipeline
-from .engine.template import TemplateGuard
 from .store import STORE_SCHEMES
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the engine (numpy) is imported when a setting needs it, not to print --version
     from collections.abc import Mapping
+
+    from .engine.algorithms import Algorithm
+    from .engine.pipeline import DocumentPipeline
+    from .engine.template import TemplateGuard
 
     from scrapy.settings import BaseSettings
 
@@ -51,6 +52,7 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_MIN_TEXT_LENGTH": 200,
     "NEARDUP_MINHASH_NUM_PERM": 128,
     "NEARDUP_MINHASH_SEED": 1,
+    "NEARDUP_MINHASH_SKETCH": "one-permutation",
     "NEARDUP_ON_STORE_ERROR": "pass",
     "NEARDUP_REDIS_KEY": "neardup:{%(spider)s}",
     "NEARDUP_REDIS_RETRIES": 3,
@@ -151,6 +153,7 @@ class Config:
     min_text_length: int = 200
     minhash_num_perm: int = 128
     minhash_seed: int = 1
+    minhash_sketch: str = "one-permutation"
     on_store_error: str = "pass"
     redis_key: str = DEFAULTS["NEARDUP_REDIS_KEY"]
     redis_retries: int = 3
@@ -171,6 +174,8 @@ class Config:
     @classmethod
     def from_settings(cls, settings: SettingsLike) -> Config:
         """Parse and check every ``NEARDUP_*`` setting; raises :class:`ConfigError` naming the culprit."""
+        from .engine.algorithms import MINHASH_SKETCHES, simhash_distance_for
+
         algorithm = _choice(settings, "NEARDUP_ALGORITHM", ALGORITHMS)
         threshold = _float(settings, "NEARDUP_THRESHOLD", 0.0, 1.0, optional=True, open_low=True)
         shingle_size = _int(settings, "NEARDUP_SHINGLE_SIZE", 1, 32, optional=True)
@@ -228,6 +233,7 @@ class Config:
             min_text_length=_int(settings, "NEARDUP_MIN_TEXT_LENGTH", 0),  # type: ignore[arg-type]
             minhash_num_perm=_int(settings, "NEARDUP_MINHASH_NUM_PERM", 2, 1024),  # type: ignore[arg-type]
             minhash_seed=_int(settings, "NEARDUP_MINHASH_SEED", 0, 2**32 - 1),  # type: ignore[arg-type]
+            minhash_sketch=_choice(settings, "NEARDUP_MINHASH_SKETCH", tuple(MINHASH_SKETCHES)),
             on_store_error=_choice(settings, "NEARDUP_ON_STORE_ERROR", ON_STORE_ERROR),
             redis_key=redis_key,
             redis_retries=_int(settings, "NEARDUP_REDIS_RETRIES", 0, 100),  # type: ignore[arg-type]
@@ -249,6 +255,8 @@ class Config:
     def build_pipeline(self) -> DocumentPipeline:
         """The stateless document pipeline (extraction and fingerprinting) these settings describe; it
         reads page texts too when the template guard is on."""
+        from .engine.pipeline import DocumentPipeline
+
         return DocumentPipeline(
             self.build_algorithm(),
             use_main=self.extract,
@@ -267,6 +275,8 @@ class Config:
         ``algorithm``: the one these settings already built, if the caller has it (saves building it again)."""
         if not self.uses_template_guard:
             return None
+        from .engine.template import TemplateGuard
+
         return TemplateGuard(self.template_repeats, algorithm=algorithm or self.build_algorithm())
 
     def resolved_workers(self) -> int:
@@ -275,6 +285,7 @@ class Config:
 
     def build_algorithm(self) -> Algorithm:
         from .engine import literature
+        from .engine.algorithms import MinHashLSH, SimHashHamming
 
         if self.algorithm == "exact":
             return literature.ExactHash()
@@ -301,6 +312,7 @@ class Config:
             num_perm=self.minhash_num_perm,
             seed=self.minhash_seed,
             shingle_size=self.shingle_size,
+            sketch=self.minhash_sketch,
         )
 
     def resolve_store_url(self, spider_name: str, data_dir: str) -> str:

@@ -12,6 +12,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
+from itertools import chain, islice
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,6 +25,10 @@ from .store import Store, store_from_url
 
 #: Documents decided per store round trip.
 BATCH = 256
+#: A worker process is sent documents in batches of up to this many, or this many bytes of input, so
+#: that inter-process traffic is a few large messages rather than one per document.
+WORKER_BATCH_DOCS = 128
+WORKER_BATCH_BYTES = 1 << 20
 
 _worker_pipeline: DocumentPipeline | None = None
 
@@ -45,6 +50,23 @@ def _prepare_in_worker(item: Document | RawLine) -> _Result:
         except BadLine as exc:
             return "", str(exc)
     return item.url, prepare(_worker_pipeline, item).to_wire()
+
+
+def _prepare_batch_in_worker(items: list[Document | RawLine]) -> list[_Result]:
+    return [_prepare_in_worker(item) for item in items]
+
+
+def _worker_batches(documents: Iterable[Document | RawLine]) -> Iterator[list[Document | RawLine]]:
+    batch: list[Document | RawLine] = []
+    size = 0
+    for item in documents:
+        batch.append(item)
+        size += item.size if isinstance(item, RawLine) else len(item.html or item.text or "")
+        if len(batch) >= WORKER_BATCH_DOCS or size >= WORKER_BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
 
 
 def prepare(pipeline: DocumentPipeline, doc: Document) -> Prepared:
@@ -102,13 +124,19 @@ class BatchDeduplicator:
         self.reset = reset
 
     def _results(self, documents: Iterable[Document | RawLine]) -> Iterator[_Result]:
-        if self.workers == 1:
+        """Prepared documents in input order: in worker processes fed whole batches, or in this process
+        for one worker or an input of a single batch (where starting a pool would cost more than it saves)."""
+        batches = _worker_batches(documents)
+        head = list(islice(batches, 2))
+        if self.workers == 1 or len(head) < 2:
             _init_worker(self.config)
-            yield from map(_prepare_in_worker, documents)
+            for batch in chain(head, batches):
+                yield from map(_prepare_in_worker, batch)
             return
         ctx = multiprocessing.get_context("spawn" if sys.platform == "darwin" else None)
         with ctx.Pool(self.workers, initializer=_init_worker, initargs=(self.config,)) as pool:
-            yield from pool.imap(_prepare_in_worker, documents, chunksize=16)
+            for results in pool.imap(_prepare_batch_in_worker, chain(head, batches)):
+                yield from results
 
     def run(self, documents: DocumentReader | Iterable[Document], on_verdict: Callable[[Verdict], None],
             progress: Progress | None = None) -> BatchStats:

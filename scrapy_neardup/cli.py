@@ -25,6 +25,7 @@ def _settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         ("threshold", "NEARDUP_THRESHOLD"),
         ("num_perm", "NEARDUP_MINHASH_NUM_PERM"),
         ("seed", "NEARDUP_MINHASH_SEED"),
+        ("sketch", "NEARDUP_MINHASH_SKETCH"),
         ("shingle_size", "NEARDUP_SHINGLE_SIZE"),
         ("max_distance", "NEARDUP_SIMHASH_MAX_DISTANCE"),
         ("min_text_length", "NEARDUP_MIN_TEXT_LENGTH"),
@@ -59,6 +60,9 @@ def _add_algorithm_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--threshold", type=float, help="similarity threshold (default: 0.45 minhash, 0.95 simhash)")
     group.add_argument("--num-perm", type=int, help="MinHash permutations (default: 128)")
     group.add_argument("--seed", type=int, help="MinHash seed (default: 1)")
+    group.add_argument("--sketch", choices=("one-permutation", "permutations"),
+                       help="how MinHash draws its minima: one permutation with densification, or num_perm "
+                            "permutations as stores made before 0.2 did (default: one-permutation)")
     group.add_argument("--shingle-size", type=int, help="words per shingle (default: 2 minhash, 1 simhash)")
     group.add_argument("--max-distance", type=int, help="SimHash Hamming distance (default: from --threshold)")
     group.add_argument("--min-text-length", type=int, help="shortest text fingerprinted, in characters (default: 200)")

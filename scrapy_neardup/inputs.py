@@ -32,11 +32,15 @@ def _is_warc(path: str) -> bool:
 
 @dataclass(frozen=True)
 class RawLine:
-    """A JSON line not parsed yet: parsing is left to the worker processes of a batch run."""
+    """A JSON line not decoded or parsed yet: both are left to the worker processes of a batch run."""
 
     path: str
     number: int
-    line: str
+    line: bytes
+
+    @property
+    def size(self) -> int:
+        return len(self.line)
 
 
 class BadLine(ValueError):
@@ -45,7 +49,7 @@ class BadLine(ValueError):
 
 def parse_line(raw: RawLine) -> Document:
     try:
-        row = json.loads(raw.line)
+        row = json.loads(raw.line.decode("utf-8", errors="replace"))
         url = row["url"]
         html, text = row.get("html"), row.get("text")
         if not isinstance(url, str) or not (isinstance(html, str) or isinstance(text, str)):
@@ -75,7 +79,7 @@ class DocumentReader:
 
     def _jsonl(self, path: str) -> Iterator[Document | RawLine]:
         opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8", errors="replace") as f:  # type: ignore[operator]
+        with opener(path, "rb") as f:  # type: ignore[operator]
             for number, line in enumerate(f, 1):
                 if not line.strip():
                     continue

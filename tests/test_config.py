@@ -15,6 +15,8 @@ def test_defaults():
     assert c.extract_favor == "recall" and c.build_pipeline().favor == "recall"
     assert config(EXTRACT_FAVOR="precision").build_pipeline().favor == "precision"
     assert c.build_algorithm().params()["num_perm"] == 128
+    assert c.build_algorithm().params()["sketch"] == "one-permutation"
+    assert config(MINHASH_SKETCH="permutations").build_algorithm().params()["sketch"] == "permutations"
     s = config(ALGORITHM="simhash")
     assert s.threshold == 0.95 and s.build_algorithm().max_distance == 3 and s.shingle_size == 1
 
@@ -42,6 +44,8 @@ def test_values_from_the_command_line_are_strings():
         ("STORE_URL", "sqlite://x.db", "sqlite:///relative/path or sqlite:////absolute/path"),
         ("MIN_TEXT_LENGTH", -1, "NEARDUP_MIN_TEXT_LENGTH = -1"),
         ("ITEM_FIELD", "", "NEARDUP_ITEM_FIELD = ''"),
+        ("MINHASH_SKETCH", "oph",
+         "NEARDUP_MINHASH_SKETCH = 'oph' is not allowed: one of 'one-permutation', 'permutations'"),
     ],
 )
 def test_bad_values_name_the_setting_and_the_allowed_values(name, value, message):

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scrapy_neardup.engine.lsh import band_keys, candidate_probability, error_areas, optimal_bands
-from scrapy_neardup.engine.minhash import BottomKSketch, MinHasher
+from scrapy_neardup.engine.minhash import BottomKSketch, MinHasher, OnePermutationHasher, splitmix64
 from scrapy_neardup.engine.simhash import HammingTables, SimHasher
 from scrapy_neardup.engine.text import fmix64, jaccard, shingle_hashes, shingle_set, token_hashes
 
@@ -20,12 +20,17 @@ def _random_pair(rng, size, overlap):
     return fmix64(np.array(a, dtype=np.uint64)), fmix64(np.array(b, dtype=np.uint64))
 
 
-def test_minhash_estimates_within_standard_errors():
+@pytest.mark.parametrize("sketch,sizes", [
+    (MinHasher, (50, 400)),
+    (OnePermutationHasher, (50, 400)),
+    (OnePermutationHasher, (3, 60)),  # fewer shingles than bins: most bins are filled by densification
+])
+def test_minhash_estimates_within_standard_errors(sketch, sizes):
     rng = random.Random(7)
-    hasher = MinHasher(num_perm=128, seed=3)
+    hasher = sketch(num_perm=128, seed=3)
     z_scores = []
     for _ in range(300):
-        size = rng.randint(50, 400)
+        size = rng.randint(*sizes)
         a, b = _random_pair(rng, size, rng.randint(0, size))
         true = jaccard(np.unique(a), np.unique(b))
         est = MinHasher.similarity(hasher.signature(a), hasher.signature(b))
@@ -46,6 +51,31 @@ def test_minhash_is_deterministic_across_instances_and_seeds_differ():
 
 
 GOLDEN_MINHASH = [526175559, 911612563, 388423022, 89327232]
+
+
+def test_one_permutation_sketch_is_pinned_and_seeded():
+    s = shingle_set("a stable fingerprint outlives the process that made it", 3)
+    assert np.array_equal(OnePermutationHasher(64, 5).signature(s), OnePermutationHasher(64, 5).signature(s))
+    assert not np.array_equal(OnePermutationHasher(64, 5).signature(s), OnePermutationHasher(64, 6).signature(s))
+    # Pinned: the permutation and the probe sequences come from SplitMix64, plain integer arithmetic.
+    assert [int(x) for x in OnePermutationHasher(4, 1).signature(s)] == GOLDEN_ONE_PERMUTATION
+    # SplitMix64's reference sequence for seed 0 (Steele et al.; Vigna's splitmix64.c).
+    assert [int(x) for x in splitmix64(0, 2)] == [0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4]
+
+
+GOLDEN_ONE_PERMUTATION = [849214178, 2170010697, 2309746953, 1663847792]
+
+
+def test_one_permutation_densifies_every_bin_and_an_empty_set_stays_empty():
+    hasher = OnePermutationHasher(128, 1)
+    one = hasher.signature(np.array([12345], dtype=np.uint64))
+    assert len(set(one.tolist())) == 1 and one[0] != 0xFFFFFFFF  # one element fills every bin
+    few = hasher.signature(fmix64(np.arange(1, 6, dtype=np.uint64)))
+    assert 1 < len(set(few.tolist())) <= 5
+    assert np.all(hasher.signature(np.empty(0, dtype=np.uint64)) == 0xFFFFFFFF)
+    # The probe sequences depend on the bin and the seed only: equal sets densify alike.
+    assert np.array_equal(hasher.signature(fmix64(np.arange(1, 6, dtype=np.uint64))), few)
+
 
 
 def test_minhash_bytes_roundtrip_and_length_check():

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .lsh import band_keys, optimal_bands
-from .minhash import MinHasher
+from .minhash import MinHasher, OnePermutationHasher
 from .simhash import HammingTables, SimHasher
 from .text import shingle_hashes, token_hashes
 
@@ -42,28 +42,42 @@ class Algorithm(ABC):
         """Similarity in [0, 1] of two stored signatures; near-duplicates have ``>= threshold``."""
 
 
+#: MinHash sketches by their stored name: one permutation with densification (the default), or Broder's
+#: ``num_perm`` independent permutations (the only sketch of stores made before signature format 3).
+MINHASH_SKETCHES: dict[str, type[MinHasher]] = {
+    "one-permutation": OnePermutationHasher,
+    "permutations": MinHasher,
+}
+
+
 class MinHashLSH(Algorithm):
     """MinHash of word k-shingles, indexed by LSH bands chosen from the threshold (MMDS §3.4).
 
-    Bands are cut from the full 32-bit values; the stored signature keeps ``signature_bits`` (16 by
-    default: b-bit minwise hashing, half the bytes, the same verdicts) for verification.
+    ``sketch`` names how the ``num_perm`` minima are drawn (:data:`MINHASH_SKETCHES`); both give the same
+    estimator and the same layout, but not the same values, so the store records it. Bands are cut from
+    the full 32-bit values; the stored signature keeps ``signature_bits`` (16 by default: b-bit minwise
+    hashing, half the bytes, the same verdicts) for verification.
     """
 
     name = "minhash"
 
     def __init__(self, threshold: float = 0.5, num_perm: int = 128, seed: int = 1, shingle_size: int = 3,
-                 signature_bits: int = 16) -> None:
+                 signature_bits: int = 16, sketch: str = "one-permutation") -> None:
         if signature_bits not in (16, 32):
             raise ValueError(f"signature_bits must be 16 or 32, got {signature_bits}")
+        if sketch not in MINHASH_SKETCHES:
+            raise ValueError(f"sketch must be one of {', '.join(MINHASH_SKETCHES)}, got {sketch!r}")
         self.threshold = threshold
         self.shingle_size = shingle_size
         self.signature_bits = signature_bits
-        self.hasher = MinHasher(num_perm, seed)
+        self.sketch = sketch
+        self.hasher = MINHASH_SKETCHES[sketch](num_perm, seed)
         self.bands, self.rows = optimal_bands(threshold, num_perm)
 
     def params(self) -> dict[str, Any]:
         return {
             "algorithm": self.name,
+            "sketch": self.sketch,
             "num_perm": self.hasher.num_perm,
             "seed": self.hasher.seed,
             "shingle_size": self.shingle_size,

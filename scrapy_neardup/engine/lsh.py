@@ -65,10 +65,22 @@ def band_keys(signature: np.ndarray, bands: int, rows: int) -> np.ndarray:
 
 
 def band_keys_many(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
-    """:func:`band_keys` of each row of a ``(documents, num_perm)`` array, as one ``(documents, bands)`` array."""
+    """:func:`band_keys` of each row of a ``(documents, num_perm)`` array, as one ``(documents, bands)`` array.
+
+    A band's key is the polynomial ``band * M^rows + sum_j row_j * M^(rows-1-j)`` (mod 2^64, what Horner's
+    rule over the band's rows gives), finished with fmix64; computed for every band at once.
+    """
+    band_term, powers = _band_polynomial(bands, rows)
     table = signatures[:, : bands * rows].astype(np.uint64).reshape(len(signatures), bands, rows)
-    acc = np.broadcast_to(np.arange(1, bands + 1, dtype=np.uint64), (len(signatures), bands))
     with np.errstate(over="ignore"):
-        for j in range(rows):
-            acc = acc * _MULT + table[:, :, j]
+        acc = (table * powers).sum(axis=2, dtype=np.uint64) + band_term
     return fmix64(acc).view(np.int64)
+
+
+@lru_cache(maxsize=64)
+def _band_polynomial(bands: int, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """``band * M^rows`` for each band and ``M^(rows-1-j)`` for each row (mod 2^64)."""
+    powers = [pow(int(_MULT), rows - 1 - j, 2**64) for j in range(rows)]
+    lead = pow(int(_MULT), rows, 2**64)
+    band_term = np.array([(band * lead) % 2**64 for band in range(1, bands + 1)], dtype=np.uint64)
+    return band_term, np.array(powers, dtype=np.uint64)

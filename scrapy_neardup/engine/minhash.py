@@ -1,4 +1,4 @@
-"""MinHash signatures: n independent permutations, and the bottom-k sketch.
+"""MinHash signatures: n independent permutations, one permutation with densification, and bottom-k.
 
 Broder, "On the resemblance and containment of documents" (1997): for a random permutation π of the
 shingle universe, Pr[min π(A) = min π(B)] = J(A, B), the Jaccard similarity of the shingle sets. A
@@ -18,6 +18,10 @@ hashing (Li & König, "b-Bit Minwise Hashing", WWW 2010): two different minima a
 with probability about 2^-b, so the fraction of agreeing positions ``m`` estimates
 J = (m - 2^-b) / (1 - 2^-b). At b = 16 the correction is 1.5e-5, far under the estimate's own error
 (~0.04 at 128 permutations), and a signature takes half the space in every store.
+
+:class:`OnePermutationHasher` gives signatures of the same layout and the same estimator from *one*
+permutation (one-permutation hashing with optimal densification), about fifteen times cheaper to compute;
+it is the default sketch of the ``minhash`` algorithm since signature format 3.
 """
 
 from __future__ import annotations
@@ -30,6 +34,22 @@ _U64 = np.uint64
 _EMPTY = np.uint32(0xFFFFFFFF)
 # Shingles processed per block, bounding the (block × num_perm) matrix to a few MB on huge pages.
 _BLOCK = 4096
+_U64_MAX = np.iinfo(np.uint64).max
+# SplitMix64's increment and output mixer (Steele, Lea & Flood, "Fast splittable pseudorandom number
+# generators", OOPSLA 2014): fixed arithmetic, so the constants it draws never change with numpy's version.
+_GAMMA = _U64(0x9E3779B97F4A7C15)
+_MIX1 = _U64(0xBF58476D1CE4E5B9)
+_MIX2 = _U64(0x94D049BB133111EB)
+
+
+def splitmix64(seed: int, count: int, stream: int = 0) -> np.ndarray:
+    """``count`` 64-bit values of the SplitMix64 sequence of ``(seed, stream)``: stable on every machine."""
+    start = (seed * 0x2545F4914F6CDD1D + stream * 0xD1342543DE82EF95) & (2**64 - 1)
+    with np.errstate(over="ignore"):
+        z = _U64(start) + np.arange(1, count + 1, dtype=np.uint64) * _GAMMA
+        z = (z ^ (z >> _U64(30))) * _MIX1
+        z = (z ^ (z >> _U64(27))) * _MIX2
+    return z ^ (z >> _U64(31))
 
 
 class MinHasher:
@@ -86,6 +106,72 @@ class MinHasher:
         if len(sig) != self.num_perm:
             raise ValueError(f"MinHash signature has {len(sig)} values, expected {self.num_perm}")
         return sig
+
+
+class OnePermutationHasher(MinHasher):
+    """One-permutation hashing with optimal densification: a MinHash signature from one hash per shingle.
+
+    Li, Owen & Zhang, "One Permutation Hashing" (NIPS 2012): permute the shingle universe once, cut the
+    permuted range into ``num_perm`` equal bins, and keep the minimum of each bin. For two sets the bins
+    are disjoint samples without replacement, so the fraction of bins with equal minima estimates J(A, B)
+    as ``num_perm`` independent permutations do, with a variance no larger. A bin can be empty when a
+    set has few elements; Shrivastava, "Optimal Densification for Fast and Accurate Minwise Hashing"
+    (ICML 2017) fills an empty bin ``i`` from the first non-empty bin on a probe sequence that depends
+    only on ``i`` and the seed, which keeps the estimator unbiased with a variance close to MinHash's.
+
+    The permutation is ``x -> a*x + b (mod 2^64)`` (odd ``a``) on the fmix64-mixed shingle hashes; a
+    value's bin is ``floor(high32 * num_perm / 2^32)`` of the permuted value, and the bin's slot holds the
+    low 32 bits of its smallest permuted value. The cost is one multiply-add per shingle and one
+    scatter-minimum, against ``num_perm`` multiply-adds per shingle for :class:`MinHasher`. Constants and
+    probe sequences come from :func:`splitmix64`. Signatures have :class:`MinHasher`'s layout, ``uint32``
+    (or 16-bit) values, so LSH banding and verification are shared; they are *not* interchangeable with
+    it: the store records which sketch made them (parameter ``sketch``).
+    """
+
+    #: Probes drawn per empty bin in one vectorised step; the rare bin still empty after them probes on.
+    _PROBES = 32
+
+    def __init__(self, num_perm: int = 128, seed: int = 1) -> None:  # pylint: disable=super-init-not-called
+        if not 1 <= num_perm <= 2**16:
+            raise ValueError(f"num_perm must be between 1 and 65536, got {num_perm}")
+        self.num_perm = num_perm
+        self.seed = seed
+        a, b = splitmix64(seed, 2, stream=1)
+        self._a, self._b = a | _U64(1), b
+        self._probes = self._probe_bins(0, self._PROBES)
+
+    def _probe_bins(self, first: int, count: int) -> np.ndarray:
+        """Probe ``first .. first+count-1`` of every bin's sequence, as a ``(num_perm, count)`` array."""
+        draws = splitmix64(self.seed, self.num_perm * count, stream=2 + first // self._PROBES)
+        return ((draws >> _U64(32)) * _U64(self.num_perm) >> _U64(32)).astype(np.intp).reshape(self.num_perm, count)
+
+    def signature(self, shingles: np.ndarray) -> np.ndarray:
+        if len(shingles) == 0:
+            return np.full(self.num_perm, _EMPTY, dtype=np.uint32)
+        with np.errstate(over="ignore"):
+            permuted = shingles * self._a + self._b
+        bins = ((permuted >> _U64(32)) * _U64(self.num_perm)) >> _U64(32)
+        minima = np.full(self.num_perm, _U64_MAX, dtype=np.uint64)
+        np.minimum.at(minima, bins.astype(np.intp), permuted)
+        filled = np.flatnonzero(minima != _U64_MAX)
+        sig = (minima & _U64(0xFFFFFFFF)).astype(np.uint32)
+        if len(filled) < self.num_perm:
+            self._densify(sig, minima != _U64_MAX)
+        return sig
+
+    def _densify(self, sig: np.ndarray, nonempty: np.ndarray) -> None:
+        """Fill each empty bin from the first non-empty bin on its probe sequence (in place)."""
+        empty = np.flatnonzero(~nonempty)
+        probes = self._probes[empty]
+        first = 0
+        while len(empty):
+            hit = nonempty[probes]
+            found = hit.any(axis=1)
+            choice = probes[found, hit[found].argmax(axis=1)]
+            sig[empty[found]] = sig[choice]
+            empty = empty[~found]
+            first += self._PROBES
+            probes = self._probe_bins(first, self._PROBES)[empty]
 
 
 class BottomKSketch:

@@ -41,12 +41,17 @@ class SimHasher:
         """SimHash of a multiset of 64-bit feature hashes, each weighted by ``1 + log(tf)``."""
         if len(features) == 0:
             return 0
-        values, counts = np.unique(features, return_counts=True)
+        ordered = np.sort(features)
+        first = np.empty(len(ordered), dtype=bool)
+        first[0] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+        starts = np.flatnonzero(first)
+        values, counts = ordered[starts], np.diff(starts, append=len(ordered))
         # Weights are rounded to whole multiples of 1/4096 so every sum below is an exact integer in
         # float64: the fingerprint does not depend on the BLAS library's order of summation.
         weights = np.rint((1.0 + np.log(counts)) * _WEIGHT_SCALE)
         # Column j holds bit j of every feature hash; sum(w * (2b - 1)) > 0  <=>  2 * sum(w * b) > sum(w).
-        bits = np.unpackbits(values.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+        bits = np.unpackbits(values.astype("<u8", copy=False).view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
         totals = weights @ bits
         return int(_BIT_WEIGHTS[2.0 * totals > weights.sum()].sum(dtype=np.uint64))
 

@@ -104,11 +104,35 @@ def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
     return pows, inv
 
 
+#: Characters of at most this many are normalised in one call; longer texts piece by piece.
+_NFKC_PIECE = 512
+
+
 def normalize(text: str) -> str:
-    """``text`` in NFKC and case-folded (for ASCII, simply lower-cased: the same result, faster)."""
+    """``text`` in NFKC and case-folded (for ASCII, simply lower-cased: the same result, faster).
+
+    Most web text is already in NFKC except for a few characters (an ellipsis, a ¼, a superscript), and
+    ``unicodedata.normalize`` then rewrites the whole text, at ten times the cost of checking it. So a
+    long text is cut into pieces just before an ASCII space or newline and only the pieces that fail the
+    check are rewritten. That is exact: a space or newline is a starter that composes with nothing and
+    that no decomposition ends with, so NFKC never acts across it (UAX #15, "Stable Code Points").
+    """
     if text.isascii():
         return text.lower()
-    return unicodedata.normalize("NFKC", text).casefold()
+    if len(text) <= _NFKC_PIECE:
+        return unicodedata.normalize("NFKC", text).casefold()
+    pieces = []
+    start, end = 0, len(text)
+    while start < end:
+        cut = text.find(" ", start + _NFKC_PIECE)
+        if cut == -1:
+            cut = text.find("\n", start + _NFKC_PIECE)
+            if cut == -1:
+                cut = end
+        piece = text[start:cut]
+        pieces.append(piece if unicodedata.is_normalized("NFKC", piece) else unicodedata.normalize("NFKC", piece))
+        start = cut
+    return "".join(pieces).casefold()
 
 
 def _codepoints(text: str) -> np.ndarray:
@@ -122,29 +146,38 @@ def token_spans(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if len(cp) == 0:
             empty = np.empty(0, dtype=np.intp)
             return cp, empty, empty
-        word = _ascii_words()[cp]
-        single = None
-    else:
-        cp = _codepoints(text)
-        classes = _table()[np.minimum(cp, 0xFFFF)]
-        astral = cp > 0xFFFF
-        if astral.any():
-            for value in np.unique(cp[astral]):
-                classes[cp == value] = _classify(int(value))
-        word = classes == WORD
-        single = classes == UNSEGMENTED
+        return (cp, *_word_runs(_ascii_words()[cp]))
+    cp = _codepoints(text)
+    classes = _table().take(cp, mode="clip")  # U+FFFF and above read the table's last entry, fixed below
+    if len(cp) and cp.max() >= 0xFFFF:
+        for value in np.unique(cp[cp >= 0xFFFF]):
+            classes[cp == value] = _classify(int(value))
+    word = classes == WORD
+    single = classes == UNSEGMENTED
+    if not single.any():
+        return (cp, *_word_runs(word))
     before = np.empty_like(word)
     before[0] = False
     before[1:] = word[:-1]
     after = np.empty_like(word)
     after[-1] = False
     after[:-1] = word[1:]
-    starts = word & ~before
-    ends = word & ~after
-    if single is not None:
-        starts |= single
-        ends |= single
+    starts = (word & ~before) | single
+    ends = (word & ~after) | single
     return cp, np.flatnonzero(starts), np.flatnonzero(ends) + 1
+
+
+def _word_runs(word: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Starts and ends of the runs of ``True`` in ``word``: its changes alternate start, end, start, ..."""
+    if len(word) == 0:
+        empty = np.empty(0, dtype=np.intp)
+        return empty, empty
+    changes = np.flatnonzero(word[1:] != word[:-1]) + 1
+    if word[0]:
+        changes = np.concatenate(([0], changes))
+    if word[-1]:
+        changes = np.concatenate((changes, [len(word)]))
+    return changes[0::2], changes[1::2]
 
 
 def span_hashes(cp: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -155,12 +188,14 @@ def span_hashes(cp: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndar
     with np.errstate(over="ignore"):
         prefix = np.empty(len(cp) + 1, dtype=np.uint64)
         prefix[0] = 0
-        np.multiply(cp.astype(np.uint64) + _U64(1), inv[: len(cp)], out=prefix[1:])
+        np.add(cp, 1, out=prefix[1:], dtype=np.uint64)
+        np.multiply(prefix[1:], inv[: len(cp)], out=prefix[1:])
         np.cumsum(prefix, out=prefix)
-        last = ends - 1
-        value = (prefix[ends] - prefix[starts]) * pows[last]
+        value = prefix[ends]
+        value -= prefix[starts]
+        value *= pows[ends - 1]
         value ^= (ends - starts).astype(np.uint64) * _LENGTH_SALT
-    return fmix64(value)
+    return fmix64(value, copy=False)
 
 
 def tokenize(text: str) -> list[str]:
@@ -184,9 +219,10 @@ def hash_tokens(tokens: Sequence[str]) -> np.ndarray:
     return span_hashes(_codepoints("".join(tokens)), ends - lengths, ends)
 
 
-def fmix64(values: np.ndarray) -> np.ndarray:
-    """MurmurHash3's 64-bit finaliser applied element-wise (a stable, invertible bit mixer)."""
-    h = values.astype(np.uint64, copy=True)
+def fmix64(values: np.ndarray, copy: bool = True) -> np.ndarray:
+    """MurmurHash3's 64-bit finaliser applied element-wise (a stable, invertible bit mixer); in place on a
+    ``uint64`` array with ``copy=False``."""
+    h = values.astype(np.uint64, copy=copy)
     with np.errstate(over="ignore"):
         h ^= h >> _U64(33)
         h *= _FMIX_C1

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .base import FORMAT_VERSION, Candidate, DocRecord, Lookup, Store, StoreError, StoreMismatchError
-from .memory import MemoryStore
-from .sqlite import SqliteStore, StoreLockedError
+
+if TYPE_CHECKING:
+    from .memory import MemoryStore
+    from .sqlite import SqliteStore, StoreLockedError
 
 #: URL schemes :func:`store_from_url` understands.
 STORE_SCHEMES = ("memory", "sqlite", "redis", "rediss", "unix")
@@ -28,6 +31,19 @@ __all__ = [
 ]
 
 
+def __getattr__(name: str) -> Any:
+    """The backends (which need numpy) are imported on first use, so that reading settings stays light."""
+    if name == "MemoryStore":
+        from .memory import MemoryStore
+
+        return MemoryStore
+    if name in ("SqliteStore", "StoreLockedError"):
+        from . import sqlite
+
+        return getattr(sqlite, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def sqlite_path(url: str) -> str:
     """The file path of a ``sqlite:///relative`` or ``sqlite:////absolute`` URL (SQLAlchemy's form)."""
     if not url.startswith("sqlite:///"):
@@ -43,8 +59,12 @@ def store_from_url(url: str, **options: object) -> Store:
     (``rediss://`` for TLS, ``unix://`` for a socket; password and options as redis-py accepts them)."""
     scheme = urlsplit(url).scheme.lower()
     if scheme == "memory":
+        from .memory import MemoryStore
+
         return MemoryStore()
     if scheme == "sqlite":
+        from .sqlite import SqliteStore
+
         sqlite_options = {k: v for k, v in options.items() if k in ("commit_every", "commit_secs")}
         return SqliteStore(sqlite_path(url), **sqlite_options)  # type: ignore[arg-type]
     if scheme in ("redis", "rediss", "unix"):
