@@ -62,7 +62,7 @@ def _add_algorithm_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--seed", type=int, help="MinHash seed (default: 1)")
     group.add_argument("--sketch", choices=("one-permutation", "permutations"),
                        help="how MinHash draws its minima: one permutation with densification, or num_perm "
-                            "permutations as stores made before 0.2 did (default: one-permutation)")
+                            "permutations as stores made before the sketch setting did (default: one-permutation)")
     group.add_argument("--shingle-size", type=int, help="words per shingle (default: 2 minhash, 1 simhash)")
     group.add_argument("--max-distance", type=int, help="SimHash Hamming distance (default: from --threshold)")
     group.add_argument("--min-text-length", type=int, help="shortest text fingerprinted, in characters (default: 200)")

@@ -43,7 +43,7 @@ class Algorithm(ABC):
 
 
 #: MinHash sketches by their stored name: one permutation with densification (the default), or Broder's
-#: ``num_perm`` independent permutations (the only sketch of stores made before signature format 3).
+#: ``num_perm`` independent permutations (the only sketch of stores made before this setting existed).
 MINHASH_SKETCHES: dict[str, type[MinHasher]] = {
     "one-permutation": OnePermutationHasher,
     "permutations": MinHasher,
@@ -75,9 +75,8 @@ class MinHashLSH(Algorithm):
         self.bands, self.rows = optimal_bands(threshold, num_perm)
 
     def params(self) -> dict[str, Any]:
-        return {
+        params = {
             "algorithm": self.name,
-            "sketch": self.sketch,
             "num_perm": self.hasher.num_perm,
             "seed": self.hasher.seed,
             "shingle_size": self.shingle_size,
@@ -85,6 +84,9 @@ class MinHashLSH(Algorithm):
             "rows": self.rows,
             "signature_bits": self.signature_bits,
         }
+        if self.sketch != "permutations":  # stores of the permutations sketch predate the parameter
+            params["sketch"] = self.sketch
+        return params
 
     def fingerprint(self, text: str) -> Fingerprint:
         shingles = shingle_hashes(token_hashes(text), self.shingle_size)

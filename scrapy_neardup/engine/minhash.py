@@ -21,7 +21,7 @@ J = (m - 2^-b) / (1 - 2^-b). At b = 16 the correction is 1.5e-5, far under the e
 
 :class:`OnePermutationHasher` gives signatures of the same layout and the same estimator from *one*
 permutation (one-permutation hashing with optimal densification), about fifteen times cheaper to compute;
-it is the default sketch of the ``minhash`` algorithm since signature format 3.
+it is the default sketch of the ``minhash`` algorithm.
 """
 
 from __future__ import annotations
