@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from typing import Any
 
 from ._version import __version__
@@ -128,14 +130,53 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class AtomicOutput:
+    """A file written beside its destination and renamed over it only by :meth:`commit`: a run that fails
+    leaves an existing output as it was (``-`` writes to stdout, as it goes)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        if path == "-":
+            self.file = sys.stdout
+            self._temporary = None
+        else:
+            directory = os.path.dirname(os.path.abspath(path))
+            fd, self._temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".part",
+                                                   dir=directory)
+            self.file = os.fdopen(fd, "w", encoding="utf-8")
+
+    def commit(self) -> None:
+        if self._temporary is not None:
+            self.file.close()
+            try:
+                mode = os.stat(self.path).st_mode & 0o7777  # keep the mode of the file it replaces
+            except FileNotFoundError:
+                umask = os.umask(0)
+                os.umask(umask)
+                mode = 0o666 & ~umask  # what open() would have given a new file
+            os.chmod(self._temporary, mode)
+            os.replace(self._temporary, self.path)
+            self._temporary = None
+
+    def discard(self) -> None:
+        if self._temporary is not None:
+            self.file.close()
+            os.unlink(self._temporary)
+            self._temporary = None
+
+
 def cmd_dedup(args: argparse.Namespace) -> int:
     from .batch import BatchDeduplicator, Progress
     from .engine.cluster import clusters
-    from .inputs import DocumentReader
+    from .inputs import DocumentReader, check_inputs
 
     config = _config(_settings_from_args(args))
+    check_inputs(args.inputs)
     reader = DocumentReader(args.inputs, raw_lines=True)
-    out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
+    outputs = [AtomicOutput(args.output)]
+    if args.clusters:
+        outputs.append(AtomicOutput(args.clusters))
+    out = outputs[0].file
     edges: list[tuple[str, str]] = []
     keep_edges = bool(args.clusters)
 
@@ -150,13 +191,15 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     try:
         runner = BatchDeduplicator(config, args.store, workers=args.workers, reset=args.reset)
         stats = runner.run(reader, on_verdict, Progress(args.progress))
-    finally:
-        if out is not sys.stdout:
-            out.close()
-    if args.clusters:
-        with open(args.clusters, "w", encoding="utf-8") as f:
+        if args.clusters:
             for members in clusters(edges, args.cluster_mode):
-                f.write(json.dumps({"canonical": members[0], "members": members, "size": len(members)}) + "\n")
+                outputs[1].file.write(
+                    json.dumps({"canonical": members[0], "members": members, "size": len(members)}) + "\n")
+        for output in outputs:
+            output.commit()
+    finally:
+        for output in outputs:
+            output.discard()
     summary = {
         "documents": stats.documents, "unique": stats.unique, "duplicate": stats.duplicate, "seen": stats.seen,
         "skipped": stats.skipped, "unreadable": reader.errors, "not_html_records": reader.passed_over,
@@ -209,15 +252,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_lexicon(args: argparse.Namespace) -> int:
     from .engine.extract import extract
     from .engine.literature import IMatch
-    from .inputs import DocumentReader
+    from .inputs import DocumentReader, check_inputs
 
     def texts():  # type: ignore[no-untyped-def]
         for doc in DocumentReader(args.inputs):
             yield extract(doc.html, doc.url, use_main=not args.no_extract).text if doc.html is not None else doc.text
 
+    check_inputs(args.inputs)
     terms = IMatch.build_lexicon(texts(), low=args.low, high=args.high, min_df=args.min_df)
-    with open(args.output, "w", encoding="utf-8") as f:
-        f.writelines(t + "\n" for t in terms)
+    output = AtomicOutput(args.output)
+    try:
+        output.file.writelines(t + "\n" for t in terms)
+        output.commit()
+    finally:
+        output.discard()
     print(json.dumps({"terms": len(terms)}), file=sys.stderr)
     return 0
 
@@ -271,12 +319,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    from .inputs import InputError
+    from .store.base import StoreError, StoreMismatchError
+
     try:
         commands = {"dedup": cmd_dedup, "evaluate": cmd_evaluate, "tune": cmd_tune, "lexicon": cmd_lexicon}
         return commands[args.command](args)
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly, as Unix tools do
         sys.stderr.close()
         return 0
+    except StoreMismatchError as exc:
+        print(f"scrapy-neardup: the store at {exc.location} was written with other parameters "
+              f"({'; '.join(exc.differences)}); pass --reset to empty it, or --store for another one",
+              file=sys.stderr)
+        return 1
+    except (InputError, StoreError) as exc:
+        print(f"scrapy-neardup: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # an output that cannot be written, a full disk
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"scrapy-neardup: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@
   ``WARC-Target-URI`` is the document's URL.
 
 Lines or records that cannot be read are counted in :attr:`DocumentReader.errors` and passed over; one bad
-line never ends a run.
+line never ends a run. A file that cannot be read at all, or stops being readable part-way (a truncated
+``.gz``, a cut WARC), raises :class:`InputError`, one line naming the file, the cause and how far it got:
+a run over incomplete input is not a result.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -41,6 +45,36 @@ class RawLine:
     @property
     def size(self) -> int:
         return len(self.line)
+
+
+class InputError(Exception):
+    """An input file that cannot be read, or not to its end; the message is one line naming the file."""
+
+
+#: How WARC and ARC files begin (after gzip, if compressed).
+_WARC_MAGIC = (b"WARC/", b"filedesc://")
+
+
+def check_inputs(paths: list[str]) -> None:
+    """Refuse, before any work, an input that is missing, not a file, unreadable, or a WARC name on
+    something that is not a WARC file."""
+    for path in paths:
+        if not os.path.exists(path):
+            raise InputError(f"{path}: no such file")
+        if not os.path.isfile(path):
+            raise InputError(f"{path}: not a file (a directory?); give the files inside it")
+        try:
+            with open(path, "rb") as f:
+                head = f.read(64)
+                if _is_warc(path) and head[:2] == b"\x1f\x8b":
+                    f.seek(0)
+                    with gzip.open(f) as unzipped:
+                        head = unzipped.read(64)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputError(f"{path}: cannot be read: {exc}") from None
+        if _is_warc(path) and head and not head.startswith(_WARC_MAGIC):
+            raise InputError(f"{path}: not a WARC file (it begins {head[:24]!r}); JSON lines files must be "
+                             "named .jsonl or .jsonl.gz")
 
 
 class BadLine(ValueError):
@@ -79,39 +113,61 @@ class DocumentReader:
 
     def _jsonl(self, path: str) -> Iterator[Document | RawLine]:
         opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rb") as f:  # type: ignore[operator]
-            for number, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                raw = RawLine(path, number, line)
-                if self.raw_lines:
-                    yield raw
-                    continue
-                try:
-                    yield parse_line(raw)
-                except BadLine as exc:
-                    self.bad_line(str(exc))
+        number = 0
+        try:
+            with opener(path, "rb") as f:  # type: ignore[operator]
+                for number, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    raw = RawLine(path, number, line)
+                    if self.raw_lines:
+                        yield raw
+                        continue
+                    try:
+                        yield parse_line(raw)
+                    except BadLine as exc:
+                        self.bad_line(str(exc))
+        except (OSError, EOFError, zlib.error) as exc:  # a corrupt or truncated .gz, a disk error
+            raise InputError(f"{path}: reading stopped after line {number}: {exc}") from None
 
     def _warc(self, path: str) -> Iterator[Document]:
         try:
             from warcio.archiveiterator import ArchiveIterator
-        except ImportError as exc:  # pragma: no cover - depends on the install
-            raise SystemExit("Reading WARC files needs warcio: pip install 'scrapy-neardup[warc]'") from exc
+        except ImportError:  # pragma: no cover - depends on the install
+            raise InputError(f"{path}: reading WARC files needs warcio: pip install 'scrapy-neardup[warc]'") from None
+        records = 0
         with open(path, "rb") as f:
             try:
                 for record in ArchiveIterator(f, arc2warc=True):
-                    if record.rec_type != "response":
-                        continue
-                    ctype = (record.http_headers.get_header("Content-Type") if record.http_headers else "") or ""
-                    if "html" not in ctype.lower():
-                        self.passed_over += 1
-                        continue
-                    url = record.rec_headers.get_header("WARC-Target-URI") or ""
-                    body = record.content_stream().read()
-                    yield Document(url, html=_decode(body, ctype))
-            except Exception as exc:  # a truncated or corrupt archive: keep what was read
-                self.errors += 1
-                logger.warning("%s: WARC reading stopped early: %s", path, exc)
+                    doc = self._warc_document(record)
+                    records += 1
+                    if doc is not None:
+                        yield doc
+            except Exception as exc:  # a truncated or corrupt archive (warcio raises many kinds)
+                size, where = os.path.getsize(path), f.tell()
+                if where >= size:
+                    raise InputError(f"{path}: truncated: the file ends inside record {records + 1}, after "
+                                     f"{records} complete records ({size:,} bytes)") from None
+                raise InputError(f"{path}: WARC reading stopped at record {records + 1} (byte {where:,} of "
+                                 f"{size:,}): {type(exc).__name__}: {exc}") from None
+
+
+    def _warc_document(self, record) -> Document | None:  # type: ignore[no-untyped-def]
+        """The document of an HTML ``response`` record; ``None`` for any other record. Every record is read
+        to its end, because warcio ends a cut file without an error: a record whose block is shorter than
+        its ``Content-Length`` is how a truncated file shows."""
+        doc = None
+        ctype = (record.http_headers.get_header("Content-Type") if record.http_headers else "") or ""
+        if record.rec_type == "response" and "html" in ctype.lower():
+            url = record.rec_headers.get_header("WARC-Target-URI") or ""
+            doc = Document(url, html=_decode(record.content_stream().read(), ctype))
+        elif record.rec_type == "response":
+            self.passed_over += 1
+        while record.raw_stream.read(1 << 20):
+            pass
+        if getattr(record.raw_stream, "limit", 0) > 0:
+            raise EOFError("record shorter than its Content-Length")
+        return doc
 
 
 def _decode(body: bytes, content_type: str) -> str | bytes:

@@ -117,6 +117,54 @@ def test_dedup_warc(demo_pages, tmp_path):
     assert found == expected_pairs(groups)
 
 
+def _write_warc(path, pages):
+    with open(path, "wb") as f:
+        writer = WARCWriter(f, gzip=True)
+        for p in sorted(pages):
+            headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
+            writer.write_record(writer.create_warc_record(SITE + p, "response", payload=io.BytesIO(pages[p].encode()),
+                                                          http_headers=headers))
+
+
+def test_a_failing_run_says_one_line_and_leaves_the_outputs_as_they_were(demo_pages, tmp_path):
+    pages, _ = demo_pages
+    good = tmp_path / "good.jsonl"
+    good.write_text("".join(json.dumps({"url": SITE + p, "html": pages[p]}) + "\n" for p in sorted(pages)))
+    corrupt = tmp_path / "corrupt.jsonl.gz"
+    corrupt.write_bytes(gzip.compress(good.read_bytes())[:-200])
+    _write_warc(tmp_path / "whole.warc.gz", pages)
+    data = (tmp_path / "whole.warc.gz").read_bytes()
+    (tmp_path / "cut.warc.gz").write_bytes(data[: len(data) // 2])
+    (tmp_path / "lines.warc").write_bytes(good.read_bytes())
+    store = f"sqlite:///{tmp_path}/s.sqlite3"
+    run_cli("dedup", str(good), "-o", str(tmp_path / "first.tsv"), "--store", store, "--workers", "1")
+    out, clusters_file = tmp_path / "pairs.tsv", tmp_path / "clusters.jsonl"
+    cases = [
+        ([str(tmp_path / "missing.jsonl")], "missing.jsonl: no such file"),
+        ([str(tmp_path)], "not a file"),
+        ([str(good), str(corrupt)], "corrupt.jsonl.gz: reading stopped after line"),
+        ([str(tmp_path / "cut.warc.gz")], "cut.warc.gz: truncated: the file ends inside record"),
+        ([str(tmp_path / "lines.warc")], "lines.warc: not a WARC file"),
+        ([str(good), "--store", store, "--num-perm", "64"], "num_perm: stored 128, configured 64"),
+    ]
+    for inputs, message in cases:
+        out.write_text("old pairs\n")
+        clusters_file.write_text("old clusters\n")
+        proc = run_cli("dedup", *inputs, "-o", str(out), "--clusters", str(clusters_file), "--workers", "2",
+                       check=False)
+        assert proc.returncode == 1, (inputs, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("scrapy-neardup: ") and message in lines[0], proc.stderr
+        assert out.read_text() == "old pairs\n" and clusters_file.read_text() == "old clusters\n"
+        assert not [p for p in os.listdir(tmp_path) if p.endswith(".part")]
+    assert "--reset" in proc.stderr and "NEARDUP_" not in proc.stderr  # the CLI's own words for a mismatch
+    # The same outputs are replaced whole by a run that succeeds, keeping the file's mode.
+    os.chmod(out, 0o640)
+    run_cli("dedup", str(tmp_path / "whole.warc.gz"), "-o", str(out), "--clusters", str(clusters_file))
+    assert "old pairs" not in out.read_text() and out.read_text().count("\t") >= 2
+    assert os.stat(out).st_mode & 0o777 == 0o640
+
+
 def test_dedup_bad_options_name_the_problem(tmp_path):
     proc = run_cli("dedup", "x.jsonl", "-o", str(tmp_path / "o"), "--threshold", "2", check=False)
     assert proc.returncode != 0 and "NEARDUP_THRESHOLD = 2.0 is not allowed" in proc.stderr

@@ -31,7 +31,15 @@ class StoreError(Exception):
 
 
 class StoreMismatchError(StoreError):
-    """The store was written with another format version or other algorithm parameters."""
+    """The store was written with another format version or other algorithm parameters.
+
+    ``location`` and ``differences`` (``"name: stored X, configured Y"``) let each front end say what to do
+    in its own terms (a Scrapy setting, a CLI option)."""
+
+    def __init__(self, message: str, location: str = "", differences: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.location = location
+        self.differences = tuple(differences)
 
 
 @dataclass(frozen=True)
@@ -192,5 +200,7 @@ def check_meta(stored: Mapping[str, str], wanted: Mapping[str, str], location: s
             f"The near-duplicate store at {location} was written with other parameters ("
             + "; ".join(diffs)
             + "). Its fingerprints cannot be compared with new ones. Set NEARDUP_RESET = True to empty it "
-            "and start fresh, or set NEARDUP_STORE_URL to another location."
+            "and start fresh, or set NEARDUP_STORE_URL to another location.",
+            location,
+            diffs,
         )
