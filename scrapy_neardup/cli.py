@@ -141,8 +141,11 @@ class AtomicOutput:
             self._temporary = None
         else:
             directory = os.path.dirname(os.path.abspath(path))
-            fd, self._temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".part",
-                                                   dir=directory)
+            try:
+                fd, self._temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".part",
+                                                       dir=directory)
+            except OSError as exc:  # name the output the user gave, not the temporary file
+                raise OSError(exc.errno, f"cannot write there: {exc.strerror}", path) from None
             self.file = os.fdopen(fd, "w", encoding="utf-8")
 
     def commit(self) -> None:
