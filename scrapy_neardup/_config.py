@@ -80,6 +80,27 @@ def _fail(name: str, value: Any, allowed: str) -> ConfigError:
     return ConfigError(f"{name} = {value!r} is not allowed: {allowed}")
 
 
+def _get(settings: SettingsLike, name: str) -> Any:
+    """A setting's value; the string ``"None"`` (any case), as ``-s NAME=None`` gives, is ``None``."""
+    value = settings.get(name, DEFAULTS[name])
+    if isinstance(value, str) and value.strip().lower() == "none":
+        return None
+    return value
+
+
+def unknown_settings(settings: SettingsLike) -> list[str]:
+    """One line for each ``NEARDUP_*`` name that is not a setting (a typo is otherwise silently ignored),
+    with the closest real name when there is one."""
+    import difflib
+
+    lines = []
+    for name in sorted(n for n in settings if isinstance(n, str) and n.startswith("NEARDUP_") and n not in DEFAULTS):
+        close = difflib.get_close_matches(name, list(DEFAULTS), n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]}?" if close else "; see docs/reference.md for the settings"
+        lines.append(f"{name} is not a scrapy-neardup setting and is ignored{hint}")
+    return lines
+
+
 def _bool(settings: SettingsLike, name: str) -> bool:
     value = settings.get(name, DEFAULTS[name])
     if isinstance(value, bool):
@@ -92,7 +113,7 @@ def _bool(settings: SettingsLike, name: str) -> bool:
 
 
 def _int(settings: SettingsLike, name: str, low: int, high: int | None = None, optional: bool = False) -> int | None:
-    value = settings.get(name, DEFAULTS[name])
+    value = _get(settings, name) if optional else settings.get(name, DEFAULTS[name])
     if value is None and optional:
         return None
     try:
@@ -109,7 +130,7 @@ def _int(settings: SettingsLike, name: str, low: int, high: int | None = None, o
 
 def _float(settings: SettingsLike, name: str, low: float, high: float, optional: bool = False,
            open_low: bool = False) -> float | None:
-    value = settings.get(name, DEFAULTS[name])
+    value = _get(settings, name) if optional else settings.get(name, DEFAULTS[name])
     if value is None and optional:
         return None
     try:
@@ -192,7 +213,7 @@ class Config:
                     "NEARDUP_SIMHASH_BLOCKS", blocks,
                     f"more blocks than the Hamming distance searched ({distance}); leave it None for {distance + 2}",
                 )
-        store_url = settings.get("NEARDUP_STORE_URL", None)
+        store_url = _get(settings, "NEARDUP_STORE_URL")
         if store_url is not None:
             if not isinstance(store_url, str) or store_url.split(":", 1)[0].lower() not in STORE_SCHEMES:
                 raise _fail(
@@ -210,13 +231,13 @@ class Config:
             raise _fail(
                 "NEARDUP_REDIS_KEY", redis_key, "a non-empty key prefix; %(spider)s stands for the spider's name"
             ) from None
-        lexicon = settings.get("NEARDUP_IMATCH_LEXICON", None)
+        lexicon = _get(settings, "NEARDUP_IMATCH_LEXICON")
         if algorithm == "imatch" and not (isinstance(lexicon, str) and os.path.isfile(lexicon)):
             raise _fail("NEARDUP_IMATCH_LEXICON", lexicon, "the path of a lexicon file (one term per line; make one "
                         "with `scrapy-neardup lexicon`), required by NEARDUP_ALGORITHM = 'imatch'")
         if algorithm in FIXED_THRESHOLD and threshold is not None:
             raise _fail("NEARDUP_THRESHOLD", threshold, f"None: NEARDUP_ALGORITHM = {algorithm!r} has a fixed threshold")
-        item_field = settings.get("NEARDUP_ITEM_FIELD", None)
+        item_field = _get(settings, "NEARDUP_ITEM_FIELD")
         if item_field is not None and (not isinstance(item_field, str) or not item_field):
             raise _fail("NEARDUP_ITEM_FIELD", item_field, "the name of an item field holding text, or None")
         return cls(

@@ -21,7 +21,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
 
-from ._config import Config
+from ._config import Config, unknown_settings
 from .engine.algorithms import Fingerprint
 from .engine.detector import Detector, Verdict
 from .engine.pipeline import Prepared
@@ -105,6 +105,8 @@ class NearDupService:
         service = _services.get(crawler)
         if service is None:
             config = Config.from_settings(crawler.settings)
+            for line in unknown_settings(crawler.settings):
+                logger.warning("scrapy-neardup: %s", line)
             if not config.enabled:
                 raise NotConfigured("scrapy-neardup is disabled: set NEARDUP_ENABLED = True to enable it")
             service = cls(crawler, config)

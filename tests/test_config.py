@@ -25,6 +25,19 @@ def test_defaults():
 def test_values_from_the_command_line_are_strings():
     c = config(ENABLED="true", THRESHOLD="0.7", MINHASH_NUM_PERM="64", ACTION="TAG", RESET="0")
     assert c.enabled and c.threshold == 0.7 and c.minhash_num_perm == 64 and c.action == "tag" and not c.reset
+    # -s NAME=None means None, as documented for the settings that take it.
+    n = config(THRESHOLD="None", SHINGLE_SIZE="none", STORE_URL="None", WORKERS="None", WORKER_TIMEOUT="None")
+    assert (n.threshold, n.shingle_size, n.store_url, n.workers, n.worker_timeout) == (0.45, 2, None, None, None)
+
+
+def test_misspelt_settings_are_named_with_the_closest_real_one():
+    from scrapy_neardup._config import unknown_settings
+
+    lines = unknown_settings(Settings({"NEARDUP_TRESHOLD": 0.5, "NEARDUP_WHATEVER": 1, "NEARDUP_THRESHOLD": 0.5}))
+    assert lines == [
+        "NEARDUP_TRESHOLD is not a scrapy-neardup setting and is ignored; did you mean NEARDUP_THRESHOLD?",
+        "NEARDUP_WHATEVER is not a scrapy-neardup setting and is ignored; see docs/reference.md for the settings",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -56,7 +56,10 @@ def test_drop_mode_drops_all_but_one_page_per_group(site, groups, tmp_path):
 
 
 def test_tag_mode_tags_items_with_their_canonical(site, groups, tmp_path):
-    result = crawl(site, tmp_path, NEARDUP_ACTION="tag")
+    # Settings as `-s` gives them: strings, "None" for None; and a misspelt one, named in the log.
+    result = crawl(site, tmp_path, NEARDUP_ACTION="tag", NEARDUP_THRESHOLD="None", NEARDUP_TRESHOLD="0.9")
+    assert ("scrapy-neardup: NEARDUP_TRESHOLD is not a scrapy-neardup setting and is ignored; "
+            "did you mean NEARDUP_THRESHOLD?") in result.log
     by_path = {path_of(i["url"], site): i for i in result.items}
     assert all(p in by_path for g in groups for p in g)  # nothing dropped in tag mode
     for group in groups:
