@@ -117,16 +117,16 @@ class NearDupService:
     def spider_opened(self, spider: Spider) -> None:
         config = self.config
         url = config.resolve_store_url(spider.name, data_path("", createdir=False))
-        store: Store = store_from_url(
-            url,
-            commit_every=config.store_commit_every,
-            commit_secs=config.store_commit_secs,
-            prefix=config.redis_key % {"spider": spider.name},
-            retries=config.redis_retries,
-            timeout_secs=config.redis_timeout_secs,
-        )
-        detector = Detector(self.algorithm, store)
         try:
+            store: Store = store_from_url(  # a Redis URL without redis-py fails here
+                url,
+                commit_every=config.store_commit_every,
+                commit_secs=config.store_commit_secs,
+                prefix=config.redis_key % {"spider": spider.name},
+                retries=config.redis_retries,
+                timeout_secs=config.redis_timeout_secs,
+            )
+            detector = Detector(self.algorithm, store)
             detector.open(reset=self.config.reset)
         except StoreError as exc:
             # Fingerprints that cannot be compared, or no store at all: crawling on would let every

@@ -70,8 +70,10 @@ def read_result(returncode, stats_file, items_file, log):
     return CrawlResult(returncode, stats, items, log)
 
 
-def run_scrapy(args, tmp_path, settings=None, cwd=EXAMPLE, timeout=120, name="crawl"):
+def run_scrapy(args, tmp_path, settings=None, cwd=EXAMPLE, timeout=120, name="crawl", pythonpath=()):
+    """A ``scrapy`` run; ``pythonpath``: folders put first on the crawl's import path."""
     cmd, env, stats_file, items_file = scrapy_command(args, tmp_path, settings, name)
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, pythonpath), env["PYTHONPATH"]])
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     return read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
 

@@ -104,6 +104,23 @@ def test_bad_setting_fails_at_start_up(site, tmp_path):
     assert result.items == [] and "neardup/checked" not in result.stats
 
 
+def test_a_store_that_cannot_be_opened_stops_the_crawl_before_any_page(site, tmp_path):
+    """A redis:// store on a Python without redis-py. The crawl's import path starts with a ``redis``
+    package that fails to import exactly as a missing one does (ModuleNotFoundError): redis-py is a
+    dependency of the test environment, so its absence is the one part made up here."""
+    shadow = tmp_path / "no-redis" / "redis"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text('raise ModuleNotFoundError("No module named \'redis\'", name="redis")\n')
+    result = run_scrapy(["crawl", "news", "-a", f"site={site}"], tmp_path,
+                        {"NEARDUP_STORE_URL": "redis://127.0.0.1:9/0", "NEARDUP_ON_STORE_ERROR": "pass"},
+                        pythonpath=[shadow.parent])
+    assert result.stats["finish_reason"] == "neardup_store_error"
+    errors = [line for line in result.log.splitlines() if "ERROR" in line and "scrapy-neardup" in line]
+    assert len(errors) == 1 and "pip install 'scrapy-neardup[redis]'" in errors[0], result.log[-3000:]
+    assert "Traceback" not in result.log
+    assert result.items == [] and "neardup/checked" not in result.stats  # no page went through unchecked
+
+
 def test_simhash_crawl(site, groups, tmp_path):
     result = crawl(site, tmp_path, NEARDUP_ALGORITHM="simhash", NEARDUP_THRESHOLD=0.85)
     parsed = {path_of(i["url"], site) for i in result.items}
