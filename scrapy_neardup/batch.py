@@ -12,8 +12,8 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from itertools import chain, islice
 from dataclasses import dataclass, field
+from itertools import chain, islice
 
 import numpy as np
 

@@ -84,3 +84,17 @@ def test_page_text_separates_words_of_adjacent_blocks():
             "</nav><div>Skip</div><div>Heavenlynn</div><!-- hidden --><p>in<b>line</b> stays<br>one</p>"
             "<script>var x</script>tail</body></html>")
     assert page_text(html).split() == ["Home", "News", "Skip", "Heavenlynn", "inline", "stays", "one", "tail"]
+
+
+_PIECES = st.sampled_from(["word", " ", "\n", "\u00e9", "e\u0301", "\u0301", "\u00bc", "\u2026", "\ufb01",
+                           "\uff45", "\u1100\u1161", "\u212b", "\u00df", "\u0130", "\u3000", "\u00a0", "  "])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_PIECES, min_size=200, max_size=900))
+def test_piecewise_normalisation_equals_nfkc_of_the_whole(parts):
+    """Long texts are normalised piece by piece, cut before ASCII spaces and newlines: exactly as a whole."""
+    import unicodedata
+
+    text = "".join(parts)
+    assert normalize(text) == unicodedata.normalize("NFKC", text).casefold()

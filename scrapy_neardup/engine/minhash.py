@@ -153,10 +153,10 @@ class OnePermutationHasher(MinHasher):
         bins = ((permuted >> _U64(32)) * _U64(self.num_perm)) >> _U64(32)
         minima = np.full(self.num_perm, _U64_MAX, dtype=np.uint64)
         np.minimum.at(minima, bins.astype(np.intp), permuted)
-        filled = np.flatnonzero(minima != _U64_MAX)
         sig = (minima & _U64(0xFFFFFFFF)).astype(np.uint32)
-        if len(filled) < self.num_perm:
-            self._densify(sig, minima != _U64_MAX)
+        nonempty = minima != _U64_MAX
+        if not nonempty.all():
+            self._densify(sig, nonempty)
         return sig
 
     def _densify(self, sig: np.ndarray, nonempty: np.ndarray) -> None:
