@@ -26,6 +26,10 @@ if TYPE_CHECKING:  # the engine (numpy) is imported when a setting needs it, not
 ALGORITHMS = ("minhash", "simhash", "bottomk", "spotsigs", "supershingle", "imatch", "exact")
 #: Algorithms whose threshold is fixed by their structure (NEARDUP_THRESHOLD does not apply).
 FIXED_THRESHOLD = ("supershingle", "imatch", "exact")
+#: Algorithms whose LSH bands are chosen from the threshold (which must then be below 1).
+BANDED = ("minhash", "spotsigs")
+#: The lowest SimHash threshold: 1 - 32/64, the largest Hamming distance NEARDUP_SIMHASH_MAX_DISTANCE takes.
+SIMHASH_LOWEST_THRESHOLD = 0.5
 ACTIONS = ("drop", "tag")
 ON_STORE_ERROR = ("pass", "stop")
 #: trafilatura's balance between extracting too little and too much (its favor_recall / favor_precision).
@@ -202,8 +206,14 @@ class Config:
         shingle_size = _int(settings, "NEARDUP_SHINGLE_SIZE", 1, 32, optional=True)
         max_distance = _int(settings, "NEARDUP_SIMHASH_MAX_DISTANCE", 0, 32, optional=True)
         blocks = _int(settings, "NEARDUP_SIMHASH_BLOCKS", 2, 64, optional=True)
-        if algorithm == "minhash" and threshold == 1.0:
-            raise _fail("NEARDUP_THRESHOLD", threshold, "a number in (0, 1) for NEARDUP_ALGORITHM = 'minhash'")
+        if algorithm in BANDED and threshold == 1.0:
+            raise _fail("NEARDUP_THRESHOLD", threshold, f"a number in (0, 1) for NEARDUP_ALGORITHM = {algorithm!r} "
+                        "(its LSH bands are tuned for a threshold below 1; for identical pages use 'exact')")
+        if algorithm == "simhash" and threshold is not None and threshold < SIMHASH_LOWEST_THRESHOLD:
+            raise _fail("NEARDUP_THRESHOLD", threshold, f"a number in [{SIMHASH_LOWEST_THRESHOLD}, 1.0] for "
+                        "NEARDUP_ALGORITHM = 'simhash', where it is 1 - Hamming distance/64 (0.95: Manku et al.'s "
+                        f"3 bits), not a Jaccard similarity; {threshold} would search "
+                        f"{simhash_distance_for(threshold)} bits and match unrelated pages")
         if algorithm == "simhash":
             distance = max_distance if max_distance is not None else simhash_distance_for(
                 threshold if threshold is not None else DEFAULT_THRESHOLD["simhash"]

@@ -74,6 +74,13 @@ def test_combinations_are_checked():
     with pytest.raises(ConfigError, match=r"NEARDUP_THRESHOLD = 1.0 .*\(0, 1\) for NEARDUP_ALGORITHM = 'minhash'"):
         config(THRESHOLD=1.0)
     assert config(ALGORITHM="simhash", THRESHOLD=1.0).build_algorithm().max_distance == 0
+    with pytest.raises(ConfigError, match=r"NEARDUP_THRESHOLD = 1.0 .*\(0, 1\) for NEARDUP_ALGORITHM = 'spotsigs'"):
+        config(ALGORITHM="spotsigs", THRESHOLD=1.0)
+    # A MinHash-style threshold given to SimHash is refused, not turned into a 35-bit search.
+    with pytest.raises(ConfigError, match=r"NEARDUP_THRESHOLD = 0.45 is not allowed: a number in \[0.5, 1.0\] "
+                                          r"for NEARDUP_ALGORITHM = 'simhash'.*would search 35 bits"):
+        config(ALGORITHM="simhash", THRESHOLD=0.45)
+    assert config(ALGORITHM="simhash", THRESHOLD=0.5).build_algorithm().max_distance == 32
 
 
 def test_simhash_threshold_maps_to_hamming_distance():
