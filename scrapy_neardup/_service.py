@@ -87,6 +87,7 @@ class NearDupService:
         self.detector: Detector | None = None
         self.groups: dict[str, list[str]] = {}
         self._logged_first_duplicate = False
+        self._logged_first_seen = False
         self._logged_skip_reasons: set[str] = set()
         self.workers = config.resolved_workers()
         self._extraction: ExtractionPool | None = None  # worker processes (NEARDUP_WORKERS >= 1)
@@ -393,6 +394,15 @@ class NearDupService:
                     "" if self.config.debug else " - no further duplicates will be shown (see NEARDUP_DEBUG)",
                 )
                 self._logged_first_duplicate = True
+        elif verdict.status == "seen" and (self.config.debug or not self._logged_first_seen):
+            logger.log(
+                logging.INFO if not self._logged_first_seen else logging.DEBUG,
+                "scrapy-neardup: %s was filed before (%s)%s",
+                key,
+                "canonical" if verdict.canonical == key else f"a near-duplicate of {verdict.canonical}",
+                "" if self.config.debug else " - further pages seen before are counted in neardup/seen (see NEARDUP_DEBUG)",
+            )
+            self._logged_first_seen = True
 
     def skip(self, reason: str, url: str = "", log: bool = True) -> None:
         """Count a document that is passed on unchecked; say so once per reason at INFO, then at DEBUG

@@ -78,8 +78,12 @@ def test_tag_mode_tags_items_with_their_canonical(site, groups, tmp_path):
 
 def test_second_run_over_the_same_store_finds_every_page_known(site, tmp_path):
     first = crawl(site, tmp_path, name="first")
-    second = crawl(site, tmp_path, name="second")
+    second = crawl(site, tmp_path, name="second", NEARDUP_DEBUG="True")
     checked = first.stats["neardup/checked"]
+    # With NEARDUP_DEBUG every page seen before has its line, a dropped one naming its canonical.
+    seen_lines = [line for line in second.log.splitlines() if "was filed before (" in line]
+    assert len(seen_lines) == checked
+    assert sum("a near-duplicate of" in line for line in seen_lines) == first.stats["neardup/dropped"]
     assert second.stats["neardup/initial"] == checked
     assert second.stats["neardup/seen"] == checked
     assert "neardup/unique" not in second.stats and "neardup/duplicate" not in second.stats
