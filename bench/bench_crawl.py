@@ -36,13 +36,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from scrapy_neardup.evaluation import load_manifest, score  # noqa: E402
+
+import localsite  # noqa: E402  (bench/, the script's own folder)
 
 
 def site_path(url: str) -> str:
@@ -65,30 +66,11 @@ def load_pages(dataset: str, manifest: list[dict]) -> dict[str, bytes]:
 
 
 def serve(pages: dict[str, bytes]) -> tuple[str, multiprocessing.Process]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            body = pages.get(unquote(self.path))
-            if body is None:
-                self.send_error(404)
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def page(request) -> tuple[bytes, str] | None:  # type: ignore[no-untyped-def]
+        body = pages.get(unquote(request.path))
+        return None if body is None else (body, "text/html; charset=utf-8")
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    class Server(ThreadingHTTPServer):
-        request_queue_size = 1024
-        daemon_threads = True
-
-    server = Server(("127.0.0.1", 0), Handler)
-    process = multiprocessing.get_context("fork").Process(target=server.serve_forever, daemon=True)
-    process.start()
-    server.socket.close()
-    return f"http://127.0.0.1:{server.server_address[1]}", process
+    return localsite.serve(page)
 
 
 def _proc_cpu_and_hwm(pid: int) -> tuple[float, int] | None:

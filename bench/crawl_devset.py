@@ -30,7 +30,6 @@ import multiprocessing
 import tempfile
 import time
 from urllib.parse import urlsplit, urlunsplit
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import scrapy
 from scrapy.crawler import CrawlerProcess
@@ -38,34 +37,22 @@ from scrapy.crawler import CrawlerProcess
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from scrapy_neardup.evaluation import load_manifest, score  # noqa: E402
 
+import localsite  # noqa: E402  (bench/, the script's own folder)
 
-def serve(directory: str, manifest: list[dict]) -> tuple[ThreadingHTTPServer, multiprocessing.Process]:
+
+def serve(directory: str, manifest: list[dict]) -> tuple[str, multiprocessing.Process]:
     """Serve each page by its id: the ``X-Devset-Id`` header when the request comes through the server as
-    a proxy (the page's own URL), else the path ``/<id>``. The server runs in a process of its own, as a
-    real site would: in the crawler's process it would compete with the crawl for the GIL."""
+    a proxy (the page's own URL), else the path ``/<id>``."""
     files = {row["id"]: os.path.join(directory, row["file"]) for row in manifest}
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            path = files.get(self.headers.get("X-Devset-Id") or self.path.lstrip("/"))
-            if path is None:
-                self.send_error(404)
-                return
-            with open(path, "rb") as f:
-                body = gzip.decompress(f.read())
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def page(request) -> tuple[bytes, str] | None:  # type: ignore[no-untyped-def]
+        path = files.get(request.headers.get("X-Devset-Id") or request.path.lstrip("/"))
+        if path is None:
+            return None
+        with open(path, "rb") as f:
+            return gzip.decompress(f.read()), "text/html"
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    process = multiprocessing.get_context("fork").Process(target=server.serve_forever, daemon=True)
-    process.start()
-    return server, process
+    return localsite.serve(page)
 
 
 class DevSetSpider(scrapy.Spider):
@@ -184,7 +171,7 @@ def main() -> int:
     parser.add_argument("--timings", action="store_true", help="time the plugin's steps, one page at a time")
     args = parser.parse_args()
     manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
-    server, server_process = serve(args.dataset, manifest)
+    base, server_process = serve(args.dataset, manifest)
     out = args.out or os.path.join(tempfile.mkdtemp(), "items.jsonl")
     settings = {
         "ADDONS": {"scrapy_neardup.Addon": 300},
@@ -199,7 +186,6 @@ def main() -> int:
     for item in args.settings:
         name, _, value = item.partition("=")
         settings[name] = value
-    base = f"http://127.0.0.1:{server.server_address[1]}"
     timings = None
     if args.timings:
         # Two crawls in one process need a reactor that can be started again: run them in subprocesses.
@@ -215,7 +201,6 @@ def main() -> int:
         timings.install()
     crawler, seconds = crawl(settings, base, manifest)
     server_process.terminate()
-    server.server_close()
     with open(out, encoding="utf-8") as f:
         items = [json.loads(line) for line in f]
     pairs = [(i["url"], i["near_duplicate_of"]) for i in items if i.get("near_duplicate_of")]

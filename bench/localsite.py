@@ -1,0 +1,45 @@
+"""The local web server of the crawl benchmarks: pages from a lookup, in a process of its own.
+
+A real site does not share the crawler's GIL, so the server runs in a forked process. Its listen backlog
+is 1,024: ``http.server``'s default of 5 drops connections at crawl concurrency and distorts throughput.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+#: What a request is answered with: ``(body, content type)``, or ``None`` for a 404.
+PageLookup = Callable[[BaseHTTPRequestHandler], "tuple[bytes, str] | None"]
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 1024
+    daemon_threads = True
+
+
+def serve(lookup: PageLookup) -> tuple[str, multiprocessing.Process]:
+    """Start the server; its base URL (``http://127.0.0.1:PORT``) and process (terminate it when done)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            page = lookup(self)
+            if page is None:
+                self.send_error(404)
+                return
+            body, content_type = page
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = _Server(("127.0.0.1", 0), Handler)
+    process = multiprocessing.get_context("fork").Process(target=server.serve_forever, daemon=True)
+    process.start()
+    server.socket.close()  # the child serves; this process keeps only the address
+    return f"http://127.0.0.1:{server.server_address[1]}", process
