@@ -151,7 +151,6 @@ class DocumentReader:
                 raise InputError(f"{path}: WARC reading stopped at record {records + 1} (byte {where:,} of "
                                  f"{size:,}): {type(exc).__name__}: {exc}") from None
 
-
     def _warc_document(self, record) -> Document | None:  # type: ignore[no-untyped-def]
         """The document of an HTML ``response`` record; ``None`` for any other record. Every record is read
         to its end, because warcio ends a cut file without an error: a record whose block is shorter than
