@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .store import STORE_SCHEMES
+from .store import STORE_SCHEMES, redact_url
 
 if TYPE_CHECKING:  # the engine (numpy) is imported when a setting needs it, not to print --version
     from collections.abc import Mapping
@@ -227,11 +227,11 @@ class Config:
         if store_url is not None:
             if not isinstance(store_url, str) or store_url.split(":", 1)[0].lower() not in STORE_SCHEMES:
                 raise _fail(
-                    "NEARDUP_STORE_URL", store_url,
+                    "NEARDUP_STORE_URL", redact_url(store_url) if isinstance(store_url, str) else store_url,
                     "a URL starting with " + ", ".join(f"{s}://" for s in STORE_SCHEMES) + " (or None for the default)",
                 )
             if store_url.lower().startswith("sqlite") and not store_url.startswith("sqlite:///"):
-                raise _fail("NEARDUP_STORE_URL", store_url, "sqlite:///relative/path or sqlite:////absolute/path")
+                raise _fail("NEARDUP_STORE_URL", redact_url(store_url), "sqlite:///relative/path or sqlite:////absolute/path")
         redis_key = settings.get("NEARDUP_REDIS_KEY", DEFAULTS["NEARDUP_REDIS_KEY"])
         try:
             if not isinstance(redis_key, str) or not redis_key:

@@ -26,7 +26,7 @@ from .engine.algorithms import Fingerprint
 from .engine.detector import Detector, Verdict
 from .engine.pipeline import Prepared
 from .engine.template import TemplateGuard
-from .store import Store, StoreError, StoreMismatchError, store_from_url
+from .store import Store, StoreError, StoreMismatchError, StoreWriteError, redact_url, store_from_url
 from .workers import IN_PROCESS, ExtractionPool, WorkerLost, WorkerTimeout, analyze_html, analyze_text
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ SKIP_REASONS = {
     "error": "fingerprinting failed unexpectedly",
     "item_without_text": "the item has no text in NEARDUP_ITEM_FIELD",
     "no_text": "it has no visible text",
+    "no_words": "its text has no words (only symbols, punctuation, emoji or invisible characters)",
     "not_html": "it is not HTML",
     "not_text": "its body cannot be decoded as text",
     "status": "its HTTP status is not 2xx",
@@ -69,9 +70,24 @@ def _in_thread(pool: ThreadPool, fn: Any, *args: Any) -> Any:
     return maybe_deferred_to_future(deferToThreadPool(reactor, pool, fn, *args))
 
 
-def _looks_binary(body: bytes) -> bool:
+#: Byte-order marks of the encodings whose text is full of NUL bytes.
+_WIDE_BOMS = (b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")
+
+
+def _wide_encoding(body: bytes, content_type: bytes | None) -> bool:
+    """Whether the body is declared UTF-16 or UTF-32 (by a byte-order mark or the ``Content-Type``
+    charset): its NUL bytes are then text, not a sign of binary data."""
+    if body.startswith(_WIDE_BOMS):
+        return True
+    if content_type:
+        charset = content_type.lower().partition(b"charset=")[2].split(b";")[0].strip(b" \"'")
+        return charset.replace(b"-", b"").replace(b"_", b"").startswith((b"utf16", b"utf32", b"ucs2", b"ucs4"))
+    return False
+
+
+def _looks_binary(body: bytes, content_type: bytes | None = None) -> bool:
     head = body[:2048]
-    if b"\x00" in head:
+    if b"\x00" in head and not _wide_encoding(body, content_type):
         return True
     return head.startswith((b"%PDF", b"\x89PNG", b"GIF8", b"\xff\xd8\xff", b"PK\x03\x04", b"\x1f\x8b"))
 
@@ -118,8 +134,9 @@ class NearDupService:
     def spider_opened(self, spider: Spider) -> None:
         config = self.config
         url = config.resolve_store_url(spider.name, data_path("", createdir=False))
+        store: Store | None = None
         try:
-            store: Store = store_from_url(  # a Redis URL without redis-py fails here
+            store = store_from_url(  # a Redis URL without redis-py fails here
                 url,
                 commit_every=config.store_commit_every,
                 commit_secs=config.store_commit_secs,
@@ -129,11 +146,19 @@ class NearDupService:
             )
             detector = Detector(self.algorithm, store)
             detector.open(reset=self.config.reset)
-        except StoreError as exc:
+            initial = store.count()
+        except Exception as exc:  # noqa: BLE001 - whatever failed, no page may go through unchecked
             # Fingerprints that cannot be compared, or no store at all: crawling on would let every
             # near-duplicate through unnoticed, so the crawl stops with the reason in the log.
             reason = "neardup_store_mismatch" if isinstance(exc, StoreMismatchError) else "neardup_store_error"
-            logger.error("scrapy-neardup: %s", exc, extra={"spider": spider})
+            message = str(exc) if isinstance(exc, StoreError) else (
+                f"cannot open the store {redact_url(url)}: {type(exc).__name__}: {redact_url(str(exc))}")
+            logger.error("scrapy-neardup: %s", message, extra={"spider": spider})
+            if store is not None:
+                try:
+                    store.close()
+                except Exception:  # noqa: BLE001 - it failed to open; closing is a courtesy
+                    pass
             raise CloseSpider(reason) from exc
         self.detector = detector
         self._store_thread = ThreadPool(0, 1, name="scrapy-neardup-store")
@@ -145,7 +170,6 @@ class NearDupService:
         else:
             self._threads = ThreadPool(0, self._thread_count, name="scrapy-neardup")
             self._threads.start()
-        initial = store.count()
         self.stats.set_value("neardup/initial", initial)
         logger.info(
             "scrapy-neardup: store %s, %s, threshold %.3g, action %s, %d fingerprints already stored; "
@@ -170,8 +194,17 @@ class NearDupService:
                 await _in_thread(store_thread, self._close_store, detector, extraction)
             else:
                 self._close_store(detector, extraction)
+        except Exception as exc:  # noqa: BLE001 - the crawl must still end, and say what was lost
+            unsaved = exc.unsaved if isinstance(exc, StoreWriteError) else 0
+            if unsaved:
+                self.stats.inc_value("neardup/unsaved", unsaved)
+            logger.error("scrapy-neardup: closing the store failed; %s: %s",
+                         f"the fingerprints of the last {unsaved} pages filed were not saved" if unsaved
+                         else "what it had not yet saved may be lost", exc, extra={"spider": spider})
         finally:
             # Whatever the store did at close, no thread or worker of ours may keep the process alive.
+            if extraction is not None:
+                extraction.close()
             for pool in (store_thread, threads):
                 if pool is not None:
                     pool.stop()
@@ -213,9 +246,9 @@ class NearDupService:
             return "empty"
         if len(body) > self.config.max_body_size:
             return "too_large"
-        if _looks_binary(body):
-            return "binary"
         content_type = response.headers.get(b"Content-Type")
+        if _looks_binary(body, content_type):
+            return "binary"
         return (analyze_html, body, response.url, content_type.decode("latin-1") if content_type else None)
 
     @staticmethod
@@ -304,6 +337,8 @@ class NearDupService:
                     outcome: Verdict | StoreError = detector.check_fingerprint(key, fp.signature, fp.buckets)
                 except StoreError as exc:
                     outcome = exc
+                except Exception as exc:  # noqa: BLE001 - a backend's untranslated failure is still the store's
+                    outcome = StoreError(f"the store failed: {type(exc).__name__}: {exc}")
             self._reply(deferred, (prepared, outcome, refiled))
         except Exception as exc:  # noqa: BLE001 - never leave a page waiting
             self._reply(deferred, exc)
@@ -359,7 +394,15 @@ class NearDupService:
                 detector.close()
 
     def store_failed(self, key: str, exc: Exception) -> None:
+        """Count a page the store failed on (it passes on unchecked) and follow ``NEARDUP_ON_STORE_ERROR``.
+        A failed write may also have lost pages filed before it since the last commit: they are counted in
+        ``neardup/unsaved`` and named in the log line."""
         self.stats.inc_value("neardup/store_error")
+        unsaved = exc.unsaved if isinstance(exc, StoreWriteError) else 0
+        if unsaved:
+            self.stats.inc_value("neardup/unsaved", unsaved)
+            logger.error("scrapy-neardup: the fingerprints of %d pages filed since the store's last commit "
+                         "were lost with a failed write (counted in neardup/unsaved): %s", unsaved, exc)
         if self.config.on_store_error == "stop":
             logger.error("scrapy-neardup: store error on %s; stopping the crawl (NEARDUP_ON_STORE_ERROR = 'stop'): %s",
                          key, exc)

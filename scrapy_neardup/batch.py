@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -37,8 +38,10 @@ _worker_pipeline: DocumentPipeline | None = None
 _Result = tuple[str, "tuple | str"]  # type: ignore[type-arg]
 
 
-def _init_worker(config: Config) -> None:
+def _init_worker(config: Config, in_worker: bool = True) -> None:
     global _worker_pipeline
+    if in_worker:  # Ctrl-C reaches the whole process group: the parent decides what it means
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     _worker_pipeline = config.build_pipeline()
 
 
@@ -129,7 +132,7 @@ class BatchDeduplicator:
         batches = _worker_batches(documents)
         head = list(islice(batches, 2))
         if self.workers == 1 or len(head) < 2:
-            _init_worker(self.config)
+            _init_worker(self.config, in_worker=False)
             for batch in chain(head, batches):
                 yield from map(_prepare_in_worker, batch)
             return
@@ -139,10 +142,15 @@ class BatchDeduplicator:
                 yield from results
 
     def run(self, documents: DocumentReader | Iterable[Document], on_verdict: Callable[[Verdict], None],
-            progress: Progress | None = None) -> BatchStats:
+            progress: Progress | None = None, stats: BatchStats | None = None,
+            should_stop: Callable[[], bool] | None = None) -> BatchStats:
         """Decide every document in input order. Decisions go to the store in batches of ``BATCH``
-        documents (one or two round trips each on Redis), with the same verdicts as one by one."""
-        stats = BatchStats()
+        documents (one or two round trips each on Redis), with the same verdicts as one by one.
+
+        ``should_stop`` is asked between documents: when it answers true, the documents decided so far are
+        flushed, the store is closed and the run ends early, with the store and ``on_verdict``'s output
+        agreeing on what was decided. ``stats`` (given, or new) is filled as the run goes."""
+        stats = stats if stats is not None else BatchStats()
         started = time.perf_counter()
         self.detector.open(reset=self.reset)
         pending: list[tuple[str, bytes, np.ndarray]] = []
@@ -178,6 +186,8 @@ class BatchDeduplicator:
                     flush()
                 if progress is not None:
                     progress.update(stats)
+                if should_stop is not None and should_stop():
+                    break
             flush()
         finally:
             self.detector.close()

@@ -43,7 +43,28 @@ def _settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         settings["NEARDUP_EXTRACT_FAST"] = True
     if getattr(args, "extract_favor", None):
         settings["NEARDUP_EXTRACT_FAVOR"] = args.extract_favor
+    if getattr(args, "max_body_size", None) is not None:
+        settings["NEARDUP_MAX_BODY_SIZE"] = args.max_body_size
     return settings
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{number} is not allowed: at least 1")
+    return number
+
+
+#: Characters a URL may carry (from a hostile or broken dump) that would break a line of the TSV output.
+_TSV_ESCAPES = str.maketrans({"\t": "%09", "\n": "%0A", "\r": "%0D"})
+
+
+def tsv_field(url: str) -> str:
+    """A URL as one TSV field: tabs and line breaks percent-encoded, as a browser sends them."""
+    return url.translate(_TSV_ESCAPES)
 
 
 def _config(settings: dict[str, Any]):  # type: ignore[no-untyped-def]
@@ -96,7 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default: strict)")
     dedup.add_argument("--store", default="memory://", help="store URL, as NEARDUP_STORE_URL (default: memory://)")
     dedup.add_argument("--reset", action="store_true", help="empty the store first")
-    dedup.add_argument("--workers", type=int, help="processes for extraction and fingerprinting (default: CPUs)")
+    dedup.add_argument("--workers", type=_positive_int,
+                       help="processes for extraction and fingerprinting (default: CPUs)")
+    dedup.add_argument("--max-body-size", type=_positive_int, metavar="BYTES",
+                       help="JSON lines and WARC records larger than this are passed over, counted in the summary's "
+                            "skipped too_large (default: 2097152, as NEARDUP_MAX_BODY_SIZE)")
     dedup.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                        help="progress line on stderr (default: when stderr is a terminal)")
     _add_algorithm_options(dedup)
@@ -105,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
                               description="Run the engine over a labelled set and score it pairwise.")
     evaluate.add_argument("manifest", help="manifest.jsonl: id, url, file, cluster, kind per page")
     evaluate.add_argument("--all", action="store_true", help="every algorithm, each with its defaults")
-    evaluate.add_argument("--workers", type=int, help="processes for extraction (default: CPUs)")
+    evaluate.add_argument("--workers", type=_positive_int, help="processes for extraction (default: CPUs)")
     evaluate.add_argument("--limit", type=int, help="only the first N pages")
     evaluate.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
     evaluate.add_argument("--pairs", metavar="FILE", help="write the predicted pairs (the last configuration)")
@@ -136,6 +161,8 @@ class AtomicOutput:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        if path != "-" and os.path.isdir(path):
+            raise OSError(21, "is a directory, not a file", path)
         if path == "-":
             self.file = sys.stdout
             self._temporary = None
@@ -168,32 +195,70 @@ class AtomicOutput:
             self._temporary = None
 
 
+class _StopRequest:
+    """Within its ``with`` block, the first Ctrl-C asks the run to stop after the document at hand (the
+    outputs and the store then agree on what was decided); a second one interrupts at once."""
+
+    def __init__(self) -> None:
+        self._requested = False
+        self._previous: Any = None
+
+    def requested(self) -> bool:
+        return self._requested
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self._requested:
+            raise KeyboardInterrupt
+        self._requested = True
+        print("\nscrapy-neardup: stopping after the documents at hand (Ctrl-C again to abort)", file=sys.stderr)
+
+    def __enter__(self) -> _StopRequest:
+        import signal
+
+        self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        signal.signal(signal.SIGINT, self._previous)
+
+
 def cmd_dedup(args: argparse.Namespace) -> int:
-    from .batch import BatchDeduplicator, Progress
+    from .batch import BatchDeduplicator, BatchStats, Progress
     from .engine.cluster import clusters
     from .inputs import DocumentReader, check_inputs
 
     config = _config(_settings_from_args(args))
     check_inputs(args.inputs)
-    reader = DocumentReader(args.inputs, raw_lines=True)
+    reader = DocumentReader(args.inputs, raw_lines=True, max_size=config.max_body_size)
+    # Every output is opened before the work: a bad path must not be found after a persistent store has
+    # already filed every page (a rerun would then find them all seen, and the pairs would be lost).
     outputs = [AtomicOutput(args.output)]
-    if args.clusters:
-        outputs.append(AtomicOutput(args.clusters))
+    try:
+        if args.clusters:
+            outputs.append(AtomicOutput(args.clusters))
+    except OSError:
+        outputs[0].discard()
+        raise
     out = outputs[0].file
     edges: list[tuple[str, str]] = []
     keep_edges = bool(args.clusters)
 
     def on_verdict(verdict):  # type: ignore[no-untyped-def]
         if verdict.status == "duplicate":
-            out.write(f"{verdict.key}\t{verdict.canonical}\t{verdict.similarity:.4f}\n")
+            out.write(f"{tsv_field(verdict.key)}\t{tsv_field(verdict.canonical)}\t{verdict.similarity:.4f}\n")
             if keep_edges:
                 edges.append((verdict.key, verdict.canonical))
                 if args.cluster_mode == "components":
                     edges.extend((verdict.key, other) for other in verdict.also)
 
+    stop = _StopRequest()
+    stats = BatchStats()
     try:
         runner = BatchDeduplicator(config, args.store, workers=args.workers, reset=args.reset)
-        stats = runner.run(reader, on_verdict, Progress(args.progress))
+        with stop:
+            runner.run(reader, on_verdict, Progress(args.progress), stats=stats, should_stop=stop.requested)
         if args.clusters:
             for members in clusters(edges, args.cluster_mode):
                 outputs[1].file.write(
@@ -203,13 +268,21 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     finally:
         for output in outputs:
             output.discard()
+    skipped = dict(stats.skipped)
+    if reader.too_large:
+        skipped["too_large"] = skipped.get("too_large", 0) + reader.too_large
     summary = {
         "documents": stats.documents, "unique": stats.unique, "duplicate": stats.duplicate, "seen": stats.seen,
-        "skipped": stats.skipped, "unreadable": reader.errors, "not_html_records": reader.passed_over,
+        "skipped": skipped, "unreadable": reader.errors, "not_html_records": reader.passed_over,
         "seconds": round(stats.seconds, 3),
     }
+    if stop.requested():
+        summary["interrupted"] = True
+        print(f"scrapy-neardup: interrupted after {stats.documents} documents: "
+              f"{' and '.join(o.path for o in outputs)} hold the pairs and clusters of those, as the store does; "
+              "the rest of the input was not read", file=sys.stderr)
     print(json.dumps(summary), file=sys.stderr)
-    return 0
+    return 130 if stop.requested() else 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -328,6 +401,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         commands = {"dedup": cmd_dedup, "evaluate": cmd_evaluate, "tune": cmd_tune, "lexicon": cmd_lexicon}
         return commands[args.command](args)
+    except KeyboardInterrupt:
+        print("scrapy-neardup: aborted; existing output files were left as they were", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly, as Unix tools do
         sys.stderr.close()
         return 0

@@ -5,7 +5,9 @@
   ``WARC-Target-URI`` is the document's URL.
 
 Lines or records that cannot be read are counted in :attr:`DocumentReader.errors` and passed over; one bad
-line never ends a run. A file that cannot be read at all, or stops being readable part-way (a truncated
+line never ends a run (a line nested too deeply for the JSON parser included). A line or record larger than
+``max_size`` bytes is counted in :attr:`DocumentReader.too_large` and passed over without being held in
+memory whole. A file that cannot be read at all, or stops being readable part-way (a truncated
 ``.gz``, a cut WARC), raises :class:`InputError`, one line naming the file, the cause and how far it got:
 a run over incomplete input is not a result.
 """
@@ -88,6 +90,8 @@ def parse_line(raw: RawLine) -> Document:
         html, text = row.get("html"), row.get("text")
         if not isinstance(url, str) or not (isinstance(html, str) or isinstance(text, str)):
             raise ValueError("needs a string 'url' and a string 'html' or 'text'")
+    except RecursionError:
+        raise BadLine(f"{raw.path}:{raw.number}: line passed over: JSON nested too deeply") from None
     except (ValueError, KeyError, TypeError) as exc:
         raise BadLine(f"{raw.path}:{raw.number}: line passed over: {exc}") from None
     return Document(url, html=html if isinstance(html, str) else None, text=text if html is None else None)
@@ -97,11 +101,13 @@ class DocumentReader:
     """Documents of JSONL and WARC files, in order. With ``raw_lines``, JSON lines come as :class:`RawLine`
     for the caller to parse (with :func:`parse_line`) and to count in :meth:`bad_line`."""
 
-    def __init__(self, paths: list[str], raw_lines: bool = False) -> None:
+    def __init__(self, paths: list[str], raw_lines: bool = False, max_size: int | None = None) -> None:
         self.paths = paths
         self.raw_lines = raw_lines
+        self.max_size = max_size
         self.errors = 0
         self.passed_over = 0  # WARC records that are not HTML responses
+        self.too_large = 0  # lines or records over max_size bytes
 
     def __iter__(self) -> Iterator[Document | RawLine]:
         for path in self.paths:
@@ -114,9 +120,20 @@ class DocumentReader:
     def _jsonl(self, path: str) -> Iterator[Document | RawLine]:
         opener = gzip.open if path.endswith(".gz") else open
         number = 0
+        limit = self.max_size
         try:
             with opener(path, "rb") as f:  # type: ignore[operator]
-                for number, line in enumerate(f, 1):
+                while True:
+                    line = f.readline() if limit is None else f.readline(limit + 1)
+                    if not line:
+                        break
+                    number += 1
+                    if limit is not None and len(line) > limit:
+                        while line and not line.endswith(b"\n"):  # the rest of the line, a piece at a time
+                            line = f.readline(1 << 20)
+                        self.too_large += 1
+                        logger.warning("%s:%d: line passed over: larger than %d bytes", path, number, limit)
+                        continue
                     if not line.strip():
                         continue
                     raw = RawLine(path, number, line)
@@ -159,7 +176,14 @@ class DocumentReader:
         ctype = (record.http_headers.get_header("Content-Type") if record.http_headers else "") or ""
         if record.rec_type == "response" and "html" in ctype.lower():
             url = record.rec_headers.get_header("WARC-Target-URI") or ""
-            doc = Document(url, html=_decode(record.content_stream().read(), ctype))
+            limit = self.max_size
+            body = record.content_stream().read() if limit is None else record.content_stream().read(limit + 1)
+            if limit is not None and len(body) > limit:
+                self.too_large += 1
+                logger.warning("%s: record of %s passed over: larger than %d bytes", record.rec_headers.get_header(
+                    "WARC-Record-ID") or "a WARC record", url, limit)
+            else:
+                doc = Document(url, html=_decode(body, ctype))
         elif record.rec_type == "response":
             self.passed_over += 1
         while record.raw_stream.read(1 << 20):

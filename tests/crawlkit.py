@@ -18,18 +18,21 @@ EXAMPLE = os.path.join(ROOT, "example_project")
 
 
 class StatsToFile:
-    """Test-only extension: writes the crawl's final stats as JSON to the ``TEST_STATS_FILE`` setting."""
+    """Test-only extension: writes the crawl's final stats as JSON to the ``TEST_STATS_FILE`` setting, when
+    the spider closes and again when the engine has stopped (after every ``spider_closed`` handler, the
+    plugin's included, has finished; a crawl stopped while opening may end without that signal)."""
 
     def __init__(self, crawler):
         self.crawler = crawler
         self.path = crawler.settings.get("TEST_STATS_FILE")
         crawler.signals.connect(self.closed, signal=signals.spider_closed)
+        crawler.signals.connect(self.closed, signal=signals.engine_stopped)
 
     @classmethod
     def from_crawler(cls, crawler):
         return cls(crawler)
 
-    def closed(self, spider, reason):
+    def closed(self, *args, **kwargs):
         if self.path:
             with open(self.path, "w") as f:
                 json.dump(self.crawler.stats.get_stats(), f, default=str)

@@ -29,10 +29,12 @@ def free_port() -> int:
 
 
 class RedisServer:
-    def __init__(self, directory: str, port: int | None = None, persistent: bool = False) -> None:
+    def __init__(self, directory: str, port: int | None = None, persistent: bool = False,
+                 password: str | None = None) -> None:
         self.directory = directory
         self.port = port or free_port()
         self.persistent = persistent
+        self.password = password
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -45,13 +47,15 @@ class RedisServer:
                 "--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning"]
         args += ["--appendonly", "yes", "--appendfsync", "always", "--save", ""] if self.persistent else [
             "--appendonly", "no", "--save", ""]
+        if self.password is not None:
+            args += ["--requirepass", self.password]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
                     s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
+                    if s.recv(16).startswith((b"+PONG", b"-NOAUTH")):  # -NOAUTH: up, and wants a password
                         return self
             except OSError:
                 pass

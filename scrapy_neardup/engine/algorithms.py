@@ -7,6 +7,7 @@ records them and refuses to mix fingerprints made with others.
 from __future__ import annotations
 
 import math
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,28 @@ from .lsh import band_keys, optimal_bands
 from .minhash import MinHasher, OnePermutationHasher
 from .simhash import HammingTables, SimHasher
 from .text import shingle_hashes, token_hashes
+
+
+class NoWords(ValueError):
+    """The text has fewer words than one shingle needs (none at all: only punctuation, symbols, emoji,
+    invisible characters). Such texts would all share one empty fingerprint and so match each other with
+    similarity 1.0; they are skipped, never compared."""
+
+
+#: A letter or digit of any script (a word character that is not the connector ``_``).
+_ALPHANUMERIC = re.compile(r"[^\W_]")
+
+
+def words(text: str, shingle_size: int = 1) -> np.ndarray:
+    """The token hashes of ``text``, raising :class:`NoWords` when it has no letter or digit at all (runs
+    of ``_`` are tokens, but not words) or fewer tokens than ``shingle_size`` (at least one). The search
+    for a letter stops at the first one, a few characters into any real text."""
+    if _ALPHANUMERIC.search(text) is None:
+        raise NoWords("no letter or digit")
+    hashes = token_hashes(text)
+    if len(hashes) < max(1, shingle_size):
+        raise NoWords(f"{len(hashes)} words, fewer than the {max(1, shingle_size)} a fingerprint needs")
+    return hashes
 
 
 @dataclass(frozen=True)
@@ -35,7 +58,8 @@ class Algorithm(ABC):
 
     @abstractmethod
     def fingerprint(self, text: str) -> Fingerprint:
-        """Signature and bucket keys of a text."""
+        """Signature and bucket keys of a text; :class:`NoWords` when it has too few words (see
+        :func:`words`)."""
 
     @abstractmethod
     def similarity(self, a: bytes, b: bytes) -> float:
@@ -89,7 +113,7 @@ class MinHashLSH(Algorithm):
         return params
 
     def fingerprint(self, text: str) -> Fingerprint:
-        shingles = shingle_hashes(token_hashes(text), self.shingle_size)
+        shingles = shingle_hashes(words(text, self.shingle_size), self.shingle_size)
         sig = self.hasher.signature(shingles)
         return Fingerprint(self.hasher.to_bytes(sig, self.signature_bits), band_keys(sig, self.bands, self.rows))
 
@@ -128,7 +152,7 @@ class SimHashHamming(Algorithm):
         }
 
     def fingerprint(self, text: str) -> Fingerprint:
-        features = shingle_hashes(token_hashes(text), self.shingle_size)
+        features = shingle_hashes(words(text, self.shingle_size), self.shingle_size)
         fp = self.hasher.fingerprint(features)
         return Fingerprint(SimHasher.to_bytes(fp), self.tables.keys(fp))
 

@@ -64,7 +64,11 @@ class Detector:
         algorithm = self.algorithm
         matches = []
         for cand in candidates:
-            sim = algorithm.similarity(signature, cand.signature)
+            try:
+                sim = algorithm.similarity(signature, cand.signature)
+            except (ValueError, TypeError, IndexError) as exc:  # a record damaged in the store
+                raise StoreError(f"the stored signature of {cand.key!r} is malformed "
+                                 f"({len(cand.signature or b'')} bytes: {exc})") from exc
             if sim >= algorithm.threshold:
                 matches.append((-sim, cand.key))
         matches.sort()

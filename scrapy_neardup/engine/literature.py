@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from .algorithms import Algorithm, Fingerprint
+from .algorithms import Algorithm, Fingerprint, words
 from .minhash import BottomKSketch, MinHasher
 from .lsh import band_keys, optimal_bands
-from .text import fmix64, hash_tokens, shingle_hashes, token_hashes, tokenize
+from .text import fmix64, hash_tokens, shingle_hashes, tokenize
 
 _U64 = np.uint64
 
@@ -53,7 +53,7 @@ class ExactHash(Algorithm):
         return {"algorithm": self.name}
 
     def fingerprint(self, text: str) -> Fingerprint:
-        digest = hashlib.blake2b(token_hashes(text).astype("<u8").tobytes(), digest_size=16).digest()
+        digest = hashlib.blake2b(words(text).astype("<u8").tobytes(), digest_size=16).digest()
         return Fingerprint(digest, np.frombuffer(digest[:8], dtype="<i8").astype(np.int64))
 
     def similarity(self, a: bytes, b: bytes) -> float:
@@ -83,7 +83,7 @@ class BottomK(Algorithm):
                 "shingle_size": self.shingle_size, "index_values": self.index_values}
 
     def fingerprint(self, text: str) -> Fingerprint:
-        sketch = self.sketcher.sketch(shingle_hashes(token_hashes(text), self.shingle_size))
+        sketch = self.sketcher.sketch(shingle_hashes(words(text, self.shingle_size), self.shingle_size))
         return Fingerprint(self.sketcher.to_bytes(sketch), _keys(sketch[: self.index_values].tolist(), 0xB0770))
 
     def similarity(self, a: bytes, b: bytes) -> float:
@@ -116,7 +116,7 @@ class SuperShingles(Algorithm):
                 "seed": self.hasher.seed, "shingle_size": self.shingle_size}
 
     def fingerprint(self, text: str) -> Fingerprint:
-        sig = self.hasher.signature(shingle_hashes(token_hashes(text), self.shingle_size))
+        sig = self.hasher.signature(shingle_hashes(words(text, self.shingle_size), self.shingle_size))
         supers = band_keys(sig, self.groups, self.m // self.groups).view(np.uint64)
         subsets = combinations(range(self.groups), self.min_shared)
         keys = [int(fmix64(np.array([sum(int(supers[i]) * (2 * j + 1) for j, i in enumerate(c)) & (2**64 - 1)],
@@ -173,7 +173,7 @@ class SpotSigs(Algorithm):
                 "stop_words": hashlib.sha1(" ".join(sorted(STOP_WORDS)).encode()).hexdigest()[:12]}
 
     def spot_signatures(self, text: str) -> np.ndarray:
-        hashes = token_hashes(text)
+        hashes = words(text, self.chain + 1)
         is_stop = np.isin(hashes, self._stop)
         content = hashes[~is_stop]
         # Position of each token among the content words: the chain after a stop word starts there.
@@ -252,7 +252,7 @@ class IMatch(Algorithm):
                 "extra_lexicons": self.extra_lexicons, "drop": self.drop, "seed": self.seed}
 
     def fingerprint(self, text: str) -> Fingerprint:
-        terms = np.unique(token_hashes(text))
+        terms = np.unique(words(text))
         kept = terms[np.isin(terms, self.lexicon, assume_unique=True)]
         digests = [hashlib.sha1(kept.astype("<u8").tobytes()).digest()]
         limit = _U64(int(self.drop * 2**64) & (2**64 - 1))

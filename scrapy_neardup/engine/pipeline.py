@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .algorithms import Algorithm, Fingerprint
+from .algorithms import Algorithm, Fingerprint, NoWords
 from .extract import Extraction, extract
 from .template import page_sketcher, text_key
 
@@ -90,13 +90,19 @@ class DocumentPipeline:
     def from_extraction(self, got: Extraction) -> Prepared:
         if got.method == "none":
             return Prepared(None, got.reason)
-        fingerprint = self.algorithm.fingerprint(got.text)
+        try:
+            fingerprint = self.algorithm.fingerprint(got.text)
+        except NoWords:
+            return Prepared(None, "no_words")
         if got.method != "main":
             return Prepared(fingerprint, method=got.method)
         if not got.page_text or self._sketcher is None:
             return Prepared(fingerprint, method="main", main_key=text_key(got.text))
-        page = self.algorithm.fingerprint(got.page_text)
-        sketch = page.signature if self._sketcher is self.algorithm else self._sketcher.fingerprint(got.page_text).signature
+        try:
+            page = self.algorithm.fingerprint(got.page_text)
+            sketch = page.signature if self._sketcher is self.algorithm else self._sketcher.fingerprint(got.page_text).signature
+        except NoWords:  # the page text holds the main text's words: only for safety
+            return Prepared(fingerprint, method="main", main_key=text_key(got.text))
         return Prepared(fingerprint, method="main", main_key=text_key(got.text), page_fingerprint=page,
                         page_sketch=sketch)
 
@@ -104,5 +110,8 @@ class DocumentPipeline:
         stripped = text.strip()
         if len(stripped) < max(self.min_text_length, 1):
             return Prepared(None, "too_little_text" if stripped else "no_text")
-        return Prepared(self.algorithm.fingerprint(text), method="text")
+        try:
+            return Prepared(self.algorithm.fingerprint(text), method="text")
+        except NoWords:
+            return Prepared(None, "no_words")
 

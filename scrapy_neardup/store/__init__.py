@@ -5,11 +5,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .base import FORMAT_VERSION, Candidate, DocRecord, Lookup, Store, StoreError, StoreMismatchError
+from .base import (
+    FORMAT_VERSION,
+    Candidate,
+    DocRecord,
+    Lookup,
+    Store,
+    StoreError,
+    StoreMismatchError,
+    StoreWriteError,
+    redact_url,
+)
 
 if TYPE_CHECKING:
     from .memory import MemoryStore
-    from .sqlite import SqliteStore, StoreLockedError
+    from .sqlite import ForeignDatabaseError, SqliteStore, StoreLockedError
 
 #: URL schemes :func:`store_from_url` understands.
 STORE_SCHEMES = ("memory", "sqlite", "redis", "rediss", "unix")
@@ -19,6 +29,7 @@ __all__ = [
     "STORE_SCHEMES",
     "Candidate",
     "DocRecord",
+    "ForeignDatabaseError",
     "Lookup",
     "MemoryStore",
     "SqliteStore",
@@ -26,6 +37,8 @@ __all__ = [
     "StoreError",
     "StoreLockedError",
     "StoreMismatchError",
+    "StoreWriteError",
+    "redact_url",
     "sqlite_path",
     "store_from_url",
 ]
@@ -37,7 +50,7 @@ def __getattr__(name: str) -> Any:
         from .memory import MemoryStore
 
         return MemoryStore
-    if name in ("SqliteStore", "StoreLockedError"):
+    if name in ("SqliteStore", "StoreLockedError", "ForeignDatabaseError"):
         from . import sqlite
 
         return getattr(sqlite, name)
@@ -73,6 +86,6 @@ def store_from_url(url: str, **options: object) -> Store:
         redis_options = {k: v for k, v in options.items() if k in ("prefix", "retries", "backoff_secs", "timeout_secs")}
         return RedisStore(url, **redis_options)  # type: ignore[arg-type]
     raise ValueError(
-        f"Unknown store URL scheme {scheme!r} in {url!r}; allowed: "
+        f"Unknown store URL scheme {scheme!r} in {redact_url(url)!r}; allowed: "
         + ", ".join(f"{s}://" for s in STORE_SCHEMES)
     )

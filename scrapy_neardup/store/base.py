@@ -27,7 +27,19 @@ FORMAT_VERSION = 2
 
 
 class StoreError(Exception):
-    """A store cannot be opened or used."""
+    """A store cannot be opened or used. Every backend raises this, and only this, for its driver's
+    failures (I/O errors, a full disk, a corrupted file, a malformed record, a refused login), so that a
+    caller can follow ``NEARDUP_ON_STORE_ERROR`` whatever the backend."""
+
+
+class StoreWriteError(StoreError):
+    """A write failed and was rolled back. ``unsaved``: documents that had been given their verdict since
+    the store's last durable commit and whose fingerprints were lost with it (a batching backend, SQLite,
+    counts them; the others lose none)."""
+
+    def __init__(self, message: str, unsaved: int = 0) -> None:
+        super().__init__(message)
+        self.unsaved = unsaved
 
 
 class StoreMismatchError(StoreError):
@@ -187,6 +199,33 @@ class Store(ABC):
 
     def close(self) -> None:
         """Flush and release the backend."""
+
+
+#: Query parameters of a store URL whose values are secrets (redis-py reads ``?password=``).
+_SECRET_PARAMS = ("password", "passwd", "pass", "pwd", "secret", "token", "auth", "ssl_password")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with every credential replaced by ``***``: the password of its user part and the value of
+    any secret query parameter (``?password=...``). Every log line, stat and message that shows a store
+    URL shows it through this function."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, host = netloc.rsplit("@", 1)
+            user = userinfo.split(":", 1)[0] if ":" in userinfo else ""
+            netloc = f"{user}:***@{host}" if ":" in userinfo else f"***@{host}" if userinfo else netloc
+        query = parts.query
+        if query:
+            pairs = parse_qsl(query, keep_blank_values=True)
+            if any(name.lower() in _SECRET_PARAMS for name, _ in pairs):
+                query = urlencode([(n, "***" if n.lower() in _SECRET_PARAMS else v) for n, v in pairs], safe="*")
+        return urlunsplit(parts._replace(netloc=netloc, query=query))
+    except ValueError:  # not parseable as a URL: show none of it rather than risk a secret
+        return "(an unparseable URL)"
 
 
 def check_meta(stored: Mapping[str, str], wanted: Mapping[str, str], location: str) -> None:

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Candidate, DocRecord, Lookup, Store, StoreError, check_meta
+from .base import Candidate, DocRecord, Lookup, Store, StoreError, check_meta, redact_url
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,6 @@ _HEADER = struct.Struct("<BQfH")
 _U32 = struct.Struct("<I")
 _CANDIDATE = struct.Struct("<qI")
 _BUCKETS = np.dtype("<i8")
-_LENGTHS = np.dtype("<u4")
 
 # ARGV: prefix, n, file_alone ('1' or '0'), then per document: key, buckets (8 bytes each), record.
 # A document is filed alone only if no bucket of it is filed nor shared with an earlier document of the
@@ -205,15 +204,20 @@ def pack_record(key: str, signature: bytes | None, canonical_id: int, similarity
     return _HEADER.pack(RECORD_VERSION, canonical_id, similarity, len(sig)) + sig + key.encode("utf-8")
 
 
-def unpack_record(data: bytes) -> tuple[str, bytes, int, float]:
-    """``(key, signature, canonical id, similarity)`` of a record; raises :class:`StoreError` if malformed."""
+def unpack_record(data: bytes, where: str = "") -> tuple[str, bytes, int, float]:
+    """``(key, signature, canonical id, similarity)`` of a record; raises :class:`StoreError` naming
+    ``where`` (the hash and field it was read from) if it is malformed in any way."""
     if len(data) < _HEADER.size:
-        raise StoreError("malformed record in the Redis store (too short)")
+        raise StoreError(f"malformed record in the Redis store{where} (too short: {len(data)} bytes)")
     version, canonical_id, similarity, sig_len = _HEADER.unpack_from(data)
     if version != RECORD_VERSION or len(data) < _HEADER.size + sig_len:
-        raise StoreError(f"unknown or malformed record in the Redis store (version {version})")
+        raise StoreError(f"unknown or malformed record in the Redis store{where} (version {version})")
     start = _HEADER.size
-    return data[start + sig_len :].decode("utf-8"), data[start : start + sig_len], canonical_id, similarity
+    try:
+        key = data[start + sig_len :].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StoreError(f"malformed record in the Redis store{where} (its key is not UTF-8: {exc})") from None
+    return key, data[start : start + sig_len], canonical_id, similarity
 
 
 def pack_buckets(buckets: Sequence[int] | np.ndarray) -> bytes:
@@ -235,12 +239,11 @@ class RedisStore(Store):
         self.retries = retries
         self.backoff_secs = backoff_secs
         self.timeout_secs = timeout_secs
-        self.location = _redact(url) + f" (keys {prefix}:*)"
+        self.location = redact_url(url) + f" (keys {prefix}:*)"
         self.client: Any = None
         self._lookup: Any = None
         self._insert: Any = None
         self._ids: dict[str, int] = {}  # candidate key -> id, from the last lookup (for near-duplicates)
-        self.retried = 0
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _connect(self) -> None:
@@ -260,14 +263,22 @@ class RedisStore(Store):
         attempt whose reply was lost is then *known* to the next attempt, never filed twice.
         """
         redis = self._redis_module
+        refused = (redis.exceptions.AuthenticationError,
+                   getattr(redis.exceptions, "AuthorizationError", redis.exceptions.AuthenticationError))
         delay = self.backoff_secs
         for attempt in range(self.retries + 1):
             try:
                 return fn(*args, **kwargs)
+            except refused as exc:
+                # redis-py files a refused login under ConnectionError: retrying cannot help, say what it is.
+                raise StoreError(f"Redis at {self.location} refused the credentials: {exc}") from exc
+            except redis.ResponseError as exc:
+                if str(exc).startswith(("NOAUTH", "WRONGPASS", "NOPERM")):
+                    raise StoreError(f"Redis at {self.location} refused the credentials: {exc}") from exc
+                raise StoreError(f"Redis error at {self.location}: {exc}") from exc
             except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
                 if attempt == self.retries:
                     raise StoreError(f"Redis at {self.location} unreachable after {attempt + 1} tries: {exc}") from exc
-                self.retried += 1
                 logger.debug("Redis call failed (%s); retrying in %.2fs", exc, delay)
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
@@ -291,7 +302,13 @@ class RedisStore(Store):
         raw = self._call(self.client.hgetall, self._key("meta"))
         if not raw:
             return None
-        return {k.decode(): v.decode() for k, v in raw.items()}
+        return self._decode_meta(raw.items())
+
+    def _decode_meta(self, pairs: Any) -> dict[str, str]:
+        try:
+            return {k.decode(): v.decode() for k, v in pairs}
+        except UnicodeDecodeError:
+            raise StoreError(f"malformed parameters in the Redis store ({self._key('meta')} is not UTF-8)") from None
 
     def _write_meta(self, meta: Mapping[str, str]) -> None:
         # One script: when several processes open an empty store at once, the first one's meta is
@@ -300,7 +317,7 @@ class RedisStore(Store):
         for name, value in meta.items():
             args += [name, value]
         raw = self._call(self.client.eval, _WRITE_META, 0, *args)
-        stored = {raw[i].decode(): raw[i + 1].decode() for i in range(0, len(raw), 2)}
+        stored = self._decode_meta(zip(raw[0::2], raw[1::2]))
         check_meta(stored, meta, self.location)
 
     # -- documents ---------------------------------------------------------------------------------
@@ -331,9 +348,11 @@ class RedisStore(Store):
                 out.append(Lookup(None, [], None, filed=True))
             elif kind == b"K":
                 (size,) = _U32.unpack_from(reply, 1)
-                _, sig, _, sim = unpack_record(reply[5 : 5 + size])
+                where = f" ({self._key('docs')}, the record of {key!r})"
+                _, sig, _, sim = unpack_record(reply[5 : 5 + size], where)
                 canon = reply[5 + size :]
-                out.append(Lookup(DocRecord(key, unpack_record(canon)[0] if canon else None, sim, sig or None)))
+                canonical = unpack_record(canon, f" ({self._key('docs')}, the canonical of {key!r})")[0] if canon else None
+                out.append(Lookup(DocRecord(key, canonical, sim, sig or None)))
             else:
                 (nb,) = _U32.unpack_from(reply, 1)
                 lengths = reply[5 : 5 + 4 * nb]
@@ -342,7 +361,8 @@ class RedisStore(Store):
                     cand_id, size = _CANDIDATE.unpack_from(reply, pos)
                     pos += _CANDIDATE.size
                     if size:
-                        cand_key, sig, _, _ = unpack_record(reply[pos : pos + size])
+                        cand_key, sig, _, _ = unpack_record(reply[pos : pos + size],
+                                                            f" ({self._key('docs')} field {cand_id})")
                         self._ids[cand_key] = cand_id
                         candidates.append(Candidate(cand_key, sig))
                     pos += size
@@ -373,7 +393,11 @@ class RedisStore(Store):
                     raw = self._call(self.client.hget, self._key("keys"), canonical)
                     if raw is None:
                         raise StoreError(f"canonical {canonical!r} is not in the store")
-                    canonical_id = int(raw)
+                    try:
+                        canonical_id = int(raw)
+                    except ValueError:
+                        raise StoreError(f"malformed document id {raw!r} in the Redis store "
+                                         f"({self._key('keys')} field {canonical!r})") from None
                 args += [key, str(canonical_id), b"", b"", pack_record(key, None, canonical_id, similarity)]
         reply = self._call(self._insert, keys=[], args=args)
         return [{49: 1, 48: 0, 45: -1}[c] for c in reply]
@@ -387,18 +411,8 @@ class RedisStore(Store):
         docs = self._key("docs")
         by_id: dict[int, tuple[str, bytes, int, float]] = {}
         for raw_id, record in self._call(lambda: list(self.client.hscan_iter(docs, count=10_000))):
-            by_id[int(raw_id)] = unpack_record(record)
+            by_id[int(raw_id)] = unpack_record(record, f" ({docs} field {raw_id!r})")
         for _, (key, sig, canonical_id, sim) in sorted(by_id.items()):
             canonical = by_id[canonical_id][0] if canonical_id else None
             yield DocRecord(key, canonical, sim, sig or None)
 
-
-def _redact(url: str) -> str:
-    """The URL without its password, for log lines."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url

@@ -33,12 +33,26 @@ when they are merged again, so a crash at any point loses nothing beyond the las
 The database runs in WAL mode. Writes are committed in batches of at most ``commit_every`` documents or
 ``commit_secs`` seconds, whichever comes first, so a crash loses at most the last batch and a kill never
 corrupts the file (SQLite's journal guarantees that). One process at a time: the store takes an exclusive
-lock on ``<file>.lock`` at open, and a second process gets a :class:`StoreLockedError` that says so
-(several processes share a Redis store instead).
+lock on ``<file>.lock`` at open (beside the real file, symbolic links resolved, so that two paths to one
+file share one lock), and a second process gets a :class:`StoreLockedError` that says so (several
+processes share a Redis store instead).
+
+Other people's data is never touched. The file carries the plugin's mark, ``PRAGMA application_id`` =
+:data:`APPLICATION_ID` (the place SQLite reserves for it). Only an empty database, a database with that
+mark, or one of an older version of this plugin (exactly its tables, with its ``format_version``) is
+opened; anything else is refused before a single byte is written, ``NEARDUP_RESET`` included, which in
+any case empties only the plugin's own tables. At open the store also writes its mark and commits, so a
+file that cannot be written (read-only, on a read-only or full file system) is found before any page is
+filed.
+
+Every failure of SQLite or of the file system becomes a :class:`~.base.StoreError`. A failed write rolls
+the open transaction back; the documents filed since the last commit are then lost, and the
+:class:`~.base.StoreWriteError` counts them, so that no page is ever reported as filed when it is not.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sqlite3
@@ -49,13 +63,18 @@ from typing import Any
 import mmh3
 import numpy as np
 
-from .base import Candidate, DocRecord, Lookup, Store, StoreError
+from .base import Candidate, DocRecord, Lookup, Store, StoreError, StoreWriteError
 from .compact import LevelIndex
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: SQLite's own locking still keeps the file consistent
     fcntl = None  # type: ignore[assignment]
+
+#: ``PRAGMA application_id`` of a scrapy-neardup store: "NDUP" in ASCII.
+APPLICATION_ID = 0x4E445550
+#: The tables of the layout; a database holding any other table is not ours.
+_TABLES = frozenset(("meta", "docs", "buckets", "staged"))
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -113,6 +132,25 @@ class StoreLockedError(StoreError):
     """Another process has the SQLite store open."""
 
 
+class ForeignDatabaseError(StoreError):
+    """The file is a SQLite database of another application: it is left as it is."""
+
+
+def _translated(method: Any) -> Any:
+    """Turn every SQLite and file-system error of ``method`` into a :class:`StoreError` (a
+    :class:`StoreWriteError`, after rolling back, for a write)."""
+
+    @functools.wraps(method)
+    def wrapper(self: SqliteStore, *args: Any, **kwargs: Any) -> Any:
+        count = self._count
+        try:
+            return method(self, *args, **kwargs)
+        except (sqlite3.Error, OSError) as exc:
+            raise self._failed(method.__name__.strip("_"), exc, count) from exc
+
+    return wrapper
+
+
 def _key_hash(key: str) -> int:
     return mmh3.hash64(key, _KEY_SEED, signed=True)[0]
 
@@ -144,25 +182,99 @@ class SqliteStore(Store):
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def _connect(self) -> None:
-        directory = os.path.dirname(self.path)
-        if directory:
-            os.makedirs(directory, exist_ok=True)
-        self._lock()
+        try:
+            directory = os.path.dirname(self.path)
+            if directory:
+                os.makedirs(directory, exist_ok=True)
+            # The real file: a second path to it (a symbolic link) must meet the same lock.
+            self.path = os.path.realpath(self.path)
+            self.location = f"sqlite:///{self.path}"
+            self._lock()
+        except OSError as exc:
+            raise StoreError(f"Cannot open the SQLite store {self.path}: {exc.strerror or exc}") from exc
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+            self._check_owner()
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
             self._db.execute(f"PRAGMA journal_size_limit={_WAL_LIMIT}")
             self._db.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
+            # The mark, written and committed now: a file that cannot be written is found here, not
+            # after pages have been given verdicts that could not be saved.
+            self._db.execute(f"PRAGMA application_id={APPLICATION_ID}")
             self._db.executescript(_SCHEMA)
             self._count = self._db.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
             self._next_id = (self._db.execute("SELECT MAX(id) FROM docs").fetchone()[0] or 0) + 1
             self._load_staged()
-        except sqlite3.DatabaseError as exc:
-            self._unlock()
-            raise StoreError(f"Cannot open the SQLite store {self.path}: {exc}") from exc
-        self._db.execute("BEGIN")
+            self._db.execute("BEGIN")
+        except StoreError:
+            self._abandon()
+            raise
+        except (sqlite3.Error, OSError) as exc:
+            self._abandon()
+            hint = ""
+            if "readonly" in str(exc) or isinstance(exc, PermissionError):
+                hint = " (the file or its folder cannot be written: the store needs both)"
+            raise StoreError(f"Cannot open the SQLite store {self.path}: {exc}{hint}") from exc
+
+    def _check_owner(self) -> None:
+        """Refuse, without writing anything, a database that is neither empty nor a scrapy-neardup store."""
+        db = self.db
+        application_id = db.execute("PRAGMA application_id").fetchone()[0]
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if application_id == APPLICATION_ID or (not tables and application_id == 0):
+            return
+        if application_id == 0 and tables <= _TABLES and {"meta", "docs", "buckets"} <= tables:
+            names = {row[1] for row in db.execute("PRAGMA table_info(meta)")}
+            if names == {"name", "value"} and db.execute(
+                    "SELECT 1 FROM meta WHERE name = 'format_version'").fetchone():
+                return  # a store of a version from before the mark: it is marked at open
+        what = (f"application id {application_id:#x}" if application_id else
+                "tables " + ", ".join(sorted(tables)))
+        raise ForeignDatabaseError(
+            f"The SQLite file {self.path} is not a scrapy-neardup store ({what}): it is left untouched. "
+            "Point NEARDUP_STORE_URL (or --store) at a new file; NEARDUP_RESET never empties another "
+            "application's database."
+        )
+
+    def _abandon(self) -> None:
+        """Close what a failed open left open, without writing anything more."""
+        if self._db is not None:
+            try:
+                self._db.close()
+            except sqlite3.Error:
+                pass
+            self._db = None
+        self._unlock()
+
+    def _failed(self, operation: str, exc: BaseException, before: int) -> StoreError:
+        """The :class:`StoreError` for a failed ``operation``, which found ``before`` documents filed: the
+        open transaction is rolled back and the counters are read again from what the file really holds.
+        Documents the operation itself was filing are its caller's to report, not counted as unsaved."""
+        db = self._db
+        if db is None:
+            return StoreError(f"SQLite store {self.path}: {operation} failed: {exc}")
+        try:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # SQLite may have rolled back already (a full disk, an I/O error)
+        unsaved = 0
+        try:
+            self._count = db.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
+            self._next_id = (db.execute("SELECT MAX(id) FROM docs").fetchone()[0] or 0) + 1
+            self._load_staged()
+            unsaved = max(0, before - self._count)
+            self._pending = 0
+            self._last_commit = time.monotonic()
+            db.execute("BEGIN")
+        except sqlite3.Error:
+            pass  # the file cannot even be read: every later call fails the same way
+        message = f"SQLite store {self.path}: {operation} failed: {exc}"
+        if unsaved:
+            message += f"; the {unsaved} documents filed since the last commit were not saved"
+        return StoreWriteError(message, unsaved)
 
     def _lock(self) -> None:
         if fcntl is None:
@@ -185,7 +297,11 @@ class SqliteStore(Store):
             self._lock_file.close()
             self._lock_file = None
 
+    @_translated
     def flush(self) -> None:
+        self._commit()
+
+    def _commit(self) -> None:
         if self._db is not None and self._db.in_transaction:
             self._db.execute("COMMIT")
             self._db.execute("BEGIN")
@@ -193,12 +309,16 @@ class SqliteStore(Store):
         self._last_commit = time.monotonic()
 
     def close(self) -> None:
-        if self._db is not None:
-            if self._db.in_transaction:
-                self._db.execute("COMMIT")
-            self._db.close()
-            self._db = None
-        self._unlock()
+        """Commit and release the file; the file is released even when the last commit fails (the
+        :class:`StoreWriteError` then says how many documents were not saved)."""
+        try:
+            if self._db is not None and self._db.in_transaction:
+                try:
+                    self._db.execute("COMMIT")
+                except (sqlite3.Error, OSError) as exc:
+                    raise self._failed("the final commit", exc, self._count) from exc
+        finally:
+            self._abandon()
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -207,6 +327,7 @@ class SqliteStore(Store):
         return self._db
 
     # -- meta --------------------------------------------------------------------------------------
+    @_translated
     def _clear(self) -> None:
         self.db.execute("DELETE FROM buckets")
         self.db.execute("DELETE FROM staged")
@@ -215,8 +336,9 @@ class SqliteStore(Store):
         self.db.execute("DELETE FROM meta")
         self._count = 0
         self._next_id = 1
-        self.flush()
+        self._commit()
 
+    @_translated
     def _read_meta(self) -> dict[str, str] | None:
         rows = dict(self.db.execute("SELECT name, value FROM meta").fetchall())
         if not rows:
@@ -230,12 +352,13 @@ class SqliteStore(Store):
             )
         return rows
 
+    @_translated
     def _write_meta(self, meta: Mapping[str, str]) -> None:
         self.db.execute("DELETE FROM meta")
         self.db.executemany("INSERT INTO meta (name, value) VALUES (?, ?)",
                             sorted({**meta, _LAYOUT_NAME: _LAYOUT}.items()))
         self._layout_recorded = True
-        self.flush()
+        self._commit()
 
     # -- documents ---------------------------------------------------------------------------------
     def count(self) -> int:
@@ -247,6 +370,7 @@ class SqliteStore(Store):
                 return int(doc)
         return None
 
+    @_translated
     def get(self, key: str) -> DocRecord | None:
         for stored_key, canonical, similarity, sig in self.db.execute(
             "SELECT d.key, c.key, d.similarity, d.sig FROM docs d LEFT JOIN docs c ON c.id = d.canonical "
@@ -257,6 +381,7 @@ class SqliteStore(Store):
                 return DocRecord(key, canonical, similarity, sig)
         return None
 
+    @_translated
     def lookup(self, buckets: Sequence[int]) -> tuple[list[Candidate], Any]:
         if not len(buckets):
             return [], None
@@ -271,6 +396,7 @@ class SqliteStore(Store):
             rows += self._select_in("SELECT key, sig FROM docs WHERE id IN ({marks})", staged)
         return [Candidate(key, sig) for key, sig in dict(rows).items()], None
 
+    @_translated
     def add(
         self,
         key: str,
@@ -291,6 +417,7 @@ class SqliteStore(Store):
         )
         return True
 
+    @_translated
     def refile(self, key: str, signature: bytes, buckets: Sequence[int]) -> bool:
         for doc, stored_key, canonical in self.db.execute(
             "SELECT id, key, canonical FROM docs WHERE key_hash = ?", (_key_hash(key),)
@@ -305,7 +432,7 @@ class SqliteStore(Store):
                                 [(bucket, doc) for bucket in _bucket_ids(buckets)])
             self._pending += 1
             if self._pending >= self.commit_every:
-                self.flush()
+                self._commit()
             return True
         return False
 
@@ -329,6 +456,7 @@ class SqliteStore(Store):
         return {key: (doc, DocRecord(key, canonical, similarity, sig))
                 for doc, key, canonical, similarity, sig in rows if key in wanted}
 
+    @_translated
     def lookup_many(self, items: Sequence[tuple[str, bytes | None, Sequence[int]]], file_alone: bool = False,
                     ) -> list[Lookup]:
         if not items:
@@ -371,6 +499,7 @@ class SqliteStore(Store):
         self._insert(new_docs, new_buckets)
         return out
 
+    @_translated
     def add_many(self, items: Sequence[tuple[str, bytes | None, Sequence[int], str | None, float, Any]]) -> list[int]:
         known = self._known([item[0] for item in items])
         canonical_ids = {key: doc for key, (doc, _) in self._known([i[3] for i in items if i[3] is not None]).items()}
@@ -430,7 +559,7 @@ class SqliteStore(Store):
             # Twice the rows staged meanwhile: the merge ends before the next one is due.
             self._merge_step(max(2 * sum(len(bl) for _, bl in buckets), _MIN_MERGE_STEP))
         if self._pending >= self.commit_every or time.monotonic() - self._last_commit >= self.commit_secs:
-            self.flush()
+            self._commit()
 
     # -- the staged part of the band index (see the module's docstring) ----------------------------------
     def _staged_hits(self, bucket_ids: list[int]) -> Iterator[tuple[int, int]]:
@@ -489,9 +618,9 @@ class SqliteStore(Store):
                         "over %.1f s", merge.n_docs, len(merge.keys), self.path, merge.secs,
                         time.monotonic() - merge.started)
 
+    @_translated
     def iter_records(self) -> Iterator[DocRecord]:
         rows = self.db.execute(
             "SELECT d.key, c.key, d.similarity, d.sig FROM docs d LEFT JOIN docs c ON c.id = d.canonical ORDER BY d.id"
         ).fetchall()
-        for key, canonical, similarity, sig in rows:
-            yield DocRecord(key, canonical, similarity, sig)
+        return iter([DocRecord(key, canonical, similarity, sig) for key, canonical, similarity, sig in rows])

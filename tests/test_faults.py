@@ -1,0 +1,482 @@
+"""Fault injection: real faults under real crawls and real CLI runs, and nothing lost without a word.
+
+A tiny file system (a real tmpfs mount where the machine allows it, else a file-size limit on the crawl
+process that really makes SQLite's writes fail), read-only mounts, a store whose final commit fails,
+symbolic links, foreign SQLite files, corrupted B-tree pages, Redis with ``requirepass``, garbage records in
+real Redis keys, token-less and UTF-16 pages, hostile JSON lines. Each test checks the books: every page
+fetched is filed, counted as skipped, or counted as a store error, and what the stats call filed is what
+the store holds (less what ``neardup/unsaved`` says a failed write lost).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import random
+import resource
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from crawlkit import ServerThread, pages_server, paths_crawl_command, read_result
+from redis_server import RedisServer
+
+pytestmark = [pytest.mark.slow, pytest.mark.faults]
+
+WORDS = [f"{a}{b}" for a in ("ka", "lo", "mi", "nu", "pe", "ra", "si", "tu", "ve", "zo")
+         for b in ("ban", "cor", "dil", "fen", "gut", "hos", "jar", "kel", "mun", "pil", "ros", "tav")]
+
+
+def article(seed: int, words: int = 220) -> str:
+    r = random.Random(seed)
+    text = " ".join(r.choice(WORDS) for _ in range(words))
+    return f"<html><head><title>a{seed}</title></head><body><article><h1>Story {seed}</h1><p>{text}</p></article></body></html>"
+
+
+def distinct_pages(n: int, copies_every: int = 0) -> dict[str, str]:
+    """``n`` pages of their own text; with ``copies_every``, every such page is a copy of the one before."""
+    pages = {}
+    for i in range(n):
+        seed = i - 1 if copies_every and i % copies_every == 0 and i else i
+        pages[f"/a/{i}"] = article(seed)
+    return pages
+
+
+# -- real file systems -------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def tmpfs(path, size: str):
+    """A real tmpfs of ``size`` mounted on ``path``; ``None`` where this machine does not allow mounts."""
+    os.makedirs(path, exist_ok=True)
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                                           capture_output=True).returncode != 0:
+        yield None
+        return
+    try:
+        yield str(path)
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def remount_read_only(path) -> None:
+    subprocess.run(["mount", "-o", "remount,ro", str(path)], check=True, capture_output=True)
+
+
+def file_size_limit(limit: int):
+    """For a child process: writes past ``limit`` bytes fail with EFBIG (SIGXFSZ ignored), as a full disk's
+    do. The fallback where no file system can be mounted."""
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+def crawl(tmp_path, pages, settings=None, name="crawl", timeout=180, preexec=None, served=None):
+    """Serve ``pages`` (or ``served``, a ready server) and crawl them in tag mode; the result."""
+    settings = {"NEARDUP_ACTION": "tag", "LOG_LEVEL": "INFO", **(settings or {})}
+    server = served if served is not None else pages_server(pages)
+    with ServerThread(server) as running:
+        cmd, env, stats_file, items_file = paths_crawl_command(tmp_path, running.url, list(pages), settings, name)
+        proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=timeout,
+                              preexec_fn=preexec)
+    return read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
+
+
+def books(result) -> dict[str, int]:
+    stats = result.neardup_stats()
+    skipped = sum(v for k, v in stats.items() if k.startswith("neardup/skipped/"))
+    return {"checked": stats.get("neardup/checked", 0), "skipped": skipped,
+            "store_error": stats.get("neardup/store_error", 0), "unsaved": stats.get("neardup/unsaved", 0)}
+
+
+def assert_books_balance(result, fetched: int) -> dict[str, int]:
+    """Every page fetched is checked, skipped or a store error: nothing else happened to it."""
+    b = books(result)
+    assert b["checked"] + b["skipped"] + b["store_error"] == fetched, (b, fetched, result.log[-3000:])
+    return b
+
+
+def stored_docs(path: str) -> int:
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        return db.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
+
+
+def digest(path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+# -- 1. a full disk ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("policy", ["pass", "stop"])
+def test_a_full_disk_loses_no_page_silently(tmp_path, policy):
+    pages = distinct_pages(600, copies_every=5)
+    with tmpfs(tmp_path / "tiny", "256k") as mounted:
+        folder = mounted or str(tmp_path / "tiny")
+        store = os.path.join(folder, "store.sqlite3")
+        result = crawl(tmp_path, pages, {"NEARDUP_STORE_URL": f"sqlite:///{store}", "NEARDUP_ON_STORE_ERROR": policy,
+                                         "NEARDUP_STORE_COMMIT_EVERY": "20"},
+                       preexec=None if mounted else file_size_limit(256 * 1024))
+        in_file = stored_docs(store)
+    assert "Traceback" not in result.log, result.log[-4000:]
+    b = books(result)
+    assert b["store_error"] >= 1, (b, result.log[-3000:])
+    filed = result.stats.get("neardup/unique", 0) + result.stats.get("neardup/duplicate", 0)
+    # What the stats call filed is in the file, but for what a failed write says it lost.
+    assert filed - b["unsaved"] == in_file, (b, filed, in_file)
+    if policy == "pass":
+        assert result.stats["finish_reason"] == "finished"
+        assert len(result.items) == len(pages)  # tag mode: every page reached the spider
+        assert_books_balance(result, len(pages))
+        assert "passed on unchecked (NEARDUP_ON_STORE_ERROR = 'pass')" in result.log
+    else:
+        assert result.stats["finish_reason"] == "neardup_store_error"
+        assert "stopping the crawl (NEARDUP_ON_STORE_ERROR = 'stop')" in result.log
+        assert_books_balance(result, result.stats["response_received_count"])
+
+
+def test_a_final_commit_that_fails_ends_the_crawl_and_says_what_was_lost(tmp_path):
+    """Nothing is committed before close (huge batches), and the disk is too small for the commit."""
+    pages = distinct_pages(300)
+    with tmpfs(tmp_path / "tiny", "160k") as mounted:
+        folder = mounted or str(tmp_path / "tiny")
+        store = os.path.join(folder, "store.sqlite3")
+        started = time.monotonic()
+        result = crawl(tmp_path, pages, {"NEARDUP_STORE_URL": f"sqlite:///{store}",
+                                         "NEARDUP_STORE_COMMIT_EVERY": "1000000",
+                                         "NEARDUP_STORE_COMMIT_SECS": "3600"},
+                       preexec=None if mounted else file_size_limit(160 * 1024), timeout=120)
+        in_file = stored_docs(store)
+    assert time.monotonic() - started < 110
+    assert result.returncode == 0 and result.stats["finish_reason"] == "finished", result.log[-3000:]
+    b = assert_books_balance(result, len(pages))
+    assert b["checked"] == len(pages) and in_file == 0
+    assert b["unsaved"] == len(pages) and b["store_error"] == 0  # store_error counts pages; this was the close
+    assert f"closing the store failed; the fingerprints of the last {len(pages)} pages filed were not saved" in result.log
+    assert "pages checked" in result.log  # the closing summary is still written
+
+
+# -- 2. files and folders that cannot be written --------------------------------------------------------
+def test_a_read_only_store_stops_the_crawl_at_open(tmp_path):
+    from scrapy_neardup.store import SqliteStore
+
+    pages = distinct_pages(20)
+    with tmpfs(tmp_path / "ro", "4m") as mounted:
+        if mounted is None:
+            pytest.skip("this machine allows no mount, and root writes through file modes")
+        store = os.path.join(mounted, "store.sqlite3")
+        first = SqliteStore(store)
+        first.open({"format_version": 2})
+        first.close()
+        before = digest(store)
+        remount_read_only(mounted)
+        result = crawl(tmp_path, pages, {"NEARDUP_STORE_URL": f"sqlite:///{store}"})
+        assert digest(store) == before
+    assert result.stats["finish_reason"] == "neardup_store_error", result.log[-3000:]
+    assert "Traceback" not in result.log
+    assert "Read-only file system" in result.log or "readonly" in result.log
+    assert books(result)["checked"] == 0 and not result.items
+
+
+def test_a_symlinked_store_path_meets_the_same_lock(tmp_path):
+    from scrapy_neardup.store import SqliteStore, StoreLockedError
+
+    real = tmp_path / "real.sqlite3"
+    link = tmp_path / "link.sqlite3"
+    first = SqliteStore(str(real))
+    first.open({"format_version": 2})
+    link.symlink_to(real)
+    second = SqliteStore(str(link))
+    with pytest.raises(StoreLockedError, match="in use by another process"):
+        second.open({"format_version": 2})
+    first.close()
+    second.open({"format_version": 2})  # free now, through the link
+    assert second.path == str(real)
+    second.close()
+
+
+# -- 3. other people's databases -------------------------------------------------------------------------
+FOREIGN = {
+    "users": ["CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)", "INSERT INTO users (name) VALUES ('ada')"],
+    "meta-key-val": ["CREATE TABLE meta (key TEXT, val TEXT)", "INSERT INTO meta VALUES ('owner', 'billing')"],
+    "meta-name-value": ["CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT)",
+                        "INSERT INTO meta VALUES ('format_version', 'theirs')",
+                        "INSERT INTO meta VALUES ('invoices', '1200')"],
+}
+
+
+@pytest.mark.parametrize("shape", sorted(FOREIGN))
+def test_a_foreign_sqlite_database_is_never_written(tmp_path, shape):
+    from scrapy_neardup.store import ForeignDatabaseError, SqliteStore
+
+    path = tmp_path / "theirs.db"
+    with contextlib.closing(sqlite3.connect(str(path))) as db:
+        for statement in FOREIGN[shape]:
+            db.execute(statement)
+        db.commit()
+    before = digest(path)
+    with pytest.raises(ForeignDatabaseError, match="not a scrapy-neardup store"):
+        SqliteStore(str(path)).open({"format_version": 2}, reset=True)
+    assert digest(path) == before
+    # And in a real crawl told to reset the store, as the mismatch message used to advise.
+    result = crawl(tmp_path, distinct_pages(10), {"NEARDUP_STORE_URL": f"sqlite:///{path}", "NEARDUP_RESET": "True"})
+    assert result.stats["finish_reason"] == "neardup_store_error", result.log[-3000:]
+    assert "is not a scrapy-neardup store" in result.log and "Traceback" not in result.log
+    assert digest(path) == before
+
+
+def test_a_store_of_an_earlier_version_is_still_opened_and_then_marked(tmp_path):
+    from scrapy_neardup.store import SqliteStore
+    from scrapy_neardup.store.sqlite import APPLICATION_ID
+
+    path = tmp_path / "old.sqlite3"
+    store = SqliteStore(str(path))
+    store.open({"format_version": 2})
+    store.add("http://a/", b"sig", [1, 2])
+    store.close()
+    with contextlib.closing(sqlite3.connect(str(path))) as db:  # as a version before the mark left it
+        db.execute("PRAGMA application_id = 0")
+        db.commit()
+    store = SqliteStore(str(path))
+    store.open({"format_version": 2})
+    assert store.get("http://a/") is not None
+    store.close()
+    with contextlib.closing(sqlite3.connect(str(path))) as db:
+        assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+
+
+def test_corrupted_btree_pages_cost_no_page_silently(tmp_path):
+    path = tmp_path / "store.sqlite3"
+    first = crawl(tmp_path, distinct_pages(400), {"NEARDUP_STORE_URL": f"sqlite:///{path}"}, name="first")
+    assert first.stats["finish_reason"] == "finished"
+    with contextlib.closing(sqlite3.connect(str(path))) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
+    size = os.path.getsize(path)
+    r = random.Random(3)
+    with open(path, "r+b") as f:  # three pages in the middle of the file: garbage
+        for page in r.sample(range(size // page_size // 3, size // page_size), 3):
+            f.seek(page * page_size)
+            f.write(bytes(r.randrange(256) for _ in range(page_size)))
+    pages = {**distinct_pages(400), **{f"/b/{i}": article(10_000 + i) for i in range(200)}}
+    result = crawl(tmp_path, pages, {"NEARDUP_STORE_URL": f"sqlite:///{path}"}, name="second")
+    assert "Traceback" not in result.log, result.log[-4000:]
+    if result.stats["finish_reason"] == "neardup_store_error":  # found at open: nothing went through unchecked
+        assert books(result)["checked"] == 0
+    else:
+        assert result.stats["finish_reason"] == "finished"
+        b = assert_books_balance(result, len(pages))
+        assert b["store_error"] >= 1, b
+
+
+# -- 4. Redis: credentials, garbage ----------------------------------------------------------------------
+def test_redis_credentials_are_never_logged_and_a_refused_login_is_said_at_once(tmp_path):
+    secret = f"s3cr3t-{uuid.uuid4().hex[:8]}"
+    server = RedisServer(str(tmp_path / "redis"), password=secret).start()
+    try:
+        pages = distinct_pages(30, copies_every=3)
+        host = f"127.0.0.1:{server.port}"
+        good = crawl(tmp_path, pages, {"NEARDUP_STORE_URL": f"redis://{host}/0?password={secret}"}, name="good")
+        assert good.stats["finish_reason"] == "finished", good.log[-3000:]
+        assert books(good)["checked"] == 30 and good.stats["neardup/duplicate"] == 9
+        started = time.monotonic()
+        bad = crawl(tmp_path, pages, {"NEARDUP_STORE_URL": f"redis://:wrong-{secret}@{host}/0",
+                                      "NEARDUP_REDIS_RETRIES": "4"}, name="bad")
+        elapsed = time.monotonic() - started
+        none = crawl(tmp_path, pages, {"NEARDUP_STORE_URL": f"redis://{host}/0"}, name="none")
+    finally:
+        server.stop()
+    for result in (good, bad, none):
+        assert secret not in result.log and secret not in json.dumps(result.stats)
+    assert "password=***" in good.log
+    for result in (bad, none):
+        assert result.stats["finish_reason"] == "neardup_store_error"
+        assert "refused the credentials" in result.log and "unreachable" not in result.log
+    assert elapsed < 30  # no retries with back-off for a wrong password
+
+
+def test_garbage_in_redis_keys_becomes_a_store_error_naming_the_key(tmp_path):
+    import redis as redis_py
+
+    from conftest import make_store
+    from scrapy_neardup.engine.algorithms import MinHashLSH
+    from scrapy_neardup.engine.detector import Detector
+    from scrapy_neardup.store import StoreError
+    from scrapy_neardup.store.redis import pack_record
+
+    algorithm = MinHashLSH(threshold=0.45, shingle_size=2)
+    store = make_store("redis", tmp_path)
+    detector = Detector(algorithm, store)
+    detector.open()
+    text = " ".join(random.Random(1).choice(WORDS) for _ in range(200))
+    fp = algorithm.fingerprint(text)
+    assert detector.check_fingerprint("http://a/1", fp.signature, fp.buckets).status == "unique"
+    client = redis_py.Redis.from_url(store.url)
+    doc_id = client.hget(f"{store.prefix}:keys", "http://a/1")
+    for damage, named in [(pack_record("x", fp.signature, 0, 1.0)[:-1] + b"\xff\xfe", "not UTF-8"),
+                          (pack_record("http://a/1", b"abc", 0, 1.0), "malformed"),
+                          (b"\x01\x02", "too short")]:
+        client.hset(f"{store.prefix}:docs", doc_id, damage)
+        with pytest.raises(StoreError, match=named) as caught:
+            detector.check_fingerprint(f"http://a/{uuid.uuid4().hex}", fp.signature, fp.buckets)
+        assert f"{store.prefix}:docs" in str(caught.value) or "http://a/1" in str(caught.value)
+    detector.close()
+
+    # A key of the wrong type stops a crawl at open, with the reason, and lets no page through unchecked.
+    prefix = f"wrongtype:{{{uuid.uuid4().hex}}}"
+    client.set(f"{prefix}:keys", "a string, not a hash")
+    result = crawl(tmp_path, distinct_pages(10), {"NEARDUP_STORE_URL": store.url, "NEARDUP_REDIS_KEY": prefix})
+    assert result.stats["finish_reason"] == "neardup_store_error", result.log[-3000:]
+    assert "WRONGTYPE" in result.log and "Traceback" not in result.log
+    assert books(result)["checked"] == 0
+
+
+def test_a_store_folder_that_cannot_be_created_stops_the_crawl(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    result = crawl(tmp_path, distinct_pages(5), {"NEARDUP_STORE_URL": f"sqlite:///{blocker}/store.sqlite3"})
+    assert result.stats["finish_reason"] == "neardup_store_error"
+    assert "Cannot open the SQLite store" in result.log and "Traceback" not in result.log
+
+
+# -- 5. pages without words, UTF-16 pages --------------------------------------------------------------------
+def wordless(body: str) -> str:
+    return f"<html><head><title>x</title></head><body><article><p>{body}</p></article></body></html>"
+
+
+WORDLESS = {
+    "/hashes": wordless("#" * 50_000),
+    "/zero-width": wordless("\u200b\u200c\u200d" * 3000),
+    "/amp": wordless("&amp; " * 3000),
+    "/emoji": wordless("\U0001F600\U0001F680\U0001F4A9 " * 1500),
+    "/punctuation": wordless("!?.,;:-_/\\()[]{} " * 800),
+    "/box": wordless("\u2500\u2502\u250c\u2510\u2514\u2518\u253c " * 1200),
+}
+
+
+class Utf16Server:
+    """``pages`` as UTF-8, but the paths in ``utf16`` as UTF-16 with a correct charset."""
+
+    def __init__(self, pages, utf16):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                page = pages[self.path]
+                wide = self.path in utf16
+                body = page.encode("utf-16") if wide else page.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-16" if wide else "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 256
+            daemon_threads = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+
+
+def test_pages_without_words_are_skipped_and_utf16_pages_are_read(tmp_path):
+    pages = {**WORDLESS, "/story": article(1), "/story-utf16": article(1), "/other-utf16": article(2)}
+    for algorithm in ("minhash", "simhash"):
+        result = crawl(tmp_path, pages, {"NEARDUP_ALGORITHM": algorithm,
+                                         "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/{algorithm}.sqlite3"},
+                       served=Utf16Server(pages, {"/story-utf16", "/other-utf16"}).server, name=algorithm)
+        assert result.stats["finish_reason"] == "finished" and "Traceback" not in result.log
+        assert_books_balance(result, len(pages))
+        stats = result.neardup_stats()
+        assert stats.get("neardup/skipped/no_words") == len(WORDLESS), stats
+        assert "neardup/skipped/binary" not in stats
+        assert stats["neardup/checked"] == 3 and stats["neardup/duplicate"] == 1, stats
+
+
+# -- 6. the batch CLI under hostile input -----------------------------------------------------------------
+def cli(*args, timeout=120, **kwargs):
+    return subprocess.run([sys.executable, "-m", "scrapy_neardup.cli", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, **kwargs)
+
+
+def test_hostile_json_lines_cost_one_line_each(tmp_path):
+    rngs = [random.Random(i) for i in range(6)]
+    texts = [" ".join(f"w{r.randrange(10**6)}" for _ in range(120)) for r in rngs]
+    lines = [json.dumps({"url": f"http://a/{i}", "text": t}) for i, t in enumerate(texts)]
+    lines.insert(2, "[" * 100_000 + "]" * 100_000)  # nested too deeply for the parser
+    lines.insert(3, json.dumps({"url": "http://a/huge", "text": "word " * 600_000}))  # 3 MB
+    lines.append(json.dumps({"url": "http://a/tab\tnew\nline", "text": texts[0]}))  # a copy, with a hostile URL
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "pairs.tsv"
+    run = cli("dedup", source, "-o", out, "--workers", 2)
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stderr.strip().splitlines()[-1])
+    assert summary["unreadable"] == 1 and summary["skipped"] == {"too_large": 1}
+    assert summary["documents"] == 7 and summary["duplicate"] == 1
+    rows = out.read_text().splitlines()
+    assert rows == ["http://a/tab%09new%0Aline\thttp://a/0\t1.0000"]
+    for bad in (0, -3):
+        refused = cli("dedup", source, "-o", out, "--workers", bad)
+        assert refused.returncode == 2 and "at least 1" in refused.stderr
+
+
+def test_a_bad_clusters_path_is_found_before_a_persistent_store_is_written(tmp_path):
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(json.dumps({"url": f"http://a/{i}", "text": article(i)}) for i in range(5)) + "\n")
+    store = tmp_path / "store.sqlite3"
+    (tmp_path / "clusters-dir").mkdir()
+    run = cli("dedup", source, "-o", tmp_path / "pairs.tsv", "--clusters", tmp_path / "clusters-dir",
+              "--store", f"sqlite:///{store}")
+    assert run.returncode == 1 and "clusters-dir: is a directory" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+    assert not store.exists() and not (tmp_path / "pairs.tsv").exists()
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".part")]
+
+
+def test_ctrl_c_stops_the_batch_cli_cleanly_with_consistent_files(tmp_path):
+    import threading
+
+    source = tmp_path / "in.jsonl"
+    total = 12_000
+    with open(source, "w") as f:
+        for i in range(total):
+            f.write(json.dumps({"url": f"http://a/{i}", "html": article(i // 2, words=400)}) + "\n")
+    out, clusters, store = tmp_path / "pairs.tsv", tmp_path / "clusters.jsonl", tmp_path / "store.sqlite3"
+    proc = subprocess.Popen([sys.executable, "-m", "scrapy_neardup.cli", "dedup", str(source), "-o", str(out),
+                             "--clusters", str(clusters), "--store", f"sqlite:///{store}", "--workers", "2",
+                             "--progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    err = bytearray()
+    progressing = threading.Event()
+
+    def read_stderr() -> None:
+        while chunk := proc.stderr.read1(4096):
+            err.extend(chunk)
+            if b"near-duplicates" in err:  # the progress line: documents are being decided
+                progressing.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    assert progressing.wait(60), err.decode()
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+    proc.wait(60)
+    reader.join(10)
+    stderr = err.decode()
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr, stderr
+    summary = json.loads(stderr.strip().splitlines()[-1])
+    assert summary["interrupted"] is True and 0 < summary["documents"] < total, summary
+    assert "interrupted after" in stderr
+    pairs = out.read_text().splitlines()
+    assert len(pairs) == summary["duplicate"] > 0
+    members = sum(json.loads(line)["size"] for line in clusters.read_text().splitlines())
+    assert members == 2 * summary["duplicate"]  # each cluster: a page and its copy
+    assert stored_docs(str(store)) == summary["unique"] + summary["duplicate"]
