@@ -12,9 +12,10 @@ Any ``-s NAME=VALUE`` is passed to Scrapy.
 
 With ``--timings`` the crawl fetches one page at a time (``CONCURRENT_REQUESTS = 1``, so no page waits for
 another) and times, per page: the extraction (trafilatura, as timed by the worker process that ran it), the
-store thread's part (template guard and check-and-insert), the trips (``check`` less both: the body to the
-worker, fingerprinting there, the result to the store thread and back to the reactor), and the downloader
-middleware's whole ``process_response``. The plugin's own cost beyond extraction is the
+worker's whole job (decoding and fingerprints too), the store thread's part (template guard and
+check-and-insert), the trips (``check`` less extraction and store: the body to the worker, fingerprinting
+there, the result to the store thread and back to the reactor), the transport alone (``check`` less the
+worker's job and the store's), and the downloader middleware's whole ``process_response``. The plugin's own cost beyond extraction is the
 middleware's time less the extraction's: fingerprinting, the trip to and from the worker, the template
 guard, the store, stats and logging. It also crawls once with the plugin disabled for the crawl rate.
 """
@@ -89,7 +90,7 @@ class Timings:
     """Per-page seconds of the plugin's steps, recorded by wrapping them (the bench's own instrumentation)."""
 
     def __init__(self) -> None:
-        self.seconds: dict[str, list[float]] = {"extract": [], "store": [], "check": [], "middleware": []}
+        self.seconds: dict[str, list[float]] = {"extract": [], "work": [], "store": [], "check": [], "middleware": []}
 
     def wrap(self, owner: type, name: str, label: str) -> None:
         import functools
@@ -124,11 +125,12 @@ class Timings:
         self.wrap(NearDupService, "_decide_and_file", "store")  # the store thread: template guard and store
         self.wrap(NearDupDownloaderMiddleware, "process_response", "middleware")
         settle = NearDupService._settle
-        extract = self.seconds["extract"]
+        extract, work = self.seconds["extract"], self.seconds["work"]
 
         def timed_settle(service, key, outcome):  # type: ignore[no-untyped-def]
-            if isinstance(outcome, tuple):  # the worker's own timing of the extraction it ran
+            if isinstance(outcome, tuple):  # the worker's own timing of the extraction and of its whole job
                 extract.append(outcome[0].extract_seconds)
+                work.append(outcome[0].work_seconds)
             return settle(service, key, outcome)
 
         NearDupService._settle = timed_settle  # type: ignore[method-assign]
@@ -144,9 +146,13 @@ class Timings:
         middleware = self.seconds["middleware"]
         if len(middleware) == len(self.seconds["extract"]):
             out["beyond_extraction"] = stats([m - e for m, e in zip(middleware, self.seconds["extract"])])
-        check, store = self.seconds["check"], self.seconds["store"]
+        check, store, work = self.seconds["check"], self.seconds["store"], self.seconds["work"]
         if len(check) == len(self.seconds["extract"]) == len(store):  # the trips to the worker and back
             out["trips"] = stats([c - e - s for c, e, s in zip(check, self.seconds["extract"], store)])
+        if len(check) == len(work) == len(store):
+            # The worker's job beyond extraction (decoding, fingerprints), and the page's travel alone.
+            out["worker_beyond_extraction"] = stats([w - e for w, e in zip(work, self.seconds["extract"])])
+            out["transport"] = stats([c - w - s for c, w, s in zip(check, work, store)])
         return out
 
 

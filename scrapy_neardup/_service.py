@@ -296,6 +296,12 @@ class NearDupService:
         except Exception as exc:  # noqa: BLE001 - WorkerLost, WorkerTimeout, or a bug: never a lost page
             self._reply(deferred, exc)
             return
+        detector = self.detector
+        if detector is not None and detector.store.local and prepared.fingerprint is not None and not self._closing:
+            # A local store answers in well under a millisecond: decided right here, on the one thread that
+            # receives the workers' results (in arrival order), which saves a hand-over to the store thread.
+            self._decide_and_file(prepared, key, url, deferred)
+            return
         self._to_store_thread(prepared, key, url, deferred)
 
     def _analyse_here(self, fn: Any, args: list[Any], key: str, url: str | None,
@@ -317,16 +323,17 @@ class NearDupService:
 
     def _decide_and_file(self, prepared: Prepared, key: str, url: str | None,
                          deferred: Deferred) -> None:  # type: ignore[type-arg]
-        """Store thread: the template decision (this one thread makes them all, in arrival order), the
-        re-filing it may ask for, and the check-and-insert."""
+        """The template decision, the re-filing it may ask for, and the check-and-insert: on the store
+        thread, or on the thread receiving the workers' results for a local store (in arrival order
+        either way, under the store lock)."""
         try:
-            refile: list[tuple[str, Fingerprint]] = []
-            if self.guard is not None:
-                prepared, refile = self.guard.decide(key, url, prepared)
-            fp = prepared.fingerprint
-            assert fp is not None
-            refiled = 0
-            with self._store_lock:
+            with self._store_lock:  # the guard's state and the store: one caller at a time
+                refile: list[tuple[str, Fingerprint]] = []
+                if self.guard is not None:
+                    prepared, refile = self.guard.decide(key, url, prepared)
+                fp = prepared.fingerprint
+                assert fp is not None
+                refiled = 0
                 detector = self.detector
                 if detector is None:
                     self._reply(deferred, (prepared, None, 0))

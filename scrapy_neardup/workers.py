@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 from concurrent.futures import Future, InvalidStateError
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .engine.extract import decode_html
@@ -81,8 +82,10 @@ def init_worker(config: Config) -> None:
 
 
 def prepare_html(pipeline: DocumentPipeline, body: bytes, url: str, content_type: str | None) -> Prepared:
-    """A page's body to what the decision needs."""
-    return pipeline.from_html(decode_html(body, content_type), url)
+    """A page's body to what the decision needs, with the time the whole job took."""
+    started = time.perf_counter()
+    prepared = pipeline.from_html(decode_html(body, content_type), url)
+    return replace(prepared, work_seconds=time.perf_counter() - started)
 
 
 def prepare_text(pipeline: DocumentPipeline, text: str) -> Prepared:
@@ -151,6 +154,7 @@ class ExtractionPool:
         self._closed = False
         self._inflight: dict[Future, Any] = {}  # type: ignore[type-arg]  # page's future -> the pool it went to
         self._last_progress = time.monotonic()
+        self._delivering = 0  # results being handed to their callbacks right now
         self._stop_watching = threading.Event()
         self._watchdog: threading.Thread | None = None
 
@@ -217,16 +221,25 @@ class ExtractionPool:
             else:
                 _fail(outer, exc)
         else:
+            # The page's callbacks run here, on pebble's result thread (for a local store, the decision
+            # itself): time spent in them is the caller's, not a stalled pool.
+            with self._lock:
+                self._delivering += 1
             try:
                 outer.set_result(result)
             except InvalidStateError:  # already failed by the watchdog
                 pass
+            finally:
+                with self._lock:
+                    self._delivering -= 1
+                    self._last_progress = time.monotonic()
 
     def _watch(self) -> None:
         while not self._stop_watching.wait(WATCH_EVERY_SECS):
             with self._lock:
                 pool = self._pool
-                stalled = bool(self._inflight) and time.monotonic() - self._last_progress > STALL_CHECK_SECS
+                stalled = (bool(self._inflight) and not self._delivering
+                           and time.monotonic() - self._last_progress > STALL_CHECK_SECS)
             if not stalled or pool is None or _channel_free(pool):
                 if stalled:
                     with self._lock:  # slow pages, not a wedge: look again after another quiet spell

@@ -30,7 +30,8 @@ class Prepared:
     fingerprint of the page's whole text, present when the main text is at most half of it (only such a
     main text can be a template block), with ``page_sketch``, the guard's own sketch of that page text.
     ``extract_seconds``: how long the text extraction took (where it ran: a worker process, usually), for
-    the timing of the plugin's own cost beyond extraction.
+    the timing of the plugin's own cost beyond extraction; ``work_seconds``: the whole job there (decoding,
+    extraction, fingerprints), so that the time a page spends travelling can be told from its work.
     """
 
     fingerprint: Fingerprint | None
@@ -40,17 +41,18 @@ class Prepared:
     page_fingerprint: Fingerprint | None = None
     page_sketch: bytes | None = None
     extract_seconds: float = 0.0
+    work_seconds: float = 0.0
 
     def to_wire(self) -> tuple:  # type: ignore[type-arg]
         """Plain bytes, ints and strings: what crosses from a worker process (far cheaper to pickle than
         numpy arrays)."""
         return (self.skip_reason, self.method, self.main_key, _fp_wire(self.fingerprint),
-                _fp_wire(self.page_fingerprint), self.page_sketch, self.extract_seconds)
+                _fp_wire(self.page_fingerprint), self.page_sketch, self.extract_seconds, self.work_seconds)
 
     @classmethod
     def from_wire(cls, wire: tuple) -> Prepared:  # type: ignore[type-arg]
-        skip_reason, method, main_key, fp, page_fp, page_sketch, seconds = wire
-        return cls(_fp_unwire(fp), skip_reason, method, main_key, _fp_unwire(page_fp), page_sketch, seconds)
+        skip_reason, method, main_key, fp, page_fp, page_sketch, seconds, work = wire
+        return cls(_fp_unwire(fp), skip_reason, method, main_key, _fp_unwire(page_fp), page_sketch, seconds, work)
 
 
 def _fp_wire(fp: Fingerprint | None) -> tuple[bytes, bytes] | None:

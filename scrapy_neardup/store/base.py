@@ -88,6 +88,10 @@ class Store(ABC):
 
     #: Human-readable location for log lines (path, URL without password, "memory").
     location: str = ""
+    #: Whether every call returns within local I/O time (memory, a local file): such a store may be called
+    #: on the thread that receives a worker's result. A networked one (Redis, which retries for seconds)
+    #: gets a thread of its own, so that a slow store never holds up the workers' results.
+    local: bool = False
 
     def open(self, meta: Mapping[str, Any], reset: bool = False) -> None:
         """Open the backend, then check ``meta`` against what the store recorded (or record it)."""

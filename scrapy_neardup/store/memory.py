@@ -26,6 +26,7 @@ def _key_hash(key: str) -> int:
 
 
 class MemoryStore(Store):
+    local = True
     location = "memory"
 
     def __init__(self) -> None:

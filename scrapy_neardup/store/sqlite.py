@@ -161,6 +161,7 @@ def _bucket_ids(buckets: Sequence[int] | np.ndarray) -> list[int]:
 
 
 class SqliteStore(Store):
+    local = True
     def __init__(self, path: str, commit_every: int = 500, commit_secs: float = 1.0,
                  merge_min_docs: int = 20_000, merge_max_docs: int = 250_000) -> None:
         self.path = os.path.abspath(path)
