@@ -141,6 +141,10 @@ def build_site() -> tuple[dict[str, tuple[str, bytes]], list[list[str]]]:
         groups.append(group)
         page(f"/teasers/{slug}.html", _gazette(title, paragraphs[:1] + ["Subscribe to read the full story."]))
 
+    # Short pages in the site's large template: their own text is too short to judge, so they pass
+    # unchecked (neardup/skipped/too_little_text) instead of matching each other on the template.
+    page("/about.html", _gazette("About us", ["The Riverside Gazette is an independent newspaper founded in 1921."]))
+    page("/contact.html", _gazette("Contact", ["Write to desk@riverside.example or call 555 0100."]))
     page("/empty.html", "")
     page("/app.html", "<html><head><script src='/bundle.js'></script></head><body><div id='root'></div></body></html>")
     page("/feed.json", json.dumps({"items": list(TOPICS)}), "application/json")

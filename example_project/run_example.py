@@ -32,8 +32,12 @@ def main() -> int:
     server = make_server(0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     site = f"http://127.0.0.1:{server.server_address[1]}/"
-    _, groups = build_site()
-    print(f"== Demo site on {site}: {sum(len(g) for g in groups)} pages in {len(groups)} near-duplicate groups")
+    pages, groups = build_site()
+    html_pages = sum(1 for ctype, _ in pages.values() if ctype.startswith("text/html"))
+    print(f"== Demo site on {site}: {len(pages)} files, {html_pages} of them HTML pages; {len(groups)} groups of "
+          f"near-duplicates ({sum(len(g) for g in groups)} pages: mirror, print, syndicated, noisy and edited "
+          "copies of one article each), and / is /index.html again; the rest are distinct articles, teasers, "
+          "short pages and junk the plugin passes unchecked")
     try:
         print("== Crawl 1: empty store, tag mode")
         if crawl(site, "NEARDUP_RESET=True"):

@@ -46,6 +46,7 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_ENABLED": False,
     "NEARDUP_ACTION": "drop",
     "NEARDUP_ALGORITHM": "minhash",
+    "NEARDUP_CANONICAL": True,
     "NEARDUP_DEBUG": False,
     "NEARDUP_EXTRACT": True,
     "NEARDUP_EXTRACT_FAST": False,
@@ -168,6 +169,7 @@ class Config:
     enabled: bool = False
     action: str = "drop"
     algorithm: str = "minhash"
+    canonical: bool = True
     debug: bool = False
     extract: bool = True
     extract_fast: bool = False
@@ -254,6 +256,7 @@ class Config:
             enabled=_bool(settings, "NEARDUP_ENABLED"),
             action=_choice(settings, "NEARDUP_ACTION", ACTIONS),
             algorithm=algorithm,
+            canonical=_bool(settings, "NEARDUP_CANONICAL"),
             debug=_bool(settings, "NEARDUP_DEBUG"),
             extract=_bool(settings, "NEARDUP_EXTRACT"),
             extract_fast=_bool(settings, "NEARDUP_EXTRACT_FAST"),
@@ -295,6 +298,7 @@ class Config:
             fast=self.extract_fast,
             favor=self.extract_favor,
             with_page_text=self.uses_template_guard,
+            find_canonical=self.canonical,
         )
 
     @property

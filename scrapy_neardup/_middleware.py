@@ -14,6 +14,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, TextResponse
 
 from ._service import NearDupService, verdict_meta
+from .engine.extract import link_header_canonical
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -69,7 +70,13 @@ class NearDupDownloaderMiddleware:
             service.skip("not_html", response.url)
             return response
         key = request.meta.get(META_KEY) or response.url
-        prepared, verdict = await service.check(str(key), service.response_job(response), url=response.url)
+        declared = None
+        if self.config.canonical:
+            links = response.headers.getlist(b"Link")
+            if links:
+                declared = link_header_canonical([v.decode("latin-1") for v in links], response.url)
+        prepared, verdict = await service.check(str(key), service.response_job(response), url=response.url,
+                                                declared=declared)
         if verdict is None:
             request.meta[META_VERDICT] = {"status": "skipped", "reason": prepared.skip_reason or "store_error"}
             return response

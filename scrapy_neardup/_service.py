@@ -24,6 +24,7 @@ from twisted.python.threadpool import ThreadPool
 from ._config import Config, unknown_settings
 from .engine.algorithms import Fingerprint
 from .engine.detector import Detector, Verdict
+from .engine.extract import quiet_trafilatura
 from .engine.pipeline import Prepared
 from .engine.template import TemplateGuard
 from .store import Store, StoreError, StoreMismatchError, StoreWriteError, redact_url, store_from_url
@@ -168,6 +169,7 @@ class NearDupService:
                                               max_tasks=config.worker_max_tasks)
             self._extraction.start()
         else:
+            quiet_trafilatura()
             self._threads = ThreadPool(0, self._thread_count, name="scrapy-neardup")
             self._threads.start()
         self.stats.set_value("neardup/initial", initial)
@@ -256,13 +258,16 @@ class NearDupService:
         return (analyze_text, text)
 
     async def check(self, key: str, job: tuple[Any, ...] | str, url: str | None = None,
-                    ) -> tuple[Prepared, Verdict | None]:
+                    declared: str | None = None) -> tuple[Prepared, Verdict | None]:
         """Analyse a document (extract and fingerprint it, in a worker), decide which text it is filed on
         (the template guard) and check-and-insert it in the store.
 
         Returns what was prepared and the verdict, or ``None`` when the document was skipped or the store
         failed (both counted and logged here). ``job`` is :meth:`response_job` or :meth:`text_job`; a
-        string is a reason to skip. A worker's result goes straight to the plugin's store thread, which
+        string is a reason to skip. ``declared``: the canonical URL the response's ``Link`` header declares
+        (the page's own ``<link rel="canonical">`` comes back from the worker); with ``NEARDUP_CANONICAL``,
+        a page whose ``key`` is its ``url`` is filed as its declared canonical's copy
+        (:meth:`Detector.check_declared`). A worker's result goes straight to the plugin's store thread, which
         makes the template decision and the store call, in the order results arrive; the reactor is woken
         once a page, when all is decided. The store sees one caller at a time, on a thread of its own, so
         slow pages or a store that is retrying never take the reactor's threads, which Scrapy's DNS resolver
@@ -279,10 +284,10 @@ class NearDupService:
         try:
             if self._extraction is not None:
                 future = self._extraction.submit(fn, *args)
-                future.add_done_callback(lambda done: self._analysed(done, key, url, deferred))
+                future.add_done_callback(lambda done: self._analysed(done, key, url, deferred, declared))
             else:
                 assert self._threads is not None
-                self._threads.callInThread(self._analyse_here, fn, args, key, url, deferred)
+                self._threads.callInThread(self._analyse_here, fn, args, key, url, deferred, declared)
         except RuntimeError:  # the pool closed under us: the spider is closing
             self.skip("store_closed", key)
             return Prepared(None, "store_closed"), None
@@ -290,7 +295,8 @@ class NearDupService:
         return self._settle(key, outcome)
 
     # -- check(), off the reactor: pebble's result thread or an extraction thread, then the store thread --
-    def _analysed(self, done: Future, key: str, url: str | None, deferred: Deferred) -> None:  # type: ignore[type-arg]
+    def _analysed(self, done: Future, key: str, url: str | None, deferred: Deferred,  # type: ignore[type-arg]
+                  declared: str | None = None) -> None:
         try:
             prepared = Prepared.from_wire(done.result())
         except Exception as exc:  # noqa: BLE001 - WorkerLost, WorkerTimeout, or a bug: never a lost page
@@ -300,29 +306,29 @@ class NearDupService:
         if detector is not None and detector.store.local and prepared.fingerprint is not None and not self._closing:
             # A local store answers in well under a millisecond: decided right here, on the one thread that
             # receives the workers' results (in arrival order), which saves a hand-over to the store thread.
-            self._decide_and_file(prepared, key, url, deferred)
+            self._decide_and_file(prepared, key, url, deferred, declared)
             return
-        self._to_store_thread(prepared, key, url, deferred)
+        self._to_store_thread(prepared, key, url, deferred, declared)
 
     def _analyse_here(self, fn: Any, args: list[Any], key: str, url: str | None,
-                      deferred: Deferred) -> None:  # type: ignore[type-arg]
+                      deferred: Deferred, declared: str | None = None) -> None:  # type: ignore[type-arg]
         try:
             prepared = IN_PROCESS[fn](self.pipeline, *args)
         except Exception as exc:  # noqa: BLE001 - a page must never crash the crawl
             self._reply(deferred, exc)
             return
-        self._to_store_thread(prepared, key, url, deferred)
+        self._to_store_thread(prepared, key, url, deferred, declared)
 
     def _to_store_thread(self, prepared: Prepared, key: str, url: str | None,
-                         deferred: Deferred) -> None:  # type: ignore[type-arg]
+                         deferred: Deferred, declared: str | None = None) -> None:  # type: ignore[type-arg]
         store_thread = self._store_thread
         if prepared.fingerprint is None or store_thread is None or self._closing:
             self._reply(deferred, (prepared, None, 0))
             return
-        store_thread.callInThread(self._decide_and_file, prepared, key, url, deferred)
+        store_thread.callInThread(self._decide_and_file, prepared, key, url, deferred, declared)
 
     def _decide_and_file(self, prepared: Prepared, key: str, url: str | None,
-                         deferred: Deferred) -> None:  # type: ignore[type-arg]
+                         deferred: Deferred, declared: str | None = None) -> None:  # type: ignore[type-arg]
         """The template decision, the re-filing it may ask for, and the check-and-insert: on the store
         thread, or on the thread receiving the workers' results for a local store (in arrival order
         either way, under the store lock)."""
@@ -341,7 +347,12 @@ class NearDupService:
                 try:
                     for earlier, earlier_fp in refile:
                         refiled += detector.store.refile(earlier, earlier_fp.signature, earlier_fp.buckets)
-                    outcome: Verdict | StoreError = detector.check_fingerprint(key, fp.signature, fp.buckets)
+                    declared = declared or prepared.declared_canonical
+                    if self.config.canonical and declared and key == url and declared != key:
+                        outcome: Verdict | StoreError = detector.check_declared(key, declared, fp.signature,
+                                                                                fp.buckets)
+                    else:
+                        outcome = detector.check_fingerprint(key, fp.signature, fp.buckets)
                 except StoreError as exc:
                     outcome = exc
                 except Exception as exc:  # noqa: BLE001 - a backend's untranslated failure is still the store's
@@ -476,6 +487,7 @@ def verdict_meta(verdict: Verdict) -> dict[str, Any]:
     """The ``neardup`` meta value describing a verdict."""
     return {
         "status": verdict.status,
+        "key": verdict.key,
         "canonical": verdict.canonical,
         "similarity": round(verdict.similarity, 6),
         "duplicate": verdict.is_duplicate,

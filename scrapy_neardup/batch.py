@@ -20,6 +20,7 @@ import numpy as np
 
 from ._config import Config
 from .engine.detector import Detector, Verdict
+from .engine.extract import quiet_trafilatura
 from .engine.pipeline import DocumentPipeline, Prepared
 from .inputs import BadLine, Document, DocumentReader, RawLine, parse_line
 from .store import Store, store_from_url
@@ -42,6 +43,7 @@ def _init_worker(config: Config, in_worker: bool = True) -> None:
     global _worker_pipeline
     if in_worker:  # Ctrl-C reaches the whole process group: the parent decides what it means
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+    quiet_trafilatura()
     _worker_pipeline = config.build_pipeline()
 
 

@@ -32,7 +32,7 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .engine.extract import decode_html
+from .engine.extract import decode_html, quiet_trafilatura
 
 if TYPE_CHECKING:
     from ._config import Config
@@ -78,6 +78,7 @@ def init_worker(config: Config) -> None:
     global _pipeline
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
+    quiet_trafilatura()
     _pipeline = config.build_pipeline()
 
 

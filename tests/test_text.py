@@ -98,3 +98,16 @@ def test_piecewise_normalisation_equals_nfkc_of_the_whole(parts):
 
     text = "".join(parts)
     assert normalize(text) == unicodedata.normalize("NFKC", text).casefold()
+
+
+def test_a_short_main_text_is_not_judged_on_its_template_and_no_main_text_falls_back_to_the_page():
+    from demo_site import _gazette
+
+    from scrapy_neardup.engine.extract import extract
+
+    about = _gazette("About us", ["The Riverside Gazette is an independent newspaper founded in 1921."])
+    got = extract(about, "http://x/about.html")  # trafilatura finds its own two lines: too short to judge
+    assert got.method == "none" and got.reason == "too_little_text"
+    words = " ".join(f"word{i}" for i in range(100))
+    got = extract(f"<html><body><footer>{words}</footer></body></html>", "http://x/")  # no main text found
+    assert got.method == "page" and "word99" in got.text

@@ -116,3 +116,32 @@ class Detector:
 
     def check_fingerprint(self, key: str, signature: bytes, buckets) -> Verdict:  # type: ignore[no-untyped-def]
         return self.check_many([(key, signature, buckets)])[0]
+
+    def check_declared(self, url: str, declared: str, signature: bytes, buckets) -> Verdict:  # type: ignore[no-untyped-def]
+        """Check-and-insert a page at ``url`` that declares ``declared`` its canonical URL
+        (``rel="canonical"``, RFC 6596): the page is a copy of that URL's page, so it is filed under it.
+
+        * ``declared`` is not filed yet: the page is filed under ``declared`` (verdict ``unique``, keyed by
+          ``declared``), so that the declared page, fetched later, is *seen*, not a near-duplicate of its
+          own copy.
+        * ``declared`` is filed and its content matches this page's (similarity at or above the
+          threshold): the page is a near-duplicate of it (``seen`` when ``url`` is ``declared`` itself).
+        * ``declared`` is filed but its content does not match: the declaration is not borne out (a site
+          that declares its home page canonical for every page, a hostile page), and the page is checked
+          under its own URL as if it declared nothing.
+        """
+        if declared == url:
+            return self.check_fingerprint(url, signature, buckets)
+        known = self.store.get(declared)
+        if known is None:
+            return self.check_fingerprint(declared, signature, buckets)
+        canonical = known.canonical or declared
+        stored = known.signature if known.canonical is None else getattr(self.store.get(canonical), "signature", None)
+        if stored:
+            try:
+                similarity = self.algorithm.similarity(signature, stored)
+            except (ValueError, TypeError, IndexError) as exc:
+                raise StoreError(f"the stored signature of {canonical!r} is malformed ({exc})") from exc
+            if similarity >= self.algorithm.threshold:
+                return Verdict("duplicate", url, canonical, similarity)
+        return self.check_fingerprint(url, signature, buckets)

@@ -68,6 +68,58 @@ def decode_html(body: bytes, content_type: str | None = None) -> str:
     return html_to_unicode(content_type, body, auto_detect_fun=auto_detect)[1]
 
 
+#: ``<link>`` elements in a page's head, and the attributes of one.
+_LINK_TAG = re.compile(r"<link\b([^>]*)>", re.IGNORECASE)
+_ATTRIBUTE = re.compile(r"""([a-zA-Z-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""")
+#: How far into a page its ``<link rel="canonical">`` is looked for (it belongs in the head).
+CANONICAL_SCAN_CHARS = 64 * 1024
+
+
+def canonical_url(value: str | None, base: str | None) -> str | None:
+    """A declared canonical URL made absolute against ``base``, without its fragment; ``None`` unless it
+    is an http(s) URL."""
+    from urllib.parse import urljoin, urldefrag, urlsplit
+
+    if not value or not value.strip():
+        return None
+    try:
+        url = urldefrag(urljoin(base or "", value.strip()))[0]
+        return url if urlsplit(url).scheme in ("http", "https") and urlsplit(url).netloc else None
+    except ValueError:
+        return None
+
+
+def declared_canonical(html: str, base: str | None = None) -> str | None:
+    """The URL a page declares canonical with ``<link rel="canonical" href="...">`` in its head, made
+    absolute (RFC 6596). Read with a pattern over the page's first characters, not a parse: it costs
+    microseconds, and an attribute a pattern misreads yields ``None``, never a wrong page."""
+    head = html[:CANONICAL_SCAN_CHARS]
+    end = head.lower().find("</head>")
+    if end >= 0:
+        head = head[:end]
+    for match in _LINK_TAG.finditer(head):
+        attributes = {name.lower(): next((v for v in values if v), "")
+                      for name, *values in _ATTRIBUTE.findall(match.group(1))}
+        if "canonical" in attributes.get("rel", "").lower().split():
+            return canonical_url(attributes.get("href"), base)
+    return None
+
+
+_LINK_VALUE = re.compile(r"<([^>]*)>((?:\s*;\s*[^;,]+)*)")
+
+
+def link_header_canonical(values: list[str], base: str | None = None) -> str | None:
+    """The canonical URL an HTTP ``Link`` header declares (``<https://...>; rel="canonical"``, RFC 8288),
+    made absolute against ``base``."""
+    for value in values:
+        for target, params in _LINK_VALUE.findall(value):
+            for param in params.split(";"):
+                name, _, rel = param.partition("=")
+                if name.strip().lower() == "rel" and "canonical" in rel.strip().strip("\"'").lower().split():
+                    return canonical_url(target, base)
+    return None
+
+
 def page_text(html: str | bytes) -> str:
     """All visible text of a page, scripts and styles removed, white space collapsed.
 
@@ -99,6 +151,14 @@ def page_text(html: str | bytes) -> str:
             if element.tail and element is not root:
                 parts.append(element.tail)
     return _WS.sub(" ", "".join(parts)).strip()
+
+
+def quiet_trafilatura() -> None:
+    """Keep trafilatura's own warnings (``discarding data``, ``empty HTML tree``: notes on its heuristics,
+    one per odd page) out of a crawl's log, unless the user has set its logger's level themselves."""
+    trafilatura_logger = logging.getLogger("trafilatura")
+    if trafilatura_logger.level == logging.NOTSET:
+        trafilatura_logger.setLevel(logging.ERROR)
 
 
 def main_text(html: str | bytes, url: str | None = None, fast: bool = True, favor: str = "recall") -> str:
@@ -133,7 +193,9 @@ def main_text(html: str | bytes, url: str | None = None, fast: bool = True, favo
 
 def extract(html: str | bytes, url: str | None = None, *, use_main: bool = True, min_length: int = 200,
             fast: bool = True, favor: str = "recall", with_page_text: bool = False) -> Extraction:
-    """The text to fingerprint a page on, falling back to the page text when the main text is too short.
+    """The text to fingerprint a page on: its main text; the page text when trafilatura finds no main text
+    at all (an extraction failure, or a page of links); nothing (``too_little_text``) when the main text it
+    finds is shorter than ``min_length``.
 
     ``with_page_text``: also read the page's whole text after a main-text extraction, and keep it when the
     main text is at most ``TEMPLATE_MAX_SHARE`` of it (2.2 ms a page on average on neardup-dev, a fifth of
@@ -149,6 +211,11 @@ def extract(html: str | bytes, url: str | None = None, *, use_main: bool = True,
                 if len(text) <= TEMPLATE_MAX_SHARE * len(page):
                     return Extraction(text, "main", page_text=page)
             return Extraction(text, "main")
+        if text.strip():
+            # trafilatura found the page's own text, and it is short (an "about" or "contact" page in a
+            # large template): too short to judge. Its page text would be mostly the template, which every
+            # page of the site shares, so comparing that would make it a near-duplicate of any of them.
+            return Extraction(text, "none", "too_little_text")
     text = page_text(html)
     if len(text) >= min_length:
         return Extraction(text, "page")

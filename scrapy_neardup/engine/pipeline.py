@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .algorithms import Algorithm, Fingerprint, NoWords
-from .extract import Extraction, extract
+from .extract import Extraction, declared_canonical, extract
 from .template import page_sketcher, text_key
 
 
@@ -32,6 +32,8 @@ class Prepared:
     ``extract_seconds``: how long the text extraction took (where it ran: a worker process, usually), for
     the timing of the plugin's own cost beyond extraction; ``work_seconds``: the whole job there (decoding,
     extraction, fingerprints), so that the time a page spends travelling can be told from its work.
+    ``declared_canonical``: the URL the page declares canonical with ``<link rel="canonical">``, when asked
+    for (the crawl files such a page under that URL, see :meth:`Detector.check_declared`).
     """
 
     fingerprint: Fingerprint | None
@@ -42,17 +44,20 @@ class Prepared:
     page_sketch: bytes | None = None
     extract_seconds: float = 0.0
     work_seconds: float = 0.0
+    declared_canonical: str | None = None
 
     def to_wire(self) -> tuple:  # type: ignore[type-arg]
         """Plain bytes, ints and strings: what crosses from a worker process (far cheaper to pickle than
         numpy arrays)."""
         return (self.skip_reason, self.method, self.main_key, _fp_wire(self.fingerprint),
-                _fp_wire(self.page_fingerprint), self.page_sketch, self.extract_seconds, self.work_seconds)
+                _fp_wire(self.page_fingerprint), self.page_sketch, self.extract_seconds, self.work_seconds,
+                self.declared_canonical)
 
     @classmethod
     def from_wire(cls, wire: tuple) -> Prepared:  # type: ignore[type-arg]
-        skip_reason, method, main_key, fp, page_fp, page_sketch, seconds, work = wire
-        return cls(_fp_unwire(fp), skip_reason, method, main_key, _fp_unwire(page_fp), page_sketch, seconds, work)
+        skip_reason, method, main_key, fp, page_fp, page_sketch, seconds, work, declared = wire
+        return cls(_fp_unwire(fp), skip_reason, method, main_key, _fp_unwire(page_fp), page_sketch, seconds, work,
+                   declared)
 
 
 def _fp_wire(fp: Fingerprint | None) -> tuple[bytes, bytes] | None:
@@ -66,23 +71,26 @@ def _fp_unwire(wire: tuple[bytes, bytes] | None) -> Fingerprint | None:
 class DocumentPipeline:
     """Turns HTML or plain text into a :class:`Prepared` document. Stateless: safe in threads and in
     worker processes. ``with_page_text`` reads each main-text page's whole text too, for the template
-    guard."""
+    guard; ``find_canonical`` reads the URL a page declares canonical."""
 
     def __init__(self, algorithm: Algorithm, *, use_main: bool = True, min_text_length: int = 200,
-                 fast: bool = True, favor: str = "recall", with_page_text: bool = False) -> None:
+                 fast: bool = True, favor: str = "recall", with_page_text: bool = False,
+                 find_canonical: bool = False) -> None:
         self.algorithm = algorithm
         self.use_main = use_main
         self.min_text_length = min_text_length
         self.fast = fast
         self.favor = favor
         self.with_page_text = with_page_text
+        self.find_canonical = find_canonical
         self._sketcher = page_sketcher(algorithm) if with_page_text else None
 
     def from_html(self, html: str | bytes, url: str | None = None) -> Prepared:
         started = time.perf_counter()
         got = self.text_of(html, url)
         seconds = time.perf_counter() - started
-        return replace(self.from_extraction(got), extract_seconds=seconds)
+        declared = declared_canonical(html, url) if self.find_canonical and isinstance(html, str) else None
+        return replace(self.from_extraction(got), extract_seconds=seconds, declared_canonical=declared)
 
     def text_of(self, html: str | bytes, url: str | None = None) -> Extraction:
         """The text a page is fingerprinted on (the costly step; the evaluator caches it)."""
