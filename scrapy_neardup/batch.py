@@ -19,6 +19,7 @@ from itertools import chain, islice
 import numpy as np
 
 from ._config import Config
+from .engine.algorithms import Fingerprint
 from .engine.detector import Detector, Verdict
 from .engine.extract import quiet_trafilatura
 from .engine.pipeline import DocumentPipeline, Prepared
@@ -145,13 +146,15 @@ class BatchDeduplicator:
 
     def run(self, documents: DocumentReader | Iterable[Document], on_verdict: Callable[[Verdict], None],
             progress: Progress | None = None, stats: BatchStats | None = None,
-            should_stop: Callable[[], bool] | None = None) -> BatchStats:
+            should_stop: Callable[[], bool] | None = None,
+            on_fingerprint: Callable[[str, Fingerprint], None] | None = None) -> BatchStats:
         """Decide every document in input order. Decisions go to the store in batches of ``BATCH``
         documents (one or two round trips each on Redis), with the same verdicts as one by one.
 
         ``should_stop`` is asked between documents: when it answers true, the documents decided so far are
         flushed, the store is closed and the run ends early, with the store and ``on_verdict``'s output
-        agreeing on what was decided. ``stats`` (given, or new) is filled as the run goes."""
+        agreeing on what was decided. ``stats`` (given, or new) is filled as the run goes. ``on_fingerprint``
+        is given each decided document's key and fingerprint, in input order (``dedup --all-pairs``)."""
         stats = stats if stats is not None else BatchStats()
         started = time.perf_counter()
         self.detector.open(reset=self.reset)
@@ -183,6 +186,8 @@ class BatchDeduplicator:
                             self.store.refile(key, fp.signature, fp.buckets)
                 fp = prepared.fingerprint
                 assert fp is not None
+                if on_fingerprint is not None:
+                    on_fingerprint(url, fp)
                 pending.append((url, fp.signature, fp.buckets))
                 if len(pending) >= BATCH:
                     flush()

@@ -111,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
                                        "and WARC/WARC.gz files.")
     dedup.add_argument("inputs", nargs="+", metavar="INPUT", help="JSONL(.gz) or WARC(.gz) files")
     dedup.add_argument("-o", "--output", required=True, help="pairs file: url_a<TAB>url_b<TAB>similarity ('-': stdout)")
+    dedup.add_argument("--all-pairs", action="store_true",
+                       help="write every pair of documents at or above the threshold (Broder's output), not "
+                            "each near-duplicate against its canonical only; costs memory and time that grow "
+                            "with the square of the largest group")
     dedup.add_argument("--clusters", metavar="FILE", help="also write the clusters as JSON lines")
     dedup.add_argument("--cluster-mode", choices=("strict", "components"), default="strict",
                        help="strict: every member resembles the canonical; components: connected components "
@@ -245,9 +249,21 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     edges: list[tuple[str, str]] = []
     keep_edges = bool(args.clusters)
 
+    all_pairs = None
+    if args.all_pairs:
+        from .engine.allpairs import AllPairs
+
+        all_pairs = AllPairs(config.build_algorithm())
+
+    def on_fingerprint(key, fp):  # type: ignore[no-untyped-def]
+        assert all_pairs is not None
+        for other, similarity in all_pairs.add(key, fp.signature, fp.buckets):
+            out.write(f"{tsv_field(key)}\t{tsv_field(other)}\t{similarity:.4f}\n")
+
     def on_verdict(verdict):  # type: ignore[no-untyped-def]
         if verdict.status == "duplicate":
-            out.write(f"{tsv_field(verdict.key)}\t{tsv_field(verdict.canonical)}\t{verdict.similarity:.4f}\n")
+            if all_pairs is None:
+                out.write(f"{tsv_field(verdict.key)}\t{tsv_field(verdict.canonical)}\t{verdict.similarity:.4f}\n")
             if keep_edges:
                 edges.append((verdict.key, verdict.canonical))
                 if args.cluster_mode == "components":
@@ -258,7 +274,8 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     try:
         runner = BatchDeduplicator(config, args.store, workers=args.workers, reset=args.reset)
         with stop:
-            runner.run(reader, on_verdict, Progress(args.progress), stats=stats, should_stop=stop.requested)
+            runner.run(reader, on_verdict, Progress(args.progress), stats=stats, should_stop=stop.requested,
+                       on_fingerprint=on_fingerprint if all_pairs is not None else None)
         if args.clusters:
             for members in clusters(edges, args.cluster_mode):
                 outputs[1].file.write(

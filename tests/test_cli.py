@@ -267,3 +267,40 @@ def test_dedup_makes_the_template_decisions_of_a_crawl_whatever_the_workers(tmp_
     run_cli("dedup", str(src), "-o", str(out), "--workers", workers)
     pairs = [line.split("\t")[:2] for line in out.read_text().splitlines() if line and not line.startswith("#")]
     assert pairs == [["http://site.example/copies/story-0", "http://site.example/story-0"]]
+
+
+def test_all_pairs_reports_every_pair_above_the_threshold(tmp_path):
+    import random
+
+    from scrapy_neardup._config import Config
+
+    rng = random.Random(7)
+    docs = []
+    for group in range(4):  # groups of 2 to 5 lightly edited copies, then distinct documents
+        base = [f"w{rng.randrange(10**6)}" for _ in range(150)]
+        for copy in range(2 + group):
+            words = list(base)
+            for i in rng.sample(range(150), 3 * copy):
+                words[i] = f"x{rng.randrange(10**6)}"
+            docs.append((f"http://a/{group}/{copy}", " ".join(words)))
+    docs += [(f"http://b/{i}", " ".join(f"w{rng.randrange(10**6)}" for _ in range(150))) for i in range(20)]
+    rng.shuffle(docs)
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"url": u, "text": t}) + "\n" for u, t in docs))
+    star, everything = tmp_path / "star.tsv", tmp_path / "all.tsv"
+    run_cli("dedup", str(src), "-o", str(star))
+    run_cli("dedup", str(src), "-o", str(everything), "--all-pairs")
+    pipeline = Config.from_settings({"NEARDUP_ENABLED": True}).build_pipeline()
+    fps = {u: pipeline.from_text(t).fingerprint.signature for u, t in docs}
+    order = [u for u, _ in docs]
+    brute = {}
+    for i, a in enumerate(order):
+        for b in order[:i]:
+            similarity = pipeline.algorithm.similarity(fps[a], fps[b])
+            if similarity >= pipeline.algorithm.threshold:
+                brute[(a, b)] = similarity
+    found = {(a, b): float(s) for a, b, s in (line.split("\t") for line in everything.read_text().splitlines())}
+    assert set(found) <= set(brute)  # every pair reported is a real pair, later document first
+    assert {p for p, s in brute.items() if s >= 0.6} <= set(found)  # LSH misses none this close
+    assert sum(n * (n - 1) // 2 for n in (2, 3, 4, 5)) == len(found) > len(star.read_text().splitlines())
+    assert all(abs(found[p] - brute[p]) < 1e-4 for p in found)
