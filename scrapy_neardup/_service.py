@@ -21,7 +21,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
 
-from ._config import Config, unknown_settings
+from ._config import Config, ConfigError, unknown_settings
 from .engine.algorithms import Fingerprint
 from .engine.detector import Detector, Verdict
 from .engine.extract import quiet_trafilatura
@@ -122,7 +122,13 @@ class NearDupService:
         """The crawler's service, built on first use; ``NotConfigured`` when ``NEARDUP_ENABLED`` is false."""
         service = _services.get(crawler)
         if service is None:
-            config = Config.from_settings(crawler.settings)
+            try:
+                config = Config.from_settings(crawler.settings)
+            except ConfigError as exc:
+                # Scrapy reports an exception raised while it builds components inside a long traceback;
+                # this line says what is wrong first, on its own.
+                logger.error("scrapy-neardup: the crawl cannot start: %s", exc)
+                raise
             for line in unknown_settings(crawler.settings):
                 logger.warning("scrapy-neardup: %s", line)
             if not config.enabled:

@@ -144,3 +144,12 @@ def test_junk_responses_pass_through_counted_and_logged(site, tmp_path):
         assert result.stats[f"neardup/skipped/{reason}"] >= 1
     assert "neardup/store_error" not in result.stats
     assert "ScrapyDeprecationWarning" not in result.log
+
+
+def test_a_bad_setting_stops_the_crawl_with_one_clear_line_first(site, tmp_path):
+    result = run_scrapy(["crawl", "news", "-a", f"site={site}"], tmp_path, {"NEARDUP_THRESHOLD": "1.5"})
+    assert result.returncode == 1
+    first_error = next(line for line in result.log.splitlines() if " ERROR: " in line)
+    assert first_error.endswith("scrapy-neardup: the crawl cannot start: NEARDUP_THRESHOLD = '1.5' is not "
+                                "allowed: a number in (0.0, 1.0] or None"), first_error
+    assert not result.items
