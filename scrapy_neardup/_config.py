@@ -7,7 +7,7 @@ allowed. Components read :class:`Config`, never ``crawler.settings`` directly.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from .store import STORE_SCHEMES, redact_url
@@ -16,7 +16,9 @@ if TYPE_CHECKING:  # the engine (numpy) is imported when a setting needs it, not
     from collections.abc import Mapping
 
     from .engine.algorithms import Algorithm
+    from .engine.detector import Detector
     from .engine.pipeline import DocumentPipeline
+    from .store import Store
     from .engine.template import TemplateGuard
 
     from scrapy.settings import BaseSettings
@@ -75,6 +77,26 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_WORKER_TIMEOUT": 60.0,
     "NEARDUP_WORKERS": None,
 }
+
+
+#: The setting behind each parameter a store records (what a mismatch message names).
+PARAM_SETTINGS = {
+    "algorithm": "NEARDUP_ALGORITHM", "num_perm": "NEARDUP_MINHASH_NUM_PERM", "k": "NEARDUP_MINHASH_NUM_PERM",
+    "seed": "NEARDUP_MINHASH_SEED", "shingle_size": "NEARDUP_SHINGLE_SIZE", "sketch": "NEARDUP_MINHASH_SKETCH",
+    "bands": "NEARDUP_THRESHOLD", "rows": "NEARDUP_THRESHOLD",
+    "max_distance": "NEARDUP_THRESHOLD or NEARDUP_SIMHASH_MAX_DISTANCE", "blocks": "NEARDUP_SIMHASH_BLOCKS",
+    "lexicon": "NEARDUP_IMATCH_LEXICON", "format_version": "the store format of this version",
+}
+
+
+def _name_settings(exc: Exception) -> str:
+    """A store mismatch message with the setting behind each differing parameter named."""
+    differences = getattr(exc, "differences", ())
+    named = [f"{d} ({PARAM_SETTINGS[d.split(':', 1)[0]]})" if d.split(":", 1)[0] in PARAM_SETTINGS else d
+             for d in differences]
+    return (f"The near-duplicate store at {getattr(exc, 'location', '')} was written with other parameters ("
+            + "; ".join(named) + "). Its fingerprints cannot be compared with new ones. Set NEARDUP_RESET = True "
+            "to empty it and start fresh, or set NEARDUP_STORE_URL to another location.")
 
 
 class ConfigError(ValueError):
@@ -197,6 +219,9 @@ class Config:
     worker_max_tasks: int = 1000
     worker_timeout: float | None = 60.0
     workers: int | None = None
+    #: The index parameters of an existing store this configuration adopted (JSON of name -> value), when
+    #: only the threshold differs from what the store was made with (:meth:`open_detector`).
+    stored_index: str | None = None
 
     @classmethod
     def from_settings(cls, settings: SettingsLike) -> Config:
@@ -319,6 +344,58 @@ class Config:
         return self.workers if self.workers is not None else (os.cpu_count() or 1)
 
     def build_algorithm(self) -> Algorithm:
+        algorithm = self._build_algorithm()
+        if self.stored_index is None:
+            return algorithm
+        import json
+
+        adopted = algorithm.with_index(json.loads(self.stored_index))
+        if adopted is None:  # pragma: no cover - open_detector only records an index the algorithm accepts
+            raise ConfigError(f"the stored index {self.stored_index} cannot serve {algorithm.name}")
+        return adopted
+
+    def open_detector(self, store: Store, reset: bool = False) -> tuple[Config, Detector, str]:
+        """Open ``store`` for these settings: the configuration to go on with, the open detector, and a note
+        (empty unless the store's index was adopted).
+
+        A store made with another threshold keeps its signatures, which do not depend on the threshold;
+        only its index (MinHash's LSH bands, SimHash's tables) was shaped for the old one. Such a store is
+        opened as it is, verified at the new threshold, with candidates from its own index, and the note
+        says what that index finds at the new threshold (``NEARDUP_RESET`` re-indexes, by forgetting every
+        page). Anything else that differs cannot be converted and raises
+        :class:`~scrapy_neardup.store.StoreMismatchError`, naming the settings.
+        """
+        import json
+
+        from .engine.detector import Detector
+        from .store import StoreMismatchError
+
+        algorithm = self.build_algorithm()
+        detector = Detector(algorithm, store)
+        try:
+            detector.open(reset=reset)
+            return self, detector, ""
+        except StoreMismatchError as exc:
+            store.close()
+            try:
+                stored = {name: json.loads(value) for name, value in exc.stored.items()}
+            except ValueError:
+                stored = {}
+            adopted = algorithm.with_index({k: v for k, v in stored.items() if k != "format_version"}) if (
+                stored.get("format_version") == detector.meta()["format_version"]) else None
+            if adopted is None:
+                raise StoreMismatchError(_name_settings(exc), exc.location, exc.differences, exc.stored) from None
+            location, differences = exc.location, exc.differences
+        config = replace(self, stored_index=json.dumps(
+            {k: v for k, v in adopted.params().items()}, sort_keys=True))
+        detector = Detector(config.build_algorithm(), store)
+        detector.open()
+        note = (f"the store at {location} was indexed for another threshold ({'; '.join(differences)}); "
+                f"its fingerprints are kept and compared at threshold {self.threshold:g}: {adopted.index_note()}. "
+                "NEARDUP_RESET = True would re-index it for this threshold, by forgetting every page")
+        return config, detector, note
+
+    def _build_algorithm(self) -> Algorithm:
         from .engine import literature
         from .engine.algorithms import MinHashLSH, SimHashHamming
 

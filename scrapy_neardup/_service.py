@@ -151,8 +151,7 @@ class NearDupService:
                 retries=config.redis_retries,
                 timeout_secs=config.redis_timeout_secs,
             )
-            detector = Detector(self.algorithm, store)
-            detector.open(reset=self.config.reset)
+            adopted, detector, note = config.open_detector(store, reset=config.reset)
             initial = store.count()
         except Exception as exc:  # noqa: BLE001 - whatever failed, no page may go through unchecked
             # Fingerprints that cannot be compared, or no store at all: crawling on would let every
@@ -167,6 +166,14 @@ class NearDupService:
                 except Exception:  # noqa: BLE001 - it failed to open; closing is a courtesy
                     pass
             raise CloseSpider(reason) from exc
+        if note:
+            # The threshold changed and the store's index was kept (see Config.open_detector): the workers,
+            # the guard and the decisions use the store's index from now on.
+            logger.warning("scrapy-neardup: %s", note, extra={"spider": spider})
+            self.config = config = adopted
+            self.pipeline = config.build_pipeline()
+            self.algorithm = detector.algorithm
+            self.guard = config.build_template_guard(self.algorithm)
         self.detector = detector
         self._store_thread = ThreadPool(0, 1, name="scrapy-neardup-store")
         self._store_thread.start()

@@ -157,7 +157,10 @@ class BatchDeduplicator:
         is given each decided document's key and fingerprint, in input order (``dedup --all-pairs``)."""
         stats = stats if stats is not None else BatchStats()
         started = time.perf_counter()
-        self.detector.open(reset=self.reset)
+        self.config, self.detector, note = self.config.open_detector(self.store, reset=self.reset)
+        if note:
+            print(f"scrapy-neardup: {note.replace('NEARDUP_RESET = True', '--reset')}", file=sys.stderr)
+            self.guard = self.config.build_template_guard(self.detector.algorithm)
         pending: list[tuple[str, bytes, np.ndarray]] = []
 
         def flush() -> None:

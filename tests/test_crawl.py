@@ -99,7 +99,8 @@ def test_changed_parameters_stop_the_crawl_with_a_clear_reason(site, tmp_path):
     crawl(site, tmp_path, name="first")
     result = crawl(site, tmp_path, name="second", NEARDUP_MINHASH_NUM_PERM=64)
     assert result.stats["finish_reason"] == "neardup_store_mismatch"
-    assert "num_perm: stored 128, configured 64" in result.log and "NEARDUP_RESET" in result.log
+    assert "num_perm: stored 128, configured 64 (NEARDUP_MINHASH_NUM_PERM)" in result.log
+    assert "NEARDUP_RESET" in result.log
     assert result.items == []
     reset = crawl(site, tmp_path, name="third", NEARDUP_MINHASH_NUM_PERM=64, NEARDUP_RESET=True)
     assert reset.stats["finish_reason"] == "finished" and reset.stats["neardup/initial"] == 0
@@ -153,3 +154,13 @@ def test_a_bad_setting_stops_the_crawl_with_one_clear_line_first(site, tmp_path)
     assert first_error.endswith("scrapy-neardup: the crawl cannot start: NEARDUP_THRESHOLD = '1.5' is not "
                                 "allowed: a number in (0.0, 1.0] or None"), first_error
     assert not result.items
+
+
+def test_a_changed_threshold_keeps_the_store(site, groups, tmp_path):
+    first = crawl(site, tmp_path, name="first")
+    second = crawl(site, tmp_path, name="second", NEARDUP_THRESHOLD="0.6")
+    assert second.stats["finish_reason"] == "finished"
+    assert second.stats["neardup/initial"] == first.stats["neardup/unique"] + first.stats["neardup/duplicate"]
+    assert second.stats["neardup/seen"] == first.stats["neardup/checked"]  # nothing forgotten
+    assert "indexed for another threshold (bands: stored 29, configured" in second.log
+    assert "compared at threshold 0.6" in second.log and "with probability" in second.log

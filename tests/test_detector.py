@@ -92,3 +92,46 @@ def test_fingerprints_are_reproducible_in_another_store(tmp_path):
     d3 = Detector(MinHashLSH(0.5, seed=2), SqliteStore(str(path)))
     with pytest.raises(StoreMismatchError, match="seed: stored 1, configured 2"):
         d3.open()
+
+
+def _copies(n, seed):
+    rng = random.Random(seed)
+    base = [f"w{rng.randrange(10**6)}" for _ in range(300)]
+    out = []
+    for i in range(n):
+        words = list(base)
+        for j in rng.sample(range(300), 12 * i):
+            words[j] = f"x{rng.randrange(10**6)}"
+        out.append(" ".join(words))
+    return out
+
+
+@pytest.mark.parametrize("algorithm, old, new, adopted", [
+    ("minhash", 0.45, 0.6, True), ("minhash", 0.45, 0.3, True),
+    ("simhash", 0.95, 0.97, True), ("simhash", 0.95, 0.9, False),
+])
+def test_a_store_made_for_another_threshold_is_kept_when_its_index_can_serve(tmp_path, algorithm, old, new,
+                                                                             adopted):
+    from scrapy_neardup._config import Config
+    from scrapy_neardup.store import SqliteStore
+
+    path = str(tmp_path / "s.sqlite3")
+    texts = _copies(4, 1)
+    before = Config.from_settings({"NEARDUP_ENABLED": True, "NEARDUP_ALGORITHM": algorithm, "NEARDUP_THRESHOLD": old})
+    _, detector, note = before.open_detector(SqliteStore(path))
+    assert note == ""
+    detector.check("http://a/0", texts[0])
+    detector.close()
+    after = Config.from_settings({"NEARDUP_ENABLED": True, "NEARDUP_ALGORITHM": algorithm, "NEARDUP_THRESHOLD": new})
+    if not adopted:
+        with pytest.raises(StoreMismatchError, match=r"max_distance: stored 3, configured 6 \(NEARDUP_THRESHOLD"):
+            after.open_detector(SqliteStore(path))
+        return
+    config, detector, note = after.open_detector(SqliteStore(path))
+    assert "indexed for another threshold" in note and f"compared at threshold {new:g}" in note
+    assert detector.algorithm.threshold == after.build_algorithm().threshold  # verified at the new threshold
+    assert detector.store.count() == 1
+    # The stored page is still found, through its own index, by a copy of it.
+    assert detector.check("http://a/copy", texts[0]).canonical == "http://a/0"
+    assert config.build_algorithm().params() == detector.algorithm.params()  # what the workers will use
+    detector.close()

@@ -6,9 +6,11 @@ records them and refuses to mix fingerprints made with others.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +53,28 @@ class Fingerprint:
 class Algorithm(ABC):
     name: str
     threshold: float
+    #: Parameters that shape only the index (which documents become candidates), not the signatures: a
+    #: store indexed with other values can still serve this algorithm (:meth:`with_index`).
+    INDEX_PARAMS: tuple[str, ...] = ()
+
+    def with_index(self, stored: Mapping[str, Any]) -> Algorithm | None:
+        """This algorithm (same signatures, same threshold for verification) over a store whose index was
+        built with ``stored`` parameters, when only :data:`INDEX_PARAMS` differ and that index can serve
+        this threshold; ``None`` otherwise. What a changed threshold needs: the signatures stay comparable,
+        only the candidates come from the stored index (see :meth:`index_note`)."""
+        own = self.params()
+        if not self.INDEX_PARAMS or set(own) != set(stored):
+            return None
+        if any(own[name] != stored[name] for name in own if name not in self.INDEX_PARAMS):
+            return None
+        return self._over_index(stored)
+
+    def _over_index(self, stored: Mapping[str, Any]) -> Algorithm | None:
+        return None
+
+    def index_note(self) -> str:
+        """What the index finds at this algorithm's threshold, for a log line."""
+        return ""
 
     @abstractmethod
     def params(self) -> dict[str, Any]:
@@ -121,6 +145,23 @@ class MinHashLSH(Algorithm):
         bits = self.signature_bits
         return MinHasher.similarity(self.hasher.from_bytes(a, bits), self.hasher.from_bytes(b, bits), bits)
 
+    INDEX_PARAMS = ("bands", "rows")
+
+    def _over_index(self, stored: Mapping[str, Any]) -> Algorithm | None:
+        bands, rows = int(stored["bands"]), int(stored["rows"])
+        if bands < 1 or rows < 1 or bands * rows > self.hasher.num_perm:
+            return None
+        other = copy.copy(self)
+        other.bands, other.rows = bands, rows
+        return other
+
+    def index_note(self) -> str:
+        from .lsh import candidate_probability
+
+        found = float(candidate_probability(self.threshold, self.bands, self.rows))
+        return (f"its {self.bands} bands x {self.rows} rows make a pair at similarity {self.threshold:g} a "
+                f"candidate with probability {found:.3f}")
+
 
 def simhash_distance_for(threshold: float) -> int:
     """The largest Hamming distance ``k`` with ``1 - k/64 >= threshold``."""
@@ -158,3 +199,17 @@ class SimHashHamming(Algorithm):
 
     def similarity(self, a: bytes, b: bytes) -> float:
         return SimHasher.similarity(SimHasher.from_bytes(a), SimHasher.from_bytes(b))
+
+    INDEX_PARAMS = ("max_distance", "blocks")
+
+    def _over_index(self, stored: Mapping[str, Any]) -> Algorithm | None:
+        distance, blocks = int(stored["max_distance"]), int(stored["blocks"])
+        if distance < self.max_distance or blocks <= distance:
+            return None  # tables searching fewer bits than this threshold needs would miss pairs
+        other = SimHashHamming(shingle_size=self.shingle_size, max_distance=distance, blocks=blocks)
+        other.threshold = self.threshold  # verified at this threshold; the tables search more bits
+        return other
+
+    def index_note(self) -> str:
+        return (f"its tables search {self.max_distance} bits, which finds every pair within the "
+                f"{simhash_distance_for(self.threshold)} bits of threshold {self.threshold:g}")

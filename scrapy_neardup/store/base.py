@@ -48,10 +48,13 @@ class StoreMismatchError(StoreError):
     ``location`` and ``differences`` (``"name: stored X, configured Y"``) let each front end say what to do
     in its own terms (a Scrapy setting, a CLI option)."""
 
-    def __init__(self, message: str, location: str = "", differences: Sequence[str] = ()) -> None:
+    def __init__(self, message: str, location: str = "", differences: Sequence[str] = (),
+                 stored: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.location = location
         self.differences = tuple(differences)
+        #: What the store recorded, name -> JSON value (for a caller that can adapt to it).
+        self.stored = dict(stored or {})
 
 
 @dataclass(frozen=True)
@@ -246,4 +249,5 @@ def check_meta(stored: Mapping[str, str], wanted: Mapping[str, str], location: s
             "and start fresh, or set NEARDUP_STORE_URL to another location.",
             location,
             diffs,
+            stored,
         )
