@@ -138,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--limit", type=int, help="only the first N pages")
     evaluate.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
     evaluate.add_argument("--pairs", metavar="FILE", help="write the predicted pairs (the last configuration)")
+    evaluate.add_argument("--judged", metavar="PAIRS.tsv",
+                          help="also score on pairs you judged: url_a<TAB>url_b<TAB>1 (near-duplicates) or 0 (not)")
     evaluate.add_argument("--errors", metavar="FILE",
                           help="write the false merges and missed pages as JSON lines (the last configuration)")
     _add_algorithm_options(evaluate)
@@ -327,17 +329,22 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     rows = evaluate_configurations(
         args.manifest, [(name, _config(settings)) for name, settings in configurations],
         workers=args.workers, limit=args.limit, pairs_path=args.pairs, errors_path=args.errors,
+        judged_path=args.judged,
     )
     if args.json:
         for row in rows:
             print(json.dumps(row))
         return 0
     kinds = sorted({k for row in rows for k in row["kind_recall"]})
-    header = ["configuration", "F1", "precision", "recall", *(f"R:{k}" for k in kinds), "ms/page"]
+    judged = "judged" in rows[0] if rows else False
+    header = ["configuration", "F1", "precision", "recall", *(f"R:{k}" for k in kinds),
+              *(["judged F1", "judged P", "judged R"] if judged else []), "ms/page"]
     print(" | ".join(header))
     for row in rows:
         cells = [row["name"], f"{row['f1']:.4f}", f"{row['precision']:.4f}", f"{row['recall']:.4f}",
-                 *(f"{row['kind_recall'].get(k, float('nan')):.3f}" for k in kinds), f"{row['ms_per_page']:.2f}"]
+                 *(f"{row['kind_recall'].get(k, float('nan')):.3f}" for k in kinds),
+                 *([f"{row['judged'][m]:.4f}" for m in ("f1", "precision", "recall")] if judged else []),
+                 f"{row['ms_per_page']:.2f}"]
         print(" | ".join(cells))
     return 0
 

@@ -44,7 +44,7 @@ def score(manifest: list[dict], pairs: Iterable[tuple[str, str]]) -> Score:
         if a in urls and b in urls:
             uf.union(a, b)
     predicted = {row["url"]: uf.find(row["url"]) for row in manifest}
-    gold = {row["url"]: row["cluster"] for row in manifest}
+    gold = {row["url"]: row.get("cluster", row["url"]) for row in manifest}  # no cluster: a page alone
     pred_sizes = Counter(predicted.values())
     gold_sizes = Counter(gold.values())
     joint = Counter((predicted[u], gold[u]) for u in urls)
@@ -54,16 +54,66 @@ def score(manifest: list[dict], pairs: Iterable[tuple[str, str]]) -> Score:
     precision = tp / pp if pp else 1.0
     recall = tp / gp if gp else 1.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    originals = {row["cluster"]: row["url"] for row in manifest if row["kind"] == "original"}
+    originals = {row["cluster"]: row["url"] for row in manifest if row.get("kind") == "original"}
     hits: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for row in manifest:
-        kind = row["kind"]
-        if kind in ("original", "teaser") or row["cluster"] not in originals:
+        kind = row.get("kind", "")
+        if kind in ("", "original", "teaser") or row["cluster"] not in originals:
             continue
         hits[kind][1] += 1
         hits[kind][0] += predicted[row["url"]] == predicted[originals[row["cluster"]]]
     kind_recall = {k: h / t for k, (h, t) in sorted(hits.items())}
     return Score(precision, recall, f1, pp, gp, tp, kind_recall)
+
+
+@dataclass(frozen=True)
+class JudgedScore:
+    """Precision, recall and F1 on pairs a person judged (``1``: near-duplicates, ``0``: not)."""
+
+    precision: float
+    recall: float
+    f1: float
+    judged: int
+    positives: int
+    true_pairs: int
+    false_pairs: int
+
+
+def load_judged(path: str) -> list[tuple[str, str, bool]]:
+    """Judged pairs from a TSV file: ``url_a<TAB>url_b<TAB>1`` (near-duplicates) or ``0`` (not), one per
+    line; blank lines and lines starting with ``#`` are passed over. A malformed line is an error naming it."""
+    from .inputs import InputError
+
+    judged = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip() or line.startswith("#"):
+                continue
+            fields = line.rstrip("\r\n").split("\t")
+            if len(fields) != 3 or fields[2].strip() not in ("0", "1") or not fields[0] or not fields[1]:
+                raise InputError(f"{path}:{number}: expected url_a<TAB>url_b<TAB>0 or 1, got {line.strip()[:80]!r}")
+            judged.append((fields[0], fields[1], fields[2].strip() == "1"))
+    return judged
+
+
+def score_judged(judged: Iterable[tuple[str, str, bool]], pairs: Iterable[tuple[str, str]]) -> JudgedScore:
+    """Score predicted pairs on judged ones. As in :func:`score`, predicted pairs are closed transitively
+    into clusters: a judged pair is predicted when both pages end in one cluster."""
+    uf = UnionFind()
+    for a, b in pairs:
+        uf.union(a, b)
+    tp = fp = fn = positives = count = 0
+    for a, b, same in judged:
+        count += 1
+        positives += same
+        predicted = uf.find(a) == uf.find(b)
+        tp += predicted and same
+        fp += predicted and not same
+        fn += same and not predicted
+    precision = tp / (tp + fp) if tp + fp else 1.0
+    recall = tp / (tp + fn) if tp + fn else 1.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return JudgedScore(precision, recall, f1, count, positives, tp, fp)
 
 
 def error_report(manifest: list[dict], pairs: Iterable[tuple[str, str, float]]) -> list[dict[str, Any]]:
@@ -125,8 +175,9 @@ def _extract_job(job: tuple[str, str, bool, int, bool, str, bool]) -> tuple[Any,
 
 def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, Any]], workers: int | None = None,
                             limit: int | None = None, pairs_path: str | None = None,
-                            errors_path: str | None = None) -> list[dict[str, Any]]:
-    """Score each ``(name, Config)`` on a labelled set; pages are extracted once per extraction setting."""
+                            errors_path: str | None = None, judged_path: str | None = None) -> list[dict[str, Any]]:
+    """Score each ``(name, Config)`` on a labelled set; pages are extracted once per extraction setting.
+    With ``judged_path`` (:func:`load_judged`), each row also has ``judged``: the score on those pairs."""
     import multiprocessing
     import os
     import time
@@ -135,6 +186,7 @@ def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, 
     from .store import MemoryStore
 
     manifest = load_manifest(manifest_path)[:limit] if limit else load_manifest(manifest_path)
+    judged = load_judged(judged_path) if judged_path else None
     base = os.path.dirname(os.path.abspath(manifest_path))
     extracted: dict[tuple[bool, int, bool, str, bool], tuple[list[Any], list[float]]] = {}
     rows = []
@@ -175,7 +227,13 @@ def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, 
         if errors_path:
             with open(errors_path, "w", encoding="utf-8") as f:
                 f.writelines(json.dumps(record) + "\n" for record in error_report(manifest, pairs))
+        row_judged = {}
+        if judged is not None:
+            js = score_judged(judged, [(a, b) for a, b, _ in pairs])
+            row_judged = {"judged": {"f1": js.f1, "precision": js.precision, "recall": js.recall,
+                                     "pairs": js.judged, "positives": js.positives}}
         rows.append({
+            **row_judged,
             "name": name, "params": algorithm.params(), "threshold": algorithm.threshold,
             "f1": result.f1, "precision": result.precision, "recall": result.recall,
             "kind_recall": result.kind_recall, "pages": len(manifest),

@@ -304,3 +304,38 @@ def test_all_pairs_reports_every_pair_above_the_threshold(tmp_path):
     assert {p for p, s in brute.items() if s >= 0.6} <= set(found)  # LSH misses none this close
     assert sum(n * (n - 1) // 2 for n in (2, 3, 4, 5)) == len(found) > len(star.read_text().splitlines())
     assert all(abs(found[p] - brute[p]) < 1e-4 for p in found)
+
+
+def test_evaluate_scores_a_users_own_judged_pairs(demo_pages, tmp_path):
+    """A manifest of pages with no clusters, and pairs a person judged: the crawl's own labels."""
+    pages, groups = demo_pages
+    group = groups[0]
+    others = sorted(p for p in pages if p.startswith("/news/") and p not in {q for g in groups for q in g})[:3]
+    rows = []
+    for n, path in enumerate(group + others):
+        name = f"p{n:03d}.html"
+        (tmp_path / name).write_text(pages[path])
+        rows.append({"id": n, "url": SITE + path, "file": name})
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    judged = tmp_path / "judged.tsv"
+    lines = ["# url_a, url_b, 1: near-duplicates"]
+    lines += [f"{SITE}{group[0]}\t{SITE}{p}\t1" for p in group[1:]]
+    lines += [f"{SITE}{group[0]}\t{SITE}{p}\t0" for p in others]
+    judged.write_text("\n".join(lines) + "\n")
+    result = run_cli("evaluate", str(manifest), "--json", "--workers", "1", "--judged", str(judged))
+    row = json.loads(result.stdout.splitlines()[0])
+    assert row["judged"]["pairs"] == len(group) - 1 + len(others)
+    assert row["judged"]["positives"] == len(group) - 1
+    assert row["judged"]["precision"] == 1.0 and row["judged"]["recall"] == 1.0
+    # Judged the other way round, every predicted pair is a false one: the score must say so.
+    judged.write_text("\n".join(line[:-1] + ("0" if line.endswith("1") else "1") for line in lines[1:]) + "\n")
+    flipped = json.loads(run_cli("evaluate", str(manifest), "--json", "--workers", "1", "--judged",
+                                 str(judged)).stdout.splitlines()[0])
+    assert flipped["judged"]["precision"] == 0.0 and flipped["judged"]["recall"] == 0.0
+    table = run_cli("evaluate", str(manifest), "--workers", "1", "--judged", str(judged)).stdout
+    assert "judged F1" in table.splitlines()[0]
+    judged.write_text("a\tb\tmaybe\n")
+    bad = run_cli("evaluate", str(manifest), "--workers", "1", "--judged", str(judged), check=False)
+    assert bad.returncode == 1 and "judged.tsv:1: expected url_a<TAB>url_b<TAB>0 or 1" in bad.stderr
+    assert "Traceback" not in bad.stderr
