@@ -3,6 +3,7 @@
 
     python3 dev.py example     # serve the demo site on 127.0.0.1 and crawl it twice with scrapy-neardup
     python3 dev.py test        # the test suite (what CI runs); extra arguments go to pytest
+    python3 dev.py lint        # ruff (lint, import order) and mypy, as CI runs them before the tests
     python3 dev.py bench ...   # a benchmark script from bench/, with the peer libraries installed
 
 The virtual environment is reinstalled only when pyproject.toml changes.
@@ -19,7 +20,7 @@ import venv
 ROOT = os.path.dirname(os.path.abspath(__file__))
 VENV = os.path.join(ROOT, ".venv")
 PYTHON = os.path.join(VENV, "Scripts" if os.name == "nt" else "bin", "python")
-EXTRAS = {"example": "", "test": "[test]", "bench": "[test,bench]"}
+EXTRAS = {"example": "", "test": "[test]", "lint": "[test]", "bench": "[test,bench]"}
 
 
 def ensure_venv(extras: str) -> None:
@@ -53,6 +54,10 @@ def main(argv: list[str]) -> int:
         return subprocess.call([PYTHON, os.path.join(ROOT, "example_project", "run_example.py"), *rest])
     if command == "test":
         return subprocess.call([PYTHON, "-m", "pytest", *rest], cwd=ROOT)
+    if command == "lint":
+        return (subprocess.call([PYTHON, "-m", "ruff", "check", "scrapy_neardup", "tests", "bench", "example_project",
+                                 "dev.py"], cwd=ROOT)
+                or subprocess.call([PYTHON, "-m", "mypy"], cwd=ROOT))
     if not rest:
         print("usage: python3 dev.py bench bench/SCRIPT.py [ARGS...]")
         return 2

@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable
 
 import mmh3
-
 from bench_batch import real_corpus  # noqa: E402  (bench/ is the script's own folder)
+
 from scrapy_neardup._config import Config
 from scrapy_neardup.engine import text as T
 from scrapy_neardup.engine.lsh import band_keys

@@ -41,9 +41,9 @@ from urllib.parse import unquote, urlsplit
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from scrapy_neardup.evaluation import load_manifest, score  # noqa: E402
-
 import localsite  # noqa: E402  (bench/, the script's own folder)
+
+from scrapy_neardup.evaluation import load_manifest, score  # noqa: E402
 
 
 def site_path(url: str) -> str:
@@ -280,7 +280,8 @@ def stability(args: argparse.Namespace, base: str, paths: list[str], workdir: st
         print(f"crawl {i + 1}: {outcomes[-1]}", file=sys.stderr, flush=True)
     ok = [o for o in outcomes if o.get("finish_reason") == "finished" and o.get("worker_lost") == 0]
     return {"crawls": len(outcomes), "finished_without_loss": len(ok), "pages": len(paths),
-            "checked": sorted({o.get("checked") for o in outcomes}), "outcomes_not_ok": [o for o in outcomes if o not in ok]}
+            "checked": sorted({o.get("checked") for o in outcomes}),
+            "outcomes_not_ok": [o for o in outcomes if o not in ok]}
 
 
 def main() -> int:

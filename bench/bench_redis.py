@@ -82,7 +82,8 @@ def run_processes(server: RedisServer, processes: int, docs: int, batch: int, pr
 
 
 def datasketch_rates(server: RedisServer, docs: int) -> tuple[float, float]:
-    from datasketch import MinHash, MinHashLSH as DSLSH
+    from datasketch import MinHash
+    from datasketch import MinHashLSH as DSLSH
 
     config = {"type": "redis", "redis": {"host": "127.0.0.1", "port": server.port}}
     sample = texts(docs, 99)

@@ -15,7 +15,8 @@ another) and times, per page: the extraction (trafilatura, as timed by the worke
 worker's whole job (decoding and fingerprints too), the store thread's part (template guard and
 check-and-insert), the trips (``check`` less extraction and store: the body to the worker, fingerprinting
 there, the result to the store thread and back to the reactor), the transport alone (``check`` less the
-worker's job and the store's), and the downloader middleware's whole ``process_response``. The plugin's own cost beyond extraction is the
+worker's job and the store's), and the downloader middleware's whole ``process_response``. The plugin's own
+cost beyond extraction is the
 middleware's time less the extraction's: fingerprinting, the trip to and from the worker, the template
 guard, the store, stats and logging. It also crawls once with the plugin disabled for the crawl rate.
 """
@@ -25,9 +26,9 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import multiprocessing
 import os
 import sys
-import multiprocessing
 import tempfile
 import time
 from urllib.parse import urlsplit, urlunsplit
@@ -36,9 +37,9 @@ import scrapy
 from scrapy.crawler import CrawlerProcess
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from scrapy_neardup.evaluation import load_manifest, score  # noqa: E402
-
 import localsite  # noqa: E402  (bench/, the script's own folder)
+
+from scrapy_neardup.evaluation import load_manifest, score  # noqa: E402
 
 
 def serve(directory: str, manifest: list[dict]) -> tuple[str, multiprocessing.Process]:

@@ -1,6 +1,7 @@
 """Reproduce the native crash of trafilatura/lxml on several threads of one process, and test a cause.
 
-    python bench/threads_crash_repro.py ../shared/neardup-dev --runs 30 --threads 12 [--variant stock|thread-parser|thread-xpath|thread-local]
+    python bench/threads_crash_repro.py ../shared/neardup-dev --runs 30 --threads 12 \
+        [--variant stock|thread-parser|thread-xpath|thread-local]
 
 Each run is a fresh Python process (``PYTHONFAULTHANDLER=1``) that extracts every page of the set with
 ``trafilatura.extract`` on ``--threads`` threads, as the plugin did before its extraction moved to worker

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from ._spidermiddleware import NearDupSpiderMiddleware
     from .addon import Addon
 
+__all__ = ["Addon", "Config", "ConfigError", "NearDupDownloaderMiddleware", "NearDupPipeline",
+           "NearDupSpiderMiddleware", "__version__"]
+
 _EXPORTS = {
     "Addon": ".addon",
     "Config": "._config",
@@ -27,8 +30,7 @@ _EXPORTS = {
     "NearDupPipeline": "._pipeline",
     "NearDupSpiderMiddleware": "._spidermiddleware",
 }
-
-__all__ = [*_EXPORTS, "__version__"]
+assert set(__all__) == {*_EXPORTS, "__version__"}  # one list for readers and linters, checked against the map
 
 
 def __getattr__(name: str) -> Any:

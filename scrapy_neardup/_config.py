@@ -15,13 +15,13 @@ from .store import STORE_SCHEMES, redact_url
 if TYPE_CHECKING:  # the engine (numpy) is imported when a setting needs it, not to print --version
     from collections.abc import Mapping
 
+    from scrapy.settings import BaseSettings
+
     from .engine.algorithms import Algorithm
     from .engine.detector import Detector
     from .engine.pipeline import DocumentPipeline
-    from .store import Store
     from .engine.template import TemplateGuard
-
-    from scrapy.settings import BaseSettings
+    from .store import Store
 
     SettingsLike = BaseSettings | Mapping[str, Any]
 
@@ -273,7 +273,8 @@ class Config:
             raise _fail("NEARDUP_IMATCH_LEXICON", lexicon, "the path of a lexicon file (one term per line; make one "
                         "with `scrapy-neardup lexicon`), required by NEARDUP_ALGORITHM = 'imatch'")
         if algorithm in FIXED_THRESHOLD and threshold is not None:
-            raise _fail("NEARDUP_THRESHOLD", threshold, f"None: NEARDUP_ALGORITHM = {algorithm!r} has a fixed threshold")
+            raise _fail("NEARDUP_THRESHOLD", threshold,
+                        f"None: NEARDUP_ALGORITHM = {algorithm!r} has a fixed threshold")
         item_field = _get(settings, "NEARDUP_ITEM_FIELD")
         if item_field is not None and (not isinstance(item_field, str) or not item_field):
             raise _fail("NEARDUP_ITEM_FIELD", item_field, "the name of an item field holding text, or None")

@@ -227,7 +227,8 @@ class NearDupService:
 
     def log_summary(self, spider: Spider) -> None:
         get = self.stats.get_value
-        skipped = {k.rsplit("/", 1)[1]: v for k, v in self.stats.get_stats().items() if k.startswith("neardup/skipped/")}
+        skipped = {k.rsplit("/", 1)[1]: v for k, v in self.stats.get_stats().items()
+                   if k.startswith("neardup/skipped/")}
         logger.info(
             "scrapy-neardup: %d pages checked: %d unique, %d near-duplicates (%d dropped), %d seen before; "
             "%d skipped%s",
@@ -383,7 +384,8 @@ class NearDupService:
     def _settle(self, key: str, outcome: Any) -> tuple[Prepared, Verdict | None]:
         """Reactor thread: count and log what became of a page."""
         if isinstance(outcome, (WorkerLost, WorkerTimeout)):
-            reason = "store_closed" if self._closing else "timeout" if isinstance(outcome, WorkerTimeout) else "worker_lost"
+            reason = ("store_closed" if self._closing else "timeout" if isinstance(outcome, WorkerTimeout)
+                      else "worker_lost")
             if reason != "store_closed":
                 logger.warning("scrapy-neardup: %s passed on unchecked: %s (counted in neardup/skipped/%s)",
                                key, outcome, reason, extra={"spider": self.crawler.spider})
@@ -443,10 +445,10 @@ class NearDupService:
                 if hasattr(engine, "close_spider_async"):
                     deferred_from_coro(engine.close_spider_async(reason="neardup_store_error"))
                 else:  # pragma: no cover - Scrapy < 2.14
-                    engine.close_spider(self.crawler.spider, "neardup_store_error")
+                    engine.close_spider(self.crawler.spider, "neardup_store_error")  # type: ignore[arg-type]
         else:
-            logger.warning("scrapy-neardup: store error on %s; passed on unchecked (NEARDUP_ON_STORE_ERROR = 'pass'): %s",
-                           key, exc)
+            logger.warning("scrapy-neardup: store error on %s; passed on unchecked (NEARDUP_ON_STORE_ERROR = "
+                           "'pass'): %s", key, exc)
 
     def record(self, key: str, verdict: Verdict) -> None:
         """Stats, log lines and the crawl's group report for a verdict (reactor thread)."""
@@ -474,7 +476,8 @@ class NearDupService:
                 "scrapy-neardup: %s was filed before (%s)%s",
                 key,
                 "canonical" if verdict.canonical == key else f"a near-duplicate of {verdict.canonical}",
-                "" if self.config.debug else " - further pages seen before are counted in neardup/seen (see NEARDUP_DEBUG)",
+                "" if self.config.debug
+                else " - further pages seen before are counted in neardup/seen (see NEARDUP_DEBUG)",
             )
             self._logged_first_seen = True
 

@@ -28,6 +28,6 @@ ORDER = {DOWNLOADER_MIDDLEWARE: 540, SPIDER_MIDDLEWARE: 100, PIPELINE: 100}
 
 class Addon:
     def update_settings(self, settings: BaseSettings) -> None:
-        settings.setdefault_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", DOWNLOADER_MIDDLEWARE, 540)
-        settings.setdefault_in_component_priority_dict("SPIDER_MIDDLEWARES", SPIDER_MIDDLEWARE, 100)
-        settings.setdefault_in_component_priority_dict("ITEM_PIPELINES", PIPELINE, 100)
+        settings.setdefault_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", DOWNLOADER_MIDDLEWARE, 540)  # type: ignore[arg-type]
+        settings.setdefault_in_component_priority_dict("SPIDER_MIDDLEWARES", SPIDER_MIDDLEWARE, 100)  # type: ignore[arg-type]
+        settings.setdefault_in_component_priority_dict("ITEM_PIPELINES", PIPELINE, 100)  # type: ignore[arg-type]

@@ -185,8 +185,8 @@ class BatchDeduplicator:
                     prepared, refile = self.guard.decide(url, url, prepared)
                     if refile:
                         flush()  # the pages to re-file may be in the batch still waiting
-                        for key, fp in refile:
-                            self.store.refile(key, fp.signature, fp.buckets)
+                        for key, earlier in refile:
+                            self.store.refile(key, earlier.signature, earlier.buckets)
                 fp = prepared.fingerprint
                 assert fp is not None
                 if on_fingerprint is not None:

@@ -15,9 +15,8 @@ import sys
 import tempfile
 from typing import Any
 
-from ._version import __version__
-
 from ._config import ALGORITHMS as ALGORITHM_CHOICES
+from ._version import __version__
 
 
 def _settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -92,7 +91,8 @@ def _add_algorithm_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--template-repeats", type=int,
                        help="pages of one host with the same main text and different page texts from which "
                             "it is taken as template and the page text used instead; 0: off (default: 2)")
-    group.add_argument("--no-extract", action="store_true", help="fingerprint the whole page text, not the main content")
+    group.add_argument("--no-extract", action="store_true",
+                       help="fingerprint the whole page text, not the main content")
     group.add_argument("--extract-fast", action="store_true", help="trafilatura's fast mode (no fallback extractors)")
     group.add_argument("--extract-favor", choices=("recall", "balanced", "precision"),
                        help="what trafilatura favours when unsure: more text or less (default: recall)")
@@ -305,9 +305,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from .evaluation import evaluate_configurations
-
-    from .evaluation import lexicon_for_manifest
+    from .evaluation import evaluate_configurations, lexicon_for_manifest
 
     base = _settings_from_args(args)
     if args.all:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 from .engine.cluster import UnionFind
 
@@ -216,7 +216,8 @@ def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, 
                 for key, fp in refile:
                     store.refile(key, fp.signature, fp.buckets)
             assert prepared.fingerprint is not None
-            verdict = detector.check_fingerprint(row["url"], prepared.fingerprint.signature, prepared.fingerprint.buckets)
+            fp = prepared.fingerprint
+            verdict = detector.check_fingerprint(row["url"], fp.signature, fp.buckets)
             if verdict.status == "duplicate":
                 pairs.append((row["url"], verdict.canonical, verdict.similarity))
         engine_secs = time.perf_counter() - started

@@ -28,6 +28,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -107,7 +108,8 @@ def analyze_text(text: str) -> tuple:  # type: ignore[type-arg]
 
 
 #: Each worker task and the function that does its work in the calling process (``NEARDUP_WORKERS = 0``).
-IN_PROCESS = {analyze_html: prepare_html, analyze_text: prepare_text}
+IN_PROCESS: dict[Callable[..., Any], Callable[..., Prepared]] = {analyze_html: prepare_html,
+                                                                 analyze_text: prepare_text}
 
 
 def _context() -> Any:

@@ -9,7 +9,6 @@ import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
 from crawlkit import HERE, ServerThread, run_scrapy
 
 pytestmark = pytest.mark.slow
@@ -41,7 +40,8 @@ def edit_chars(text, k, seed):
 
 
 def page(body, lang="en", title="t"):
-    return f'<html lang="{lang}"><head><meta charset="utf-8"><title>{title}</title></head><body><article><p>{body}</p></article></body></html>'
+    return (f'<html lang="{lang}"><head><meta charset="utf-8"><title>{title}</title></head>'
+            f"<body><article><p>{body}</p></article></body></html>")
 
 
 def build_pages():
@@ -62,9 +62,11 @@ def build_pages():
         "/json": ("application/json", json.dumps({"a": list(range(100))}).encode(), "not_html"),
         "/huge": (html, page("word " * 4_200_000).encode(), "too_large"),  # ~21 MB
         "/nested": (html, ("<div>" * 20000 + "deep text " * 100 + "</div>" * 20000).encode(), "any"),
-        "/js-only": (html, b"<html><head><script>document.write('hi')</script></head><body><div id=app></div></body></html>",
+        "/js-only": (html, b"<html><head><script>document.write('hi')</script></head>"
+                           b"<body><div id=app></div></body></html>",
                      "no_text"),
-        "/no-text": (html, b"<html><body><img src=a.png><hr><table><tr><td></td></tr></table></body></html>", "no_text"),
+        "/no-text": (html, b"<html><body><img src=a.png><hr><table><tr><td></td></tr></table></body></html>",
+                     "no_text"),
         "/short": (html, page("Just a few words here.").encode(), "too_little_text"),
         "/mislabelled": ("text/html; charset=utf-8", page(latin).encode("latin-1"), "checked"),
         "/bogus-charset": ("text/html; charset=x-no-such-charset", page(latin).encode("utf-8"), "checked"),
@@ -123,7 +125,7 @@ def test_hostile_responses_pass_through_counted_and_nothing_is_stored_wrongly(tm
     assert all(v == 0 for k, v in extra.items() if k != "neardup/skipped/no_text"), (skipped, expected)
     assert extra.get("neardup/skipped/no_text", 0) in (0, 1)
     for reason in {r for _, _, r in PAGES.values() if r not in ("checked", "any")}:
-        assert f"passed on unchecked: " in result.log and f"neardup/skipped/{reason}" in result.log
+        assert "passed on unchecked: " in result.log and f"neardup/skipped/{reason}" in result.log
     with sqlite3.connect(str(db)) as conn:
         stored = {row[0][len(server.url) - 1:]: row[1] for row in conn.execute(
             "SELECT d.key, c.key FROM docs d LEFT JOIN docs c ON c.id = d.canonical")}

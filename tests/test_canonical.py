@@ -8,8 +8,8 @@ import subprocess
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
 from crawlkit import ServerThread, paths_crawl_command, read_result
+
 from scrapy_neardup.engine.extract import declared_canonical, link_header_canonical
 
 pytestmark = pytest.mark.slow

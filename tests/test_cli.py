@@ -8,11 +8,11 @@ import subprocess
 import sys
 
 import pytest
+from demo_site import build_site
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from demo_site import build_site
-from scrapy_neardup.evaluation import load_manifest, score
+from scrapy_neardup.evaluation import score
 
 SITE = "http://demo.test"
 

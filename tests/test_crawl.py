@@ -1,7 +1,6 @@
 """End-to-end: real ``scrapy crawl`` runs of the example project against the demo site on 127.0.0.1."""
 
 import pytest
-
 from crawlkit import ServerThread, run_scrapy
 from demo_site import build_site, make_server
 

@@ -1,8 +1,8 @@
 import random
 
 import pytest
-
 from conftest import make_store
+
 from scrapy_neardup.engine.algorithms import MinHashLSH, SimHashHamming
 from scrapy_neardup.engine.detector import Detector
 from scrapy_neardup.store import StoreMismatchError

@@ -9,7 +9,6 @@ import sys
 import time
 
 import pytest
-
 from crawlkit import HERE, ROOT, ServerThread, assert_no_process_left, run_scrapy
 from demo_site import build_site, make_server
 
@@ -102,7 +101,8 @@ def test_redis_restart_mid_crawl_loses_nothing_acknowledged(site, redis_server, 
     assert stats["finish_reason"] == "finished"
     # A call whose reply was lost in the restart filed its page; the retry finds that page known ("seen").
     acknowledged = stats["neardup/unique"] + stats["neardup/duplicate"] + stats.get("neardup/seen", 0)
-    assert acknowledged + stats.get("neardup/store_error", 0) == len(paths), {k: v for k, v in stats.items() if k.startswith("neardup/")}
+    neardup = {k: v for k, v in stats.items() if k.startswith("neardup/")}
+    assert acknowledged + stats.get("neardup/store_error", 0) == len(paths), neardup
     import redis
 
     client = redis.Redis.from_url(redis_server.url)

@@ -4,8 +4,8 @@ import random
 
 import numpy as np
 import pytest
-
 from conftest import make_store
+
 from scrapy_neardup.engine.detector import Detector
 from scrapy_neardup.engine.literature import STOP_WORDS, BottomK, ExactHash, IMatch, SpotSigs, SuperShingles
 

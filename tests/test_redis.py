@@ -6,9 +6,8 @@ import time
 import uuid
 
 import pytest
-import redis
-
 from conftest import make_store
+
 from scrapy_neardup.engine.algorithms import MinHashLSH
 from scrapy_neardup.engine.detector import Detector
 from scrapy_neardup.store import StoreError, store_from_url

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-
 from conftest import PERSISTENT_BACKENDS, make_store
-from scrapy_neardup.store import StoreError, StoreMismatchError, store_from_url, sqlite_path
+
+from scrapy_neardup.store import StoreError, StoreMismatchError, sqlite_path, store_from_url
 from scrapy_neardup.store.sqlite import SqliteStore, StoreLockedError
 
 META = {"format_version": 1, "algorithm": "minhash", "num_perm": 4}

@@ -1,13 +1,14 @@
 """Template guard: a site whose extraction returns its template text is detected; copies on one site never are."""
 
 import pytest
-
 from crawlkit import crawl_pages
 from sitegen import article_page, print_page, template_page
+
 from scrapy_neardup._config import Config, ConfigError
 from scrapy_neardup.engine.detector import Detector
 from scrapy_neardup.engine.template import TemplateGuard
 from scrapy_neardup.store import MemoryStore
+
 
 def prepared(pipeline, html, url):
     return pipeline.from_html(html, url)

@@ -9,9 +9,7 @@ import subprocess
 import time
 
 import pytest
-
-from crawlkit import (ServerThread, assert_no_process_left, crawl_pages, pages_server, paths_crawl_command,
-                      read_result)
+from crawlkit import ServerThread, assert_no_process_left, crawl_pages, pages_server, paths_crawl_command, read_result
 from sitegen import article_page, slow_page
 
 pytestmark = pytest.mark.slow
@@ -173,6 +171,7 @@ def page_result(pool, fn, *args, timeout=60):
 
 def test_a_real_segfault_costs_one_page(pool):
     from crawlkit import segfault
+
     from scrapy_neardup.workers import WorkerLost, analyze_html
 
     with pytest.raises(WorkerLost, match="SIGSEGV"):
@@ -199,6 +198,7 @@ def test_a_worker_killed_holding_the_pipe_lock_costs_the_pages_in_flight_not_the
     """pebble's workers share one pipe under a lock; a worker killed while it holds it would block every
     other worker for good. The watchdog finds the stall, fails the pages in flight and starts a new pool."""
     from crawlkit import die_holding_the_pipe_lock, sleepy
+
     from scrapy_neardup.workers import WorkerLost
 
     with pytest.raises(WorkerLost):
@@ -214,6 +214,7 @@ def test_a_worker_killed_holding_the_pipe_lock_costs_the_pages_in_flight_not_the
 
 def test_a_page_past_the_timeout_fails_and_the_worker_is_replaced(pool):
     from crawlkit import sleepy
+
     from scrapy_neardup.workers import WorkerTimeout
 
     pool.timeout = 0.3

@@ -85,7 +85,9 @@ class Detector:
             if not pending:
                 break
             looked = self.store.lookup_many([items[i] for i in pending], file_alone=True)
-            adds, planned, waiting = [], [], []
+            adds: list[tuple[str, bytes, Any, str | None, float, Any]] = []
+            planned: list[tuple[int, Verdict]] = []
+            waiting: list[int] = []
             for i, found in zip(pending, looked):
                 key, signature, buckets = items[i]
                 known = found.known

@@ -78,7 +78,7 @@ CANONICAL_SCAN_CHARS = 64 * 1024
 def canonical_url(value: str | None, base: str | None) -> str | None:
     """A declared canonical URL made absolute against ``base``, without its fragment; ``None`` unless it
     is an http(s) URL."""
-    from urllib.parse import urljoin, urldefrag, urlsplit
+    from urllib.parse import urldefrag, urljoin, urlsplit
 
     if not value or not value.strip():
         return None

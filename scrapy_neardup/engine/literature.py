@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from .algorithms import Algorithm, Fingerprint, words
-from .minhash import BottomKSketch, MinHasher
 from .lsh import band_keys, optimal_bands
+from .minhash import BottomKSketch, MinHasher
 from .text import fmix64, hash_tokens, shingle_hashes, tokenize
 
 _U64 = np.uint64
@@ -177,8 +177,8 @@ class SpotSigs(Algorithm):
         is_stop = np.isin(hashes, self._stop)
         content = hashes[~is_stop]
         # Position of each token among the content words: the chain after a stop word starts there.
-        content_index = np.cumsum(~is_stop) - (~is_stop)
-        starts = content_index[is_stop]
+        content_index: np.ndarray = np.cumsum(~is_stop) - (~is_stop)
+        starts: np.ndarray = content_index[is_stop]
         antecedents = hashes[is_stop]
         ok = starts + self.chain <= len(content)
         starts, antecedents = starts[ok], antecedents[ok]

@@ -110,7 +110,8 @@ class DocumentPipeline:
             return Prepared(fingerprint, method="main", main_key=text_key(got.text))
         try:
             page = self.algorithm.fingerprint(got.page_text)
-            sketch = page.signature if self._sketcher is self.algorithm else self._sketcher.fingerprint(got.page_text).signature
+            sketch = (page.signature if self._sketcher is self.algorithm
+                      else self._sketcher.fingerprint(got.page_text).signature)
         except NoWords:  # the page text holds the main text's words: only for safety
             return Prepared(fingerprint, method="main", main_key=text_key(got.text))
         return Prepared(fingerprint, method="main", main_key=text_key(got.text), page_fingerprint=page,

@@ -20,7 +20,10 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the contract is read without numpy; backends take numpy arrays of bucket keys too
+    import numpy as np
 
 #: Version of the layout of records in every store; bumped on any incompatible change.
 FORMAT_VERSION = 2
@@ -187,7 +190,7 @@ class Store(ABC):
                     filed.update(int(b) for b in buckets)
         return out
 
-    def refile(self, key: str, signature: bytes, buckets: Sequence[int]) -> bool:
+    def refile(self, key: str, signature: bytes, buckets: Sequence[int] | np.ndarray) -> bool:
         """Give the canonical document ``key`` a new signature and file it under ``buckets`` too.
 
         For the template guard: pages filed on a main text that turned out to be their host's template are

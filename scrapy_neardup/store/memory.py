@@ -220,7 +220,7 @@ class MemoryStore(Store):
             self._buckets.add(buckets, doc)
         return True
 
-    def refile(self, key: str, signature: bytes, buckets: Sequence[int]) -> bool:
+    def refile(self, key: str, signature: bytes, buckets: Sequence[int] | np.ndarray) -> bool:
         doc = self._ids_of([key])[0]
         if doc < 0 or self._canonical[doc] >= 0:
             return False

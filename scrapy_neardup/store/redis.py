@@ -133,7 +133,8 @@ local keys, docs = p .. ':keys', p .. ':docs'
 local out = {}
 for item = 1, n do
   local base = 3 + (item - 1) * 5
-  local key, canonical, buckets, lengths, record = ARGV[base], ARGV[base + 1], ARGV[base + 2], ARGV[base + 3], ARGV[base + 4]
+  local key, canonical, buckets = ARGV[base], ARGV[base + 1], ARGV[base + 2]
+  local lengths, record = ARGV[base + 3], ARGV[base + 4]
   local nb = string.len(buckets) / 8
   if redis.call('HEXISTS', keys, key) == 1 then
     out[item] = '-'
@@ -351,7 +352,8 @@ class RedisStore(Store):
                 where = f" ({self._key('docs')}, the record of {key!r})"
                 _, sig, _, sim = unpack_record(reply[5 : 5 + size], where)
                 canon = reply[5 + size :]
-                canonical = unpack_record(canon, f" ({self._key('docs')}, the canonical of {key!r})")[0] if canon else None
+                canonical = (unpack_record(canon, f" ({self._key('docs')}, the canonical of {key!r})")[0]
+                             if canon else None)
                 out.append(Lookup(DocRecord(key, canonical, sim, sig or None)))
             else:
                 (nb,) = _U32.unpack_from(reply, 1)
@@ -402,7 +404,7 @@ class RedisStore(Store):
         reply = self._call(self._insert, keys=[], args=args)
         return [{49: 1, 48: 0, 45: -1}[c] for c in reply]
 
-    def refile(self, key: str, signature: bytes, buckets: Sequence[int]) -> bool:
+    def refile(self, key: str, signature: bytes, buckets: Sequence[int] | np.ndarray) -> bool:
         record = pack_record(key, signature, 0, 1.0)
         args = [self.prefix, key, record, pack_buckets(buckets)]
         return bool(self._call(self._refile, keys=[], args=args))

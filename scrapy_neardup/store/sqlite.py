@@ -419,7 +419,7 @@ class SqliteStore(Store):
         return True
 
     @_translated
-    def refile(self, key: str, signature: bytes, buckets: Sequence[int]) -> bool:
+    def refile(self, key: str, signature: bytes, buckets: Sequence[int] | np.ndarray) -> bool:
         for doc, stored_key, canonical in self.db.execute(
             "SELECT id, key, canonical FROM docs WHERE key_hash = ?", (_key_hash(key),)
         ).fetchall():
@@ -475,7 +475,7 @@ class SqliteStore(Store):
                  self._select_in("SELECT id, key, sig FROM docs WHERE id IN ({marks})", list(wanted))}
         out: list[Lookup] = []
         filed_now: dict[str, int] = {}
-        new_docs: list[tuple[int, int, str, None, float, bytes | None]] = []
+        new_docs: list[tuple[int, int, str, int | None, float, bytes | None]] = []
         new_buckets: list[tuple[int, list[int]]] = []
         waiting: set[int] = set()
         for (key, signature, _), buckets in zip(items, bucket_lists):

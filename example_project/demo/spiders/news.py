@@ -21,6 +21,7 @@ class NewsSpider(scrapy.Spider):
             return
         title = response.css("title::text").get()
         if title and response.url.rstrip("/") != self.site.rstrip("/") and "Demo site" not in title:
-            yield ArticleItem(url=response.url, title=title.strip(), words=len(" ".join(response.css("p::text").getall()).split()))
+            words = len(" ".join(response.css("p::text").getall()).split())
+            yield ArticleItem(url=response.url, title=title.strip(), words=words)
         for href in response.css("a::attr(href)").getall():
             yield response.follow(href, callback=self.parse)

@@ -1,0 +1,79 @@
+"""The documentation names every setting (with its real default), stat, skip reason, meta key and CLI
+option that the code has: a guard against the two drifting apart."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from crawlkit import ROOT
+
+from scrapy_neardup._config import ALGORITHMS, DEFAULTS
+from scrapy_neardup._service import SKIP_REASONS
+from scrapy_neardup.cli import build_parser
+
+
+def read(name: str) -> str:
+    with open(os.path.join(ROOT, "docs", name), encoding="utf-8") as f:
+        return f.read()
+
+
+def sections(text: str) -> dict[str, str]:
+    """``### heading`` -> its text."""
+    parts = re.split(r"^### (.+)$", text, flags=re.M)
+    return {parts[i].strip(): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+def shown(value: object) -> list[str]:
+    """How a default may be written in the docs."""
+    if isinstance(value, str):
+        return [json.dumps(value)]
+    if isinstance(value, bool) or value is None:
+        return [str(value)]
+    if isinstance(value, int) and value >= 1024 * 1024:
+        return [str(value), f"{value:,}", f"{value // (1024 * 1024)} MiB", f"{value // (1024 * 1024)} MB"]
+    return [str(value)]
+
+
+def test_every_setting_is_documented_with_its_default():
+    documented = sections(read("reference.md"))
+    for name, default in DEFAULTS.items():
+        section = next((body for heading, body in documented.items() if name in heading.split(" / ")), None)
+        assert section is not None, f"{name} has no section in docs/reference.md"
+        head = section.split("\n\n")[0]
+        assert "default" in head and any(f"`{s}`" in head or s in head for s in shown(default)), (name, default)
+
+
+def test_every_stat_skip_reason_and_algorithm_is_documented():
+    reference = read("reference.md")
+    code = ""
+    for folder, _, files in os.walk(os.path.join(ROOT, "scrapy_neardup")):
+        for file in files:
+            if file.endswith(".py"):
+                with open(os.path.join(folder, file), encoding="utf-8") as f:
+                    code += f.read()
+    stats = set(re.findall(r'"(neardup/[a-z_/]+[a-z_])"', code)) - {"neardup/skipped/"}
+    assert stats, "no stat found in the code"
+    for stat in stats:
+        assert f"`{stat}`" in reference, f"stat {stat} is not in docs/reference.md"
+    for reason in SKIP_REASONS:
+        assert f"`{reason}`" in reference, f"skip reason {reason} is not in docs/reference.md"
+    for algorithm in ALGORITHMS:
+        assert f'`"{algorithm}"`' in reference, f"algorithm {algorithm} is not in docs/reference.md"
+    for key in ("neardup_enabled", "neardup_key", "neardup"):
+        assert f"| `{key}` |" in reference, f"meta key {key} is not in docs/reference.md"
+
+
+def test_every_cli_option_is_documented():
+    cli = read("cli.md")
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    for name, sub in commands.items():
+        assert f"## {name}" in cli, f"command {name} is not in docs/cli.md"
+        for action in sub._actions:
+            for option in action.option_strings:
+                if option in ("-h", "--help"):
+                    continue
+                assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", cli), (
+                    f"{name} {option} is not in docs/cli.md")
