@@ -100,7 +100,8 @@ def crawl_child(base: str, paths: list[str], settings: dict, out: str) -> None:
                 yield scrapy.Request(base + path, dont_filter=True)
 
         def parse(self, response):  # type: ignore[no-untyped-def]
-            yield {"path": unquote(response.url[len(base):])}
+            verdict = response.meta.get("neardup") or {}
+            yield {"path": unquote(response.url[len(base):]), "key": verdict.get("key")}
 
     items_path = out + ".items.jsonl"
     process = CrawlerProcess({**settings, "FEEDS": {items_path: {"format": "jsonlines", "overwrite": True}}})
@@ -238,11 +239,20 @@ def quality(args: argparse.Namespace, base: str, paths: list[str], pages: dict[s
     by_path = {site_path(row["url"]): row["url"] for row in manifest}
     settings = base_settings(workdir)
     settings["NEARDUP_ENABLED"] = True
+    for item in args.setting:
+        name, _, value = item.partition("=")
+        settings[name] = value
     result = run_crawl(base, paths, settings, workdir)
     with open(result["items"]) as f:
         items = [json.loads(line) for line in f]
-    pairs = [(by_path[i["path"]], by_path[unquote(i["near_duplicate_of"][len(base):])]) for i in items
-             if i.get("near_duplicate_of")]
+    # A page that declares a canonical URL (real pages carry their original site's) is filed under it: the
+    # canonical a copy is tagged with is then that URL, which stands for the page filed under it.
+    filed_as = {i["key"]: by_path[i["path"]] for i in items if i.get("key") and i["key"].startswith("http")}
+
+    def page_of(url: str) -> str:
+        return filed_as.get(url) or by_path[unquote(url[len(base):])]
+
+    pairs = [(by_path[i["path"]], page_of(i["near_duplicate_of"])) for i in items if i.get("near_duplicate_of")]
     crawl_score = score(manifest, pairs)
     jsonl = os.path.join(workdir, "site.jsonl")
     with open(jsonl, "w", encoding="utf-8") as f:
@@ -295,6 +305,8 @@ def main() -> int:
                         help="also time the template guard off and main-content extraction off")
     parser.add_argument("--quality", action="store_true", help="score a crawl and the CLI on the same pages")
     parser.add_argument("--stability", type=int, default=0, metavar="N", help="N crawls in a row")
+    parser.add_argument("-s", dest="setting", action="append", default=[], metavar="NAME=VALUE",
+                        help="a Scrapy setting for the --quality crawl")
     args = parser.parse_args()
     manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
     if args.limit:
