@@ -185,8 +185,9 @@ def alive(pid):
 
 
 def pages_server(pages):
-    """An HTTP server on 127.0.0.1 serving ``pages`` (path → HTML) as UTF-8 text/html. Its listen backlog
-    is raised: ``http.server``'s default of 5 drops connections at crawl concurrency."""
+    """An HTTP server on 127.0.0.1 serving ``pages``: path → HTML (served as UTF-8 text/html), or path →
+    ``(body bytes, {header: value})`` for a page with headers of its own. Its listen backlog is raised:
+    ``http.server``'s default of 5 drops connections at crawl concurrency."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Handler(BaseHTTPRequestHandler):
@@ -195,9 +196,10 @@ def pages_server(pages):
             if page is None:
                 self.send_error(404)
                 return
-            body = page.encode()
+            body, headers = (page.encode(), {}) if isinstance(page, str) else page
             self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
+            for name, value in {"Content-Type": "text/html; charset=utf-8", **headers}.items():
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import random
 import subprocess
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from crawlkit import ServerThread, paths_crawl_command, read_result
+from crawlkit import ServerThread, pages_server, paths_crawl_command, read_result
 
 from scrapy_neardup.engine.extract import declared_canonical, link_header_canonical
 
@@ -25,36 +24,24 @@ def html(text: str, head: str = "", chrome: str = "") -> str:
             "</article></body></html>")
 
 
-# path: (HTML, Link header or None). Fetched in this order, all on one host.
+def linked(page: str, link: str) -> tuple[bytes, dict[str, str]]:
+    return page.encode(), {"Link": link}
+
+
+# path: page, fetched in this order, all on one host.
 PAGES = {
-    "/print/x": (html(story(1), head='<link rel="canonical" href="/articles/x">'), None),
-    "/articles/x": (html(story(1), chrome="<nav><a href=/>Home</a></nav>"), None),
-    "/amp/x": (html(story(1), chrome="<div>amp</div>"), '</articles/x>; rel="canonical"'),
-    "/": (html(story(2)), None),
+    "/print/x": html(story(1), head='<link rel="canonical" href="/articles/x">'),
+    "/articles/x": html(story(1), chrome="<nav><a href=/>Home</a></nav>"),
+    "/amp/x": linked(html(story(1), chrome="<div>amp</div>"), '</articles/x>; rel="canonical"'),
+    "/": html(story(2)),
     # A site that declares its home page canonical for every page: not borne out by the content.
-    "/a/1": (html(story(3), head='<link rel="canonical" href="/">'), None),
-    "/a/2": (html(story(4), head='<link rel="canonical" href="/">'), None),
+    "/a/1": html(story(3), head='<link rel="canonical" href="/">'),
+    "/a/2": html(story(4), head='<link rel="canonical" href="/">'),
 }
 
 
-class Handler(BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802
-        page, link = PAGES[self.path]
-        body = page.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        if link:
-            self.send_header("Link", link)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 def crawl(tmp_path, name, **settings):
-    with ServerThread(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as server:
+    with ServerThread(pages_server(PAGES)) as server:
         settings = {"CONCURRENT_REQUESTS": "1", "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/{name}.sqlite3",
                     **settings}
         cmd, env, stats_file, items_file = paths_crawl_command(tmp_path, server.url, list(PAGES), settings, name)

@@ -78,11 +78,10 @@ def file_size_limit(limit: int):
     return apply
 
 
-def crawl(tmp_path, pages, settings=None, name="crawl", timeout=180, preexec=None, served=None):
-    """Serve ``pages`` (or ``served``, a ready server) and crawl them in tag mode; the result."""
+def crawl(tmp_path, pages, settings=None, name="crawl", timeout=180, preexec=None):
+    """Serve ``pages`` (see :func:`crawlkit.pages_server`) and crawl them in tag mode; the result."""
     settings = {"NEARDUP_ACTION": "tag", "LOG_LEVEL": "INFO", **(settings or {})}
-    server = served if served is not None else pages_server(pages)
-    with ServerThread(server) as running:
+    with ServerThread(pages_server(pages)) as running:
         cmd, env, stats_file, items_file = paths_crawl_command(tmp_path, running.url, list(pages), settings, name)
         proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=timeout,
                               preexec_fn=preexec)
@@ -361,39 +360,17 @@ WORDLESS = {
 }
 
 
-class Utf16Server:
-    """``pages`` as UTF-8, but the paths in ``utf16`` as UTF-16 with a correct charset."""
-
-    def __init__(self, pages, utf16):
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802
-                page = pages[self.path]
-                wide = self.path in utf16
-                body = page.encode("utf-16") if wide else page.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html; charset=utf-16" if wide else "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        class Server(ThreadingHTTPServer):
-            request_queue_size = 256
-            daemon_threads = True
-
-        self.server = Server(("127.0.0.1", 0), Handler)
+def utf16(page: str) -> tuple[bytes, dict[str, str]]:
+    """A page served as UTF-16 (with its byte-order mark) under a correct charset."""
+    return page.encode("utf-16"), {"Content-Type": "text/html; charset=utf-16"}
 
 
 def test_pages_without_words_are_skipped_and_utf16_pages_are_read(tmp_path):
-    pages = {**WORDLESS, "/story": article(1), "/story-utf16": article(1), "/other-utf16": article(2)}
+    pages = {**WORDLESS, "/story": article(1), "/story-utf16": utf16(article(1)), "/other-utf16": utf16(article(2))}
     for algorithm in ("minhash", "simhash"):
         result = crawl(tmp_path, pages, {"NEARDUP_ALGORITHM": algorithm,
                                          "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/{algorithm}.sqlite3"},
-                       served=Utf16Server(pages, {"/story-utf16", "/other-utf16"}).server, name=algorithm)
+                       name=algorithm)
         assert result.stats["finish_reason"] == "finished" and "Traceback" not in result.log
         assert_books_balance(result, len(pages))
         stats = result.neardup_stats()
