@@ -281,11 +281,12 @@ class NearDupService:
         string is a reason to skip. ``declared``: the canonical URL the response's ``Link`` header declares
         (the page's own ``<link rel="canonical">`` comes back from the worker); with ``NEARDUP_CANONICAL``,
         a page whose ``key`` is its ``url`` is filed as its declared canonical's copy
-        (:meth:`Detector.check_declared`). A worker's result goes straight to the plugin's store thread, which
-        makes the template decision and the store call, in the order results arrive; the reactor is woken
-        once a page, when all is decided. The store sees one caller at a time, on a thread of its own, so
-        slow pages or a store that is retrying never take the reactor's threads, which Scrapy's DNS resolver
-        needs.
+        (:meth:`Detector.check_declared`). A worker's result is decided where it arrives, off the reactor:
+        for a local store (SQLite, memory) on the thread that receives the workers' results, for Redis on
+        the plugin's store thread; either makes the template decision and the store call, in the order
+        results arrive, under the store lock, and the reactor is woken once a page, when all is decided.
+        Slow pages or a store that is retrying never take the reactor's threads, which Scrapy's DNS
+        resolver needs.
         """
         if isinstance(job, str):
             self.skip(job, key)
