@@ -4,6 +4,7 @@
     python3 dev.py example     # serve the demo site on 127.0.0.1 and crawl it twice with scrapy-neardup
     python3 dev.py test        # the test suite (what CI runs); extra arguments go to pytest
     python3 dev.py lint        # ruff (lint, import order) and mypy, as CI runs them before the tests
+    python3 dev.py oldest      # the crawl tests on the oldest Scrapy line supported (2.13), in .venv-oldest
     python3 dev.py bench ...   # a benchmark script from bench/, with the peer libraries installed
 
 The virtual environment is reinstalled only when pyproject.toml changes.
@@ -15,18 +16,24 @@ import hashlib
 import os
 import subprocess
 import sys
-import venv
+import venv as venv_module
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 VENV = os.path.join(ROOT, ".venv")
 PYTHON = os.path.join(VENV, "Scripts" if os.name == "nt" else "bin", "python")
-EXTRAS = {"example": "", "test": "[test]", "lint": "[test]", "bench": "[test,bench]"}
+#: The oldest Scrapy the package supports (pyproject: scrapy>=2.13), at the last patch of that line: 2.13.0
+#: itself no longer runs with the Twisted that pip installs today.
+OLDEST_SCRAPY = "scrapy==2.13.4"
+#: The tests that run crawls, for the oldest Scrapy.
+OLDEST_TESTS = ["tests/test_crawl.py", "tests/test_canonical.py", "tests/test_workers.py", "tests/test_bad_input.py"]
+EXTRAS = {"example": "", "test": "[test]", "lint": "[test]", "bench": "[test,bench]", "oldest": "[test]"}
 
 
-def ensure_venv(extras: str) -> None:
+def ensure_venv(extras: str, venv: str = VENV, pins: tuple[str, ...] = ()) -> None:
+    python = os.path.join(venv, "Scripts" if os.name == "nt" else "bin", "python")
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
-        digest = hashlib.sha256(f.read() + extras.encode()).hexdigest()
-    stamp = os.path.join(VENV, ".installed")
+        digest = hashlib.sha256(f.read() + extras.encode() + " ".join(pins).encode()).hexdigest()
+    stamp = os.path.join(venv, ".installed")
     if os.path.exists(stamp):
         with open(stamp) as f:
             installed = f.read().split()
@@ -34,12 +41,13 @@ def ensure_venv(extras: str) -> None:
             return
     else:
         installed = []
-    if not os.path.exists(PYTHON):
-        print("dev.py: creating .venv", flush=True)
-        venv.create(VENV, with_pip=True)
-    print(f"dev.py: installing scrapy-neardup{extras} into .venv", flush=True)
-    subprocess.check_call([PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip"])
-    subprocess.check_call([PYTHON, "-m", "pip", "install", "--quiet", "-e", f"{ROOT}{extras}"])
+    name = os.path.basename(venv)
+    if not os.path.exists(python):
+        print(f"dev.py: creating {name}", flush=True)
+        venv_module.create(venv, with_pip=True)
+    print(f"dev.py: installing scrapy-neardup{extras} {' '.join(pins)} into {name}", flush=True)
+    subprocess.check_call([python, "-m", "pip", "install", "--quiet", "--upgrade", "pip"])
+    subprocess.check_call([python, "-m", "pip", "install", "--quiet", "-e", f"{ROOT}{extras}", *pins])
     with open(stamp, "w") as f:
         f.write(" ".join([*installed, digest]))
 
@@ -49,6 +57,11 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 2
     command, rest = argv[0], argv[1:]
+    if command == "oldest":
+        oldest = os.path.join(ROOT, ".venv-oldest")
+        ensure_venv(EXTRAS[command], oldest, (OLDEST_SCRAPY,))
+        python = os.path.join(oldest, "Scripts" if os.name == "nt" else "bin", "python")
+        return subprocess.call([python, "-m", "pytest", *OLDEST_TESTS, *rest], cwd=ROOT)
     ensure_venv(EXTRAS[command])
     if command == "example":
         return subprocess.call([PYTHON, os.path.join(ROOT, "example_project", "run_example.py"), *rest])

@@ -57,9 +57,11 @@ class NearDupDownloaderMiddleware:
         return cls(crawler)
 
     async def process_response(self, request: Request, response: Response, spider: object = None) -> Response:
+        service = self.service
+        if service.refused:  # the store could not be opened and the spider is closing: nothing unchecked
+            raise IgnoreRequest(f"scrapy-neardup: the store could not be opened ({service.refused})")
         if not self.check_pages:
             return response
-        service = self.service
         if request.meta.get(META_ENABLED, True) is False:
             service.skip("disabled", response.url)
             return response

@@ -64,6 +64,17 @@ SKIP_REASONS = {
 _services: weakref.WeakKeyDictionary[Any, NearDupService] = weakref.WeakKeyDictionary()
 
 
+def _scrapy_version() -> tuple[int, ...]:
+    import scrapy
+
+    return tuple(int(part) for part in scrapy.__version__.split(".")[:2] if part.isdigit())
+
+
+#: Scrapy closes the spider when a ``spider_opened`` handler raises ``CloseSpider`` from 2.18 on; before,
+#: it logs the exception and crawls on.
+_CLOSE_FROM_OPENED = _scrapy_version() >= (2, 18)
+
+
 def _in_thread(pool: ThreadPool, fn: Any, *args: Any) -> Any:
     """Run ``fn`` on ``pool``; awaitable under both the asyncio and the default reactor."""
     from twisted.internet import reactor  # imported late: importing it at module level installs a reactor
@@ -114,6 +125,8 @@ class NearDupService:
         self._store_lock = threading.Lock()
         self._stopping = False
         self._closing = False
+        #: Why the store could not be opened (a finish reason), once it could not: no response goes through.
+        self.refused: str | None = None
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
@@ -165,7 +178,15 @@ class NearDupService:
                     store.close()
                 except Exception:  # noqa: BLE001 - it failed to open; closing is a courtesy
                     pass
-            raise CloseSpider(reason) from exc
+            self.refused = reason
+            if _CLOSE_FROM_OPENED:
+                raise CloseSpider(reason) from exc
+            # Older Scrapy logs a CloseSpider raised here and crawls on: close the spider once it is open,
+            # and until then no response goes through (see NearDupDownloaderMiddleware).
+            from twisted.internet import reactor
+
+            reactor.callLater(0, self._close_spider, reason)  # type: ignore[arg-type]
+            return
         if note:
             # The threshold changed and the store's index was kept (see Config.open_detector): the workers,
             # the guard and the decisions use the store's index from now on.
@@ -427,6 +448,15 @@ class NearDupService:
             with self._store_lock:
                 detector.close()
 
+    def _close_spider(self, reason: str) -> None:
+        engine = self.crawler.engine
+        if engine is None:  # pragma: no cover - the crawl is already over
+            return
+        if hasattr(engine, "close_spider_async"):
+            deferred_from_coro(engine.close_spider_async(reason=reason))
+        else:  # pragma: no cover - Scrapy < 2.14
+            engine.close_spider(self.crawler.spider, reason)  # type: ignore[arg-type]
+
     def store_failed(self, key: str, exc: Exception) -> None:
         """Count a page the store failed on (it passes on unchecked) and follow ``NEARDUP_ON_STORE_ERROR``.
         A failed write may also have lost pages filed before it since the last commit: they are counted in
@@ -442,11 +472,7 @@ class NearDupService:
                          key, exc)
             if not self._stopping:
                 self._stopping = True
-                engine = self.crawler.engine
-                if hasattr(engine, "close_spider_async"):
-                    deferred_from_coro(engine.close_spider_async(reason="neardup_store_error"))
-                else:  # pragma: no cover - Scrapy < 2.14
-                    engine.close_spider(self.crawler.spider, "neardup_store_error")  # type: ignore[arg-type]
+                self._close_spider("neardup_store_error")
         else:
             logger.warning("scrapy-neardup: store error on %s; passed on unchecked (NEARDUP_ON_STORE_ERROR = "
                            "'pass'): %s", key, exc)
