@@ -71,14 +71,15 @@ class NearDupDownloaderMiddleware:
         if not is_html(response):
             service.skip("not_html", response.url)
             return response
-        key = request.meta.get(META_KEY) or response.url
+        own_key = request.meta.get(META_KEY)
+        key = own_key or response.url
         declared = None
-        if self.config.canonical:
+        if self.config.canonical and not own_key:
             links = response.headers.getlist(b"Link")
             if links:
                 declared = link_header_canonical([v.decode("latin-1") for v in links], response.url)
         prepared, verdict = await service.check(str(key), service.response_job(response), url=response.url,
-                                                declared=declared)
+                                                declared=declared, own_key=bool(own_key))
         if verdict is None:
             request.meta[META_VERDICT] = {"status": "skipped", "reason": prepared.skip_reason or "store_error"}
             return response

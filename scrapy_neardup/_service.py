@@ -293,7 +293,7 @@ class NearDupService:
         return (analyze_text, text)
 
     async def check(self, key: str, job: tuple[Any, ...] | str, url: str | None = None,
-                    declared: str | None = None) -> tuple[Prepared, Verdict | None]:
+                    declared: str | None = None, own_key: bool = False) -> tuple[Prepared, Verdict | None]:
         """Analyse a document (extract and fingerprint it, in a worker), decide which text it is filed on
         (the template guard) and check-and-insert it in the store.
 
@@ -301,11 +301,12 @@ class NearDupService:
         failed (both counted and logged here). ``job`` is :meth:`response_job` or :meth:`text_job`; a
         string is a reason to skip. ``declared``: the canonical URL the response's ``Link`` header declares
         (the page's own ``<link rel="canonical">`` comes back from the worker); with ``NEARDUP_CANONICAL``,
-        a page whose ``key`` is its ``url`` is filed as its declared canonical's copy
-        (:meth:`Detector.check_declared`). A worker's result is decided where it arrives, off the reactor:
-        for a local store (SQLite, memory) on the thread that receives the workers' results, for Redis on
-        the plugin's store thread; either makes the template decision and the store call, in the order
-        results arrive, under the store lock, and the reactor is woken once a page, when all is decided.
+        a page is filed as its declared canonical's copy (:meth:`Detector.check_declared`) unless ``own_key``
+        says its key was given (``neardup_key``), which wins. A worker's result is decided where it
+        arrives, off the reactor: for a local store (SQLite, memory) on the thread that receives the
+        workers' results, for Redis on the plugin's store thread; either makes the template decision and
+        the store call, in the order results arrive, under the store lock, and the reactor is woken once a
+        page, when all is decided.
         Slow pages or a store that is retrying never take the reactor's threads, which Scrapy's DNS
         resolver needs.
         """
@@ -315,6 +316,9 @@ class NearDupService:
         if self.detector is None or self._store_thread is None:
             self.skip("store_closed", key)
             return Prepared(None, "store_closed"), None
+        # From here on ``declared`` is None when declarations do not apply, "" to use the page's own
+        # <link rel="canonical"> (from the worker), or the URL the Link header declared.
+        declared = None if own_key or not self.config.canonical else (declared or "")
         deferred: Deferred = Deferred()  # type: ignore[type-arg]
         fn, *args = job
         try:
@@ -383,8 +387,9 @@ class NearDupService:
                 try:
                     for earlier, earlier_fp in refile:
                         refiled += detector.store.refile(earlier, earlier_fp.signature, earlier_fp.buckets)
-                    declared = declared or prepared.declared_canonical
-                    if self.config.canonical and declared and key == url and declared != key:
+                    if declared is not None:
+                        declared = declared or prepared.declared_canonical
+                    if declared and declared != key:
                         outcome: Verdict | StoreError = detector.check_declared(key, declared, fp.signature,
                                                                                 fp.buckets)
                     else:

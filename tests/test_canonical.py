@@ -40,11 +40,13 @@ PAGES = {
 }
 
 
-def crawl(tmp_path, name, **settings):
+def crawl(tmp_path, name, keys=False, **settings):
     with ServerThread(pages_server(PAGES)) as server:
         settings = {"CONCURRENT_REQUESTS": "1", "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/{name}.sqlite3",
                     **settings}
         cmd, env, stats_file, items_file = paths_crawl_command(tmp_path, server.url, list(PAGES), settings, name)
+        if keys:
+            cmd[cmd.index("-a"):cmd.index("-a")] = ["-a", "keys=1"]
         proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
     result = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
     assert result.stats.get("finish_reason") == "finished", result.log[-3000:]
@@ -63,6 +65,9 @@ def test_the_declared_original_survives_drop_mode_whichever_copy_comes_first(tmp
 
     without, kept_without = crawl(tmp_path, "plain", NEARDUP_CANONICAL="False")
     assert "/articles/x" not in kept_without  # the original dropped as a copy of its print version
+    # A key the spider gives (neardup_key, here the URL itself) wins over any declaration.
+    keyed, kept_keyed = crawl(tmp_path, "keyed", keys=True)
+    assert "/articles/x" not in kept_keyed and "/amp/x" not in kept_keyed
 
 
 def test_canonical_declarations_are_read_from_the_head_and_the_link_header():

@@ -1,6 +1,8 @@
 """Test spider: fetches ``base`` + each path listed (one per line) in ``paths_file``; one item per response.
 
-    scrapy runspider paths.py -a base=http://127.0.0.1:PORT -a paths_file=FILE
+    scrapy runspider paths.py -a base=http://127.0.0.1:PORT -a paths_file=FILE [-a keys=1]
+
+With ``keys=1`` every request carries its own URL as ``neardup_key`` (a key given by the spider).
 """
 
 import scrapy
@@ -9,15 +11,17 @@ import scrapy
 class PathsSpider(scrapy.Spider):
     name = "paths"
 
-    def __init__(self, base="", paths_file="", **kwargs):
+    def __init__(self, base="", paths_file="", keys="", **kwargs):
         super().__init__(**kwargs)
         self.base = base.rstrip("/")
+        self.keys = bool(keys)
         with open(paths_file, encoding="utf-8") as f:
             self.paths = [line.strip() for line in f if line.strip()]
 
     async def start(self):
         for path in self.paths:
-            yield scrapy.Request(self.base + path, dont_filter=True)
+            url = self.base + path
+            yield scrapy.Request(url, dont_filter=True, meta={"neardup_key": url} if self.keys else {})
 
     def parse(self, response):
         yield {"url": response.url, "path": response.url[len(self.base):], "status": response.status,
