@@ -30,11 +30,12 @@ def free_port() -> int:
 
 class RedisServer:
     def __init__(self, directory: str, port: int | None = None, persistent: bool = False,
-                 password: str | None = None) -> None:
+                 password: str | None = None, replica_of: int | None = None) -> None:
         self.directory = directory
         self.port = port or free_port()
         self.persistent = persistent
         self.password = password
+        self.replica_of = replica_of  # the port of a master on 127.0.0.1
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -49,6 +50,8 @@ class RedisServer:
             "--appendonly", "no", "--save", ""]
         if self.password is not None:
             args += ["--requirepass", self.password]
+        if self.replica_of is not None:
+            args += ["--replicaof", "127.0.0.1", str(self.replica_of)]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:

@@ -337,6 +337,19 @@ def test_garbage_in_redis_keys_becomes_a_store_error_naming_the_key(tmp_path):
     assert books(result)["checked"] == 0
 
 
+def test_a_read_only_redis_replica_is_refused_at_open(tmp_path):
+    master = RedisServer(str(tmp_path / "master")).start()
+    replica = RedisServer(str(tmp_path / "replica"), replica_of=master.port).start()
+    try:
+        result = crawl(tmp_path, distinct_pages(5), {"NEARDUP_STORE_URL": replica.url})
+    finally:
+        replica.stop()
+        master.stop()
+    assert result.stats["finish_reason"] == "neardup_store_error", result.log[-3000:]
+    assert "is a read-only replica" in result.log and "Traceback" not in result.log
+    assert books(result)["checked"] == 0
+
+
 def test_a_store_folder_that_cannot_be_created_stops_the_crawl(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")

@@ -256,6 +256,12 @@ class RedisStore(Store):
         self._insert = self.client.register_script(_INSERT)
         self._refile = self.client.register_script(_REFILE)
         self._call(self.client.ping)
+        # A store that cannot be written is found now, not after pages were given verdicts it cannot keep.
+        replication = self._call(self.client.info, "replication")
+        if replication.get("role") in ("slave", "replica"):
+            raise StoreError(f"Redis at {self.location} is a read-only replica (of "
+                             f"{replication.get('master_host')}:{replication.get('master_port')}): point "
+                             "NEARDUP_STORE_URL at the master")
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Run a Redis call with bounded retries and exponential back-off on connection faults.
