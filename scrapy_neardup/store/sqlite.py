@@ -136,9 +136,9 @@ class ForeignDatabaseError(StoreError):
     """The file is a SQLite database of another application: it is left as it is."""
 
 
-def _translated(method: Any) -> Any:
+def _translated(method: Any, writes: bool = True) -> Any:
     """Turn every SQLite and file-system error of ``method`` into a :class:`StoreError` (a
-    :class:`StoreWriteError`, after rolling back, for a write)."""
+    :class:`StoreWriteError`, after rolling back, for a method that ``writes``)."""
 
     @functools.wraps(method)
     def wrapper(self: SqliteStore, *args: Any, **kwargs: Any) -> Any:
@@ -146,9 +146,15 @@ def _translated(method: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except (sqlite3.Error, OSError) as exc:
-            raise self._failed(method.__name__.strip("_"), exc, count) from exc
+            raise self._failed(method.__name__.strip("_"), exc, count, writes) from exc
 
     return wrapper
+
+
+def _translated_read(method: Any) -> Any:
+    """:func:`_translated` for a method that only reads: a failed read leaves the open batch alone (SQLite
+    keeps a transaction across a failed statement), unless SQLite rolled it back itself."""
+    return _translated(method, writes=False)
 
 
 def _key_hash(key: str) -> int:
@@ -249,12 +255,13 @@ class SqliteStore(Store):
             self._db = None
         self._unlock()
 
-    def _failed(self, operation: str, exc: BaseException, before: int) -> StoreError:
-        """The :class:`StoreError` for a failed ``operation``, which found ``before`` documents filed: the
-        open transaction is rolled back and the counters are read again from what the file really holds.
-        Documents the operation itself was filing are its caller's to report, not counted as unsaved."""
+    def _failed(self, operation: str, exc: BaseException, before: int, writes: bool = True) -> StoreError:
+        """The :class:`StoreError` for a failed ``operation``, which found ``before`` documents filed: after a
+        write (or a read that made SQLite roll back) the open transaction is rolled back and the counters are
+        read again from what the file really holds. Documents the operation itself was filing are its
+        caller's to report, not counted as unsaved."""
         db = self._db
-        if db is None:
+        if db is None or (not writes and db.in_transaction):
             return StoreError(f"SQLite store {self.path}: {operation} failed: {exc}")
         try:
             if db.in_transaction:
@@ -339,7 +346,7 @@ class SqliteStore(Store):
         self._next_id = 1
         self._commit()
 
-    @_translated
+    @_translated_read
     def _read_meta(self) -> dict[str, str] | None:
         rows = dict(self.db.execute("SELECT name, value FROM meta").fetchall())
         if not rows:
@@ -371,7 +378,7 @@ class SqliteStore(Store):
                 return int(doc)
         return None
 
-    @_translated
+    @_translated_read
     def get(self, key: str) -> DocRecord | None:
         for stored_key, canonical, similarity, sig in self.db.execute(
             "SELECT d.key, c.key, d.similarity, d.sig FROM docs d LEFT JOIN docs c ON c.id = d.canonical "
@@ -382,7 +389,7 @@ class SqliteStore(Store):
                 return DocRecord(key, canonical, similarity, sig)
         return None
 
-    @_translated
+    @_translated_read
     def lookup(self, buckets: Sequence[int]) -> tuple[list[Candidate], Any]:
         if not len(buckets):
             return [], None
@@ -619,7 +626,7 @@ class SqliteStore(Store):
                         "over %.1f s", merge.n_docs, len(merge.keys), self.path, merge.secs,
                         time.monotonic() - merge.started)
 
-    @_translated
+    @_translated_read
     def iter_records(self) -> Iterator[DocRecord]:
         rows = self.db.execute(
             "SELECT d.key, c.key, d.similarity, d.sig FROM docs d LEFT JOIN docs c ON c.id = d.canonical ORDER BY d.id"
