@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the engine (numpy) is imported when a setting needs it, not
     from .engine.detector import Detector
     from .engine.pipeline import DocumentPipeline
     from .engine.template import TemplateGuard
-    from .store import Store
+    from .store import Store, StoreMismatchError
 
     SettingsLike = BaseSettings | Mapping[str, Any]
 
@@ -89,14 +89,13 @@ PARAM_SETTINGS = {
 }
 
 
-def _name_settings(exc: Exception) -> str:
+def _name_settings(exc: StoreMismatchError) -> str:
     """A store mismatch message with the setting behind each differing parameter named."""
-    differences = getattr(exc, "differences", ())
+    from .store.base import mismatch_message
+
     named = [f"{d} ({PARAM_SETTINGS[d.split(':', 1)[0]]})" if d.split(":", 1)[0] in PARAM_SETTINGS else d
-             for d in differences]
-    return (f"The near-duplicate store at {getattr(exc, 'location', '')} was written with other parameters ("
-            + "; ".join(named) + "). Its fingerprints cannot be compared with new ones. Set NEARDUP_RESET = True "
-            "to empty it and start fresh, or set NEARDUP_STORE_URL to another location.")
+             for d in exc.differences]
+    return mismatch_message(exc.location, named)
 
 
 class ConfigError(ValueError):
@@ -387,8 +386,7 @@ class Config:
             if adopted is None:
                 raise StoreMismatchError(_name_settings(exc), exc.location, exc.differences, exc.stored) from None
             location, differences = exc.location, exc.differences
-        config = replace(self, stored_index=json.dumps(
-            {k: v for k, v in adopted.params().items()}, sort_keys=True))
+        config = replace(self, stored_index=json.dumps(adopted.params(), sort_keys=True))
         detector = Detector(config.build_algorithm(), store)
         detector.open()
         note = (f"the store at {location} was indexed for another threshold ({'; '.join(differences)}); "

@@ -59,17 +59,21 @@ class Detector:
         fp = self.algorithm.fingerprint(text)
         return self.check_fingerprint(key, fp.signature, fp.buckets)
 
+    def _similarity(self, signature: bytes, key: str, stored: bytes) -> float:
+        """The similarity of ``signature`` to the signature stored for ``key``; a stored signature the
+        algorithm cannot read (a record damaged in the store) is a :class:`StoreError` naming the key."""
+        try:
+            return self.algorithm.similarity(signature, stored)
+        except (ValueError, TypeError, IndexError) as exc:
+            raise StoreError(f"the stored signature of {key!r} is malformed "
+                             f"({len(stored or b'')} bytes: {exc})") from exc
+
     def _best_match(self, signature: bytes, candidates) -> list[tuple[float, str]]:  # type: ignore[no-untyped-def]
         """Candidates at or above the threshold, most similar first (ties by key, for determinism)."""
-        algorithm = self.algorithm
         matches = []
         for cand in candidates:
-            try:
-                sim = algorithm.similarity(signature, cand.signature)
-            except (ValueError, TypeError, IndexError) as exc:  # a record damaged in the store
-                raise StoreError(f"the stored signature of {cand.key!r} is malformed "
-                                 f"({len(cand.signature or b'')} bytes: {exc})") from exc
-            if sim >= algorithm.threshold:
+            sim = self._similarity(signature, cand.key, cand.signature)
+            if sim >= self.algorithm.threshold:
                 matches.append((-sim, cand.key))
         matches.sort()
         return [(-neg, k) for neg, k in matches]
@@ -140,10 +144,7 @@ class Detector:
         canonical = known.canonical or declared
         stored = known.signature if known.canonical is None else getattr(self.store.get(canonical), "signature", None)
         if stored:
-            try:
-                similarity = self.algorithm.similarity(signature, stored)
-            except (ValueError, TypeError, IndexError) as exc:
-                raise StoreError(f"the stored signature of {canonical!r} is malformed ({exc})") from exc
+            similarity = self._similarity(signature, canonical, stored)
             if similarity >= self.algorithm.threshold:
                 return Verdict("duplicate", url, canonical, similarity)
         return self.check_fingerprint(url, signature, buckets)

@@ -84,7 +84,8 @@ def canonical_url(value: str | None, base: str | None) -> str | None:
         return None
     try:
         url = urldefrag(urljoin(base or "", value.strip()))[0]
-        return url if urlsplit(url).scheme in ("http", "https") and urlsplit(url).netloc else None
+        parts = urlsplit(url)
+        return url if parts.scheme in ("http", "https") and parts.netloc else None
     except ValueError:
         return None
 

@@ -224,10 +224,10 @@ def redact_url(url: str) -> str:
     try:
         parts = urlsplit(url)
         netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, host = netloc.rsplit("@", 1)
-            user = userinfo.split(":", 1)[0] if ":" in userinfo else ""
-            netloc = f"{user}:***@{host}" if ":" in userinfo else f"***@{host}" if userinfo else netloc
+        userinfo, _, host = netloc.rpartition("@")
+        if userinfo:
+            user, colon, _ = userinfo.partition(":")
+            netloc = f"{user}:***@{host}" if colon else f"***@{host}"
         query = parts.query
         if query:
             pairs = parse_qsl(query, keep_blank_values=True)
@@ -245,12 +245,11 @@ def check_meta(stored: Mapping[str, str], wanted: Mapping[str, str], location: s
         if stored.get(name) != wanted.get(name):
             diffs.append(f"{name}: stored {stored.get(name, '(none)')}, configured {wanted.get(name, '(none)')}")
     if diffs:
-        raise StoreMismatchError(
-            f"The near-duplicate store at {location} was written with other parameters ("
-            + "; ".join(diffs)
-            + "). Its fingerprints cannot be compared with new ones. Set NEARDUP_RESET = True to empty it "
-            "and start fresh, or set NEARDUP_STORE_URL to another location.",
-            location,
-            diffs,
-            stored,
-        )
+        raise StoreMismatchError(mismatch_message(location, diffs), location, diffs, stored)
+
+
+def mismatch_message(location: str, differences: Sequence[str]) -> str:
+    """What a crawl is told about a store written with other parameters (``differences``)."""
+    return (f"The near-duplicate store at {location} was written with other parameters ({'; '.join(differences)}). "
+            "Its fingerprints cannot be compared with new ones. Set NEARDUP_RESET = True to empty it and start "
+            "fresh, or set NEARDUP_STORE_URL to another location.")
