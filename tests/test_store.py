@@ -282,3 +282,13 @@ def test_a_batch_never_files_a_page_ahead_of_an_earlier_near_duplicate(store_kin
         assert (by_key["http://b/"].status, by_key["http://b/"].canonical) == ("duplicate", "http://a/")
     finally:
         detector.close()
+
+
+def test_redact_url_hides_every_credential_and_leaves_other_urls_as_given():
+    from scrapy_neardup.store import redact_url
+
+    assert redact_url("redis://:pw@h:1/0") == "redis://:***@h:1/0"
+    assert redact_url("redis://u:pw@h/0") == "redis://u:***@h/0"
+    assert redact_url("redis://h/0?password=x&db=1") == "redis://h/0?password=***&db=1"
+    for url in ("sqlite:///relative/s.sqlite3", "sqlite:////abs/s.sqlite3", "memory://", "redis://h:6379/0"):
+        assert redact_url(url) == url

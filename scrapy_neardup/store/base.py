@@ -233,6 +233,8 @@ def redact_url(url: str) -> str:
             pairs = parse_qsl(query, keep_blank_values=True)
             if any(name.lower() in _SECRET_PARAMS for name, _ in pairs):
                 query = urlencode([(n, "***" if n.lower() in _SECRET_PARAMS else v) for n, v in pairs], safe="*")
+        if netloc == parts.netloc and query == parts.query:
+            return url  # nothing secret: as given (urlunsplit would turn sqlite:///x into sqlite:/x)
         return urlunsplit(parts._replace(netloc=netloc, query=query))
     except ValueError:  # not parseable as a URL: show none of it rather than risk a secret
         return "(an unparseable URL)"
