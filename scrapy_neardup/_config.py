@@ -50,6 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_ALGORITHM": "minhash",
     "NEARDUP_CANONICAL": True,
     "NEARDUP_DEBUG": False,
+    "NEARDUP_EXPIRATION_SECS": 0,
     "NEARDUP_EXTRACT": True,
     "NEARDUP_EXTRACT_FAST": False,
     "NEARDUP_EXTRACT_FAVOR": "recall",
@@ -61,6 +62,7 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_MINHASH_SEED": 1,
     "NEARDUP_MINHASH_SKETCH": "one-permutation",
     "NEARDUP_ON_STORE_ERROR": "pass",
+    "NEARDUP_RECHECK_CHANGED": True,
     "NEARDUP_REDIS_KEY": "neardup:{%(spider)s}",
     "NEARDUP_REDIS_RETRIES": 3,
     "NEARDUP_REDIS_TIMEOUT_SECS": 5.0,
@@ -192,6 +194,7 @@ class Config:
     algorithm: str = "minhash"
     canonical: bool = True
     debug: bool = False
+    expiration_secs: float = 0.0
     extract: bool = True
     extract_fast: bool = False
     extract_favor: str = "recall"
@@ -203,6 +206,7 @@ class Config:
     minhash_seed: int = 1
     minhash_sketch: str = "one-permutation"
     on_store_error: str = "pass"
+    recheck_changed: bool = True
     redis_key: str = DEFAULTS["NEARDUP_REDIS_KEY"]
     redis_retries: int = 3
     redis_timeout_secs: float = 5.0
@@ -283,6 +287,7 @@ class Config:
             algorithm=algorithm,
             canonical=_bool(settings, "NEARDUP_CANONICAL"),
             debug=_bool(settings, "NEARDUP_DEBUG"),
+            expiration_secs=_float(settings, "NEARDUP_EXPIRATION_SECS", 0.0, 1e10),  # type: ignore[arg-type]
             extract=_bool(settings, "NEARDUP_EXTRACT"),
             extract_fast=_bool(settings, "NEARDUP_EXTRACT_FAST"),
             extract_favor=_choice(settings, "NEARDUP_EXTRACT_FAVOR", EXTRACT_FAVOR),
@@ -294,6 +299,7 @@ class Config:
             minhash_seed=_int(settings, "NEARDUP_MINHASH_SEED", 0, 2**32 - 1),  # type: ignore[arg-type]
             minhash_sketch=_choice(settings, "NEARDUP_MINHASH_SKETCH", tuple(MINHASH_SKETCHES)),
             on_store_error=_choice(settings, "NEARDUP_ON_STORE_ERROR", ON_STORE_ERROR),
+            recheck_changed=_bool(settings, "NEARDUP_RECHECK_CHANGED"),
             redis_key=redis_key,
             redis_retries=_int(settings, "NEARDUP_REDIS_RETRIES", 0, 100),  # type: ignore[arg-type]
             redis_timeout_secs=_float(settings, "NEARDUP_REDIS_TIMEOUT_SECS", 0.0, 3600.0, open_low=True),  # type: ignore[arg-type]
@@ -367,11 +373,10 @@ class Config:
         """
         import json
 
-        from .engine.detector import Detector
         from .store import StoreMismatchError
 
         algorithm = self.build_algorithm()
-        detector = Detector(algorithm, store)
+        detector = self.detector(algorithm, store)
         try:
             detector.open(reset=reset)
             return self, detector, ""
@@ -387,12 +392,20 @@ class Config:
                 raise StoreMismatchError(_name_settings(exc), exc.location, exc.differences, exc.stored) from None
             location, differences = exc.location, exc.differences
         config = replace(self, stored_index=json.dumps(adopted.params(), sort_keys=True))
-        detector = Detector(config.build_algorithm(), store)
+        detector = config.detector(config.build_algorithm(), store)
         detector.open()
         note = (f"the store at {location} was indexed for another threshold ({'; '.join(differences)}); "
                 f"its fingerprints are kept and compared at threshold {self.threshold:g}: {adopted.index_note()}. "
                 "NEARDUP_RESET = True would re-index it for this threshold, by forgetting every page")
         return config, detector, note
+
+    def detector(self, algorithm: Algorithm, store: Store) -> Detector:
+        """A detector of ``algorithm`` over ``store`` (not opened) with these settings' rules for known
+        keys: re-check changed content, and the age limit."""
+        from .engine.detector import Detector
+
+        return Detector(algorithm, store, recheck_changed=self.recheck_changed,
+                        max_age_secs=self.expiration_secs or None)
 
     def _build_algorithm(self) -> Algorithm:
         from .engine import literature

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import weakref
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
@@ -59,6 +60,13 @@ SKIP_REASONS = {
     "worker_lost": "the worker process extracting it died",
     "too_large": "the body is larger than NEARDUP_MAX_BODY_SIZE",
     "too_little_text": "its text is shorter than NEARDUP_MIN_TEXT_LENGTH",
+}
+
+#: Why a page filed before was checked afresh: the ``neardup/rechecked/<reason>`` stats and their log wording.
+RECHECK_REASONS = {
+    "changed": "its content changed beyond the threshold (NEARDUP_RECHECK_CHANGED)",
+    "expired": "it was last fetched longer ago than NEARDUP_EXPIRATION_SECS",
+    "orphaned": "the page it was a near-duplicate of was removed from the store",
 }
 
 _services: weakref.WeakKeyDictionary[Any, NearDupService] = weakref.WeakKeyDictionary()
@@ -117,6 +125,7 @@ class NearDupService:
         self._logged_first_duplicate = False
         self._logged_first_seen = False
         self._logged_skip_reasons: set[str] = set()
+        self._logged_rechecks: set[str] = set()
         self.workers = config.resolved_workers()
         self._extraction: ExtractionPool | None = None  # worker processes (NEARDUP_WORKERS >= 1)
         self._threads: ThreadPool | None = None  # in-process extraction (NEARDUP_WORKERS = 0)
@@ -165,6 +174,7 @@ class NearDupService:
                 timeout_secs=config.redis_timeout_secs,
             )
             adopted, detector, note = config.open_detector(store, reset=config.reset)
+            expired = self._expire(store) if config.expiration_secs else 0
             initial = store.count()
         except Exception as exc:  # noqa: BLE001 - whatever failed, no page may go through unchecked
             # Fingerprints that cannot be compared, or no store at all: crawling on would let every
@@ -207,6 +217,8 @@ class NearDupService:
             self._threads = ThreadPool(0, self._thread_count, name="scrapy-neardup")
             self._threads.start()
         self.stats.set_value("neardup/initial", initial)
+        if expired:
+            self.stats.set_value("neardup/expired", expired)
         logger.info(
             "scrapy-neardup: store %s, %s, threshold %.3g, action %s, %d fingerprints already stored; "
             "extraction in %s",
@@ -218,6 +230,24 @@ class NearDupService:
             f"{self.workers} worker processes" if self.workers else f"{self._thread_count} threads of this process",
             extra={"spider": spider},
         )
+
+    def _expire(self, store: Store) -> int:
+        """At open, with ``NEARDUP_EXPIRATION_SECS``: forget the pages not fetched for that long. What the
+        removals leave in the index is purged when they were at least a twentieth of the store (a pass
+        over the whole index; below that, stale entries cost a skipped candidate now and then)."""
+        started = time.monotonic()
+        held = store.count()
+        expired = store.expire(time.time() - self.config.expiration_secs)
+        if not expired:
+            return 0
+        purged = ""
+        if expired * 20 >= held:
+            orphans = store.purge()
+            purged = f"; index purged ({orphans} near-duplicates of expired pages with them)"
+        logger.info("scrapy-neardup: forgot %d of %d stored pages not fetched in the last %g seconds "
+                    "(NEARDUP_EXPIRATION_SECS)%s, in %.1f s", expired, held, self.config.expiration_secs, purged,
+                    time.monotonic() - started)
+        return expired
 
     async def spider_closed(self, spider: Spider, reason: str = "") -> None:
         if self.detector is None:
@@ -375,10 +405,14 @@ class NearDupService:
         try:
             with self._store_lock:  # the guard's state and the store: one caller at a time
                 refile: list[tuple[str, Fingerprint]] = []
+                fetched = prepared
                 if self.guard is not None:
                     prepared, refile = self.guard.decide(key, url, prepared)
                 fp = prepared.fingerprint
                 assert fp is not None
+                # A known page may have been filed on either of its texts (see TemplateGuard): both count.
+                also = [f.signature for f in (fetched.fingerprint, fetched.page_fingerprint)
+                        if f is not None and f is not fp]
                 refiled = 0
                 detector = self.detector
                 if detector is None:
@@ -391,9 +425,9 @@ class NearDupService:
                         declared = declared or prepared.declared_canonical
                     if declared and declared != key:
                         outcome: Verdict | StoreError = detector.check_declared(key, declared, fp.signature,
-                                                                                fp.buckets)
+                                                                                fp.buckets, also)
                     else:
-                        outcome = detector.check_fingerprint(key, fp.signature, fp.buckets)
+                        outcome = detector.check_fingerprint(key, fp.signature, fp.buckets, also)
                 except StoreError as exc:
                     outcome = exc
                 except Exception as exc:  # noqa: BLE001 - a backend's untranslated failure is still the store's
@@ -486,6 +520,15 @@ class NearDupService:
         """Stats, log lines and the crawl's group report for a verdict (reactor thread)."""
         self.stats.inc_value("neardup/checked")
         self.stats.inc_value(f"neardup/{verdict.status}")
+        if verdict.rechecked is not None:
+            self.stats.inc_value(f"neardup/rechecked/{verdict.rechecked}")
+            first = verdict.rechecked not in self._logged_rechecks
+            if first or self.config.debug:
+                self._logged_rechecks.add(verdict.rechecked)
+                logger.log(logging.INFO if first else logging.DEBUG,
+                           "scrapy-neardup: %s was filed before, but %s: checked afresh, now %s%s", key,
+                           RECHECK_REASONS[verdict.rechecked], verdict.status,
+                           f" (such pages are counted in neardup/rechecked/{verdict.rechecked})" if first else "")
         if verdict.status == "duplicate":
             group = self.groups.get(verdict.canonical)
             if group is not None:
@@ -539,4 +582,5 @@ def verdict_meta(verdict: Verdict) -> dict[str, Any]:
         "canonical": verdict.canonical,
         "similarity": round(verdict.similarity, 6),
         "duplicate": verdict.is_duplicate,
+        "rechecked": verdict.rechecked,
     }

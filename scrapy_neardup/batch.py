@@ -20,7 +20,7 @@ import numpy as np
 
 from ._config import Config
 from .engine.algorithms import Fingerprint
-from .engine.detector import Detector, Verdict
+from .engine.detector import Verdict
 from .engine.extract import quiet_trafilatura
 from .engine.pipeline import DocumentPipeline, Prepared
 from .inputs import BadLine, Document, DocumentReader, RawLine, parse_line
@@ -124,7 +124,7 @@ class BatchDeduplicator:
                  reset: bool = False) -> None:
         self.config = config
         self.store: Store = store_from_url(store_url)
-        self.detector = Detector(config.build_algorithm(), self.store)
+        self.detector = config.detector(config.build_algorithm(), self.store)
         self.guard = config.build_template_guard(self.detector.algorithm)
         self.workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
         self.reset = reset

@@ -4,6 +4,8 @@
     scrapy-neardup evaluate MANIFEST                  precision/recall/F1 on a labelled set
     scrapy-neardup tune --threshold T                 the LSH bands x rows for a threshold
     scrapy-neardup lexicon INPUT... -o LEXICON.txt    an I-Match lexicon from a collection
+    scrapy-neardup store STORE_URL count|show|remove|expire|purge
+                                                      a crawl's store: look up, remove and age records
 """
 
 from __future__ import annotations
@@ -152,6 +154,33 @@ def build_parser() -> argparse.ArgumentParser:
     lexicon.add_argument("--high", type=float, default=0.9, help="highest idf quantile kept (default 0.9)")
     lexicon.add_argument("--min-df", type=int, default=2, help="terms in fewer documents are dropped (default 2)")
     lexicon.add_argument("--no-extract", action="store_true", help="use the whole page text, not the main content")
+
+    store = sub.add_parser("store", help="look into a store and remove or age its records",
+                           description="Maintenance of a crawl's store (a recurring crawl's, mostly): count its "
+                                       "documents, show a URL's record, remove URLs, expire records not seen "
+                                       "since a date. Nothing else may use a SQLite store meanwhile.")
+    store.add_argument("store_url", metavar="STORE_URL", help="as NEARDUP_STORE_URL: sqlite:///path, redis://...")
+    store.add_argument("--spider", help="the spider whose Redis index to use (the %%(spider)s of --redis-key)")
+    store.add_argument("--redis-key", help="the Redis key prefix, as NEARDUP_REDIS_KEY "
+                                           "(default: neardup:{%%(spider)s})")
+    actions = store.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions.add_parser("count", help="print the number of documents held")
+    show = actions.add_parser("show", help="print the records of URLs as JSON lines")
+    show.add_argument("urls", nargs="+", metavar="URL")
+    remove = actions.add_parser("remove", help="forget URLs (their near-duplicates are checked afresh when "
+                                               "fetched again)")
+    remove.add_argument("urls", nargs="*", metavar="URL")
+    remove.add_argument("--from", dest="from_file", metavar="FILE", help="URLs to remove, one per line ('-': stdin)")
+    expire = actions.add_parser("expire", help="forget the documents not fetched since a date")
+    when = expire.add_mutually_exclusive_group(required=True)
+    when.add_argument("--before", metavar="DATE", help="ISO 8601 date or date and time (UTC unless it says)")
+    when.add_argument("--older-than", metavar="AGE", help="an age: seconds, or a number with s, m, h or d (30d)")
+    for action in (remove, expire):
+        action.add_argument("--no-purge", action="store_true",
+                            help="leave the removed documents' index entries and orphaned near-duplicates for "
+                                 "a later purge (the purge is a pass over the whole store)")
+    actions.add_parser("purge", help="delete what removals left behind: index entries and orphaned "
+                                     "near-duplicates")
 
     tune = sub.add_parser("tune", help="LSH bands x rows for a threshold, with error probabilities",
                           description="Show the MinHash LSH banding chosen for a threshold.")
@@ -411,6 +440,119 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_age(text: str) -> float:
+    """Seconds in an age such as ``3600``, ``90m``, ``12h`` or ``30d``."""
+    unit = _AGE_UNITS.get(text[-1:].lower()) if text else None
+    number = text[:-1] if unit else text
+    try:
+        seconds = float(number) * (unit or 1)
+    except ValueError:
+        raise SystemExit(f"scrapy-neardup: --older-than {text!r}: an age is seconds, or a number with "
+                         "s, m, h or d (30d)") from None
+    if not seconds > 0:
+        raise SystemExit(f"scrapy-neardup: --older-than {text!r}: an age must be above zero")
+    return seconds
+
+
+def parse_date(text: str) -> float:
+    """Unix seconds of an ISO 8601 date or date and time; UTC unless it names a time zone."""
+    from datetime import datetime, timezone
+
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise SystemExit(f"scrapy-neardup: --before {text!r} is not an ISO 8601 date "
+                         "(2026-11-01 or 2026-11-01T12:00:00+01:00)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+def _iso(seconds: float | None) -> str | None:
+    from datetime import datetime, timezone
+
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _urls_to_remove(args: argparse.Namespace) -> list[str]:
+    urls = list(args.urls)
+    if args.from_file:
+        source = sys.stdin if args.from_file == "-" else open(args.from_file, encoding="utf-8")  # noqa: SIM115
+        with source:
+            urls += [line.strip() for line in source if line.strip()]
+    if not urls:
+        raise SystemExit("scrapy-neardup: store remove: name the URLs to remove, or --from FILE")
+    return urls
+
+
+def cmd_store(args: argparse.Namespace) -> int:
+    """``store STORE_URL ACTION``: a store opened whatever parameters it was written with; nothing is created."""
+    import time
+
+    from ._config import DEFAULTS
+    from .store import redact_url, store_from_url
+
+    url = args.store_url
+    scheme = url.split(":", 1)[0].lower()
+    before = parse_date(args.before) if getattr(args, "before", None) else (
+        time.time() - parse_age(args.older_than) if getattr(args, "older_than", None) else None)
+    urls = _urls_to_remove(args) if args.action == "remove" else []
+    prefix = args.redis_key or DEFAULTS["NEARDUP_REDIS_KEY"]
+    if scheme in ("redis", "rediss", "unix"):
+        if args.redis_key is None and args.spider is None:
+            raise SystemExit("scrapy-neardup: a Redis store holds each spider's index under its own keys: "
+                             "pass --spider NAME, or --redis-key PREFIX as NEARDUP_REDIS_KEY names it")
+        try:
+            prefix = prefix % {"spider": args.spider or ""}
+        except (TypeError, KeyError, ValueError):
+            raise SystemExit(f"scrapy-neardup: --redis-key {prefix!r}: %(spider)s is the only placeholder") from None
+    try:
+        store = store_from_url(url, prefix=prefix)
+    except ValueError as exc:
+        raise SystemExit(f"scrapy-neardup: {exc}") from None
+    store.open_existing()
+    try:
+        if args.action == "count":
+            print(store.count())
+        elif args.action == "show":
+            for key in args.urls:
+                record = store.get(key)
+                status = ("unknown" if record is None else "orphaned" if record.orphaned
+                          else "canonical" if record.canonical is None else "near-duplicate")
+                print(json.dumps({
+                    "url": key, "status": status,
+                    "canonical": None if record is None else record.canonical,
+                    "similarity": None if record is None or record.canonical is None else round(record.similarity, 6),
+                    "last_seen": None if record is None else _iso(record.seen),
+                }, ensure_ascii=False))
+        elif args.action == "purge":
+            started = time.monotonic()
+            orphans = store.purge()
+            print(f"purged {redact_url(url)}: {orphans} orphaned near-duplicates deleted, index entries of removed "
+                  f"documents dropped, in {time.monotonic() - started:.1f} s; {store.count()} documents held")
+        else:
+            held = store.count()
+            if args.action == "remove":
+                removed = store.remove(urls)
+                what = f"removed {removed} of the {len(urls)} URLs given ({len(urls) - removed} were not stored)"
+            else:
+                assert before is not None
+                removed = store.expire(before)
+                what = f"expired {removed} of {held} documents not fetched since {_iso(before)}"
+            purged = ""
+            if removed and not args.no_purge:
+                purged = f"; purged, {store.purge()} orphaned near-duplicates deleted with them"
+            print(f"{what}{purged}; {store.count()} documents held")
+    finally:
+        store.close()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -421,7 +563,8 @@ def main(argv: list[str] | None = None) -> int:
     from .store.base import StoreError, StoreMismatchError
 
     try:
-        commands = {"dedup": cmd_dedup, "evaluate": cmd_evaluate, "tune": cmd_tune, "lexicon": cmd_lexicon}
+        commands = {"dedup": cmd_dedup, "evaluate": cmd_evaluate, "tune": cmd_tune, "lexicon": cmd_lexicon,
+                    "store": cmd_store}
         return commands[args.command](args)
     except KeyboardInterrupt:
         print("scrapy-neardup: aborted; existing output files were left as they were", file=sys.stderr)

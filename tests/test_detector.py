@@ -135,3 +135,42 @@ def test_a_store_made_for_another_threshold_is_kept_when_its_index_can_serve(tmp
     assert detector.check("http://a/copy", texts[0]).canonical == "http://a/0"
     assert config.build_algorithm().params() == detector.algorithm.params()  # what the workers will use
     detector.close()
+
+
+# -- recurring crawls: a known URL is *seen* only while its record still stands for the page ------------------
+def test_a_known_url_whose_content_changed_is_checked_afresh(algorithm, store_kind, tmp_path):
+    detector = Detector(algorithm, make_store(store_kind, tmp_path))
+    detector.open()
+    old, new = article(1), article(2)
+    assert detector.check("http://a/", old).status == "unique"
+    assert detector.check("http://a-print/", edit(old, 2)).canonical == "http://a/"
+    assert detector.check("http://b/", new).status == "unique"
+    # Lightly edited (a counter, a date): still the page that was filed, so seen, record untouched.
+    again = detector.check("http://a/", edit(old, 3, seed=5))
+    assert (again.status, again.rechecked) == ("seen", None)
+    # Rewritten as a copy of another page: its record is replaced, and the page judged on what it is now.
+    changed = detector.check("http://a/", edit(new, 2))
+    assert (changed.status, changed.canonical, changed.rechecked) == ("duplicate", "http://b/", "changed")
+    assert detector.store.get("http://a/").canonical == "http://b/"
+    assert detector.check("http://a/", edit(new, 2)).status == "seen"
+    # Its old copy lost its ground (its canonical's record is gone): checked afresh when fetched again.
+    orphan = detector.check("http://a-print/", edit(old, 2))
+    assert (orphan.status, orphan.rechecked) == ("unique", "orphaned")
+    # With re-checking off, a changed page stays what it was filed as.
+    keep = Detector(algorithm, detector.store, recheck_changed=False)
+    assert keep.check("http://b/", article(3)).status == "seen"
+
+
+def test_a_record_older_than_the_age_limit_is_checked_afresh(algorithm, tmp_path, monkeypatch):
+    import time
+
+    detector = Detector(algorithm, make_store("sqlite", tmp_path), max_age_secs=3600)
+    detector.open()
+    text = article(1)
+    detector.check("http://a/", text)
+    assert detector.check("http://a/", text).status == "seen"
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 2 * 3600)
+    verdict = detector.check("http://a/", text)
+    assert (verdict.status, verdict.rechecked) == ("unique", "expired")
+    assert detector.check("http://a/", text).status == "seen"  # filed again just now

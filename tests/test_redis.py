@@ -92,9 +92,11 @@ def test_batches_decide_as_one_by_one(store_kind, tmp_path):
 
 
 def test_record_layout_roundtrip_and_malformed_records():
-    record = pack_record("http://ä.example/", b"\x01\x02\x03", 42, 0.75)
-    assert record[0] == 1 and len(record) == 1 + 8 + 4 + 2 + 3 + len("http://ä.example/".encode())
-    assert unpack_record(record) == ("http://ä.example/", b"\x01\x02\x03", 42, 0.75)
+    record = pack_record("http://ä.example/", b"\x01\x02\x03", 42, 0.75, seen=1_700_000_000)
+    assert record[0] == 2 and len(record) == 1 + 8 + 4 + 4 + 2 + 3 + len("http://ä.example/".encode())
+    assert unpack_record(record) == ("http://ä.example/", b"\x01\x02\x03", 42, 0.75, 1_700_000_000.0)
+    version_1 = b"\x01" + record[1:13] + record[17:]  # as written before last-seen times: no u32
+    assert unpack_record(version_1) == ("http://ä.example/", b"\x01\x02\x03", 42, 0.75, None)
     with pytest.raises(StoreError, match="malformed"):
         unpack_record(b"\x01\x00")
     with pytest.raises(StoreError, match="version 9"):

@@ -203,21 +203,34 @@ def test_sqlite_stages_new_documents_then_merges_them_into_the_band_index(tmp_pa
 
 def test_sqlite_layout_is_recorded_upgraded_and_checked(tmp_path):
     import sqlite3
+    import time
 
     path = tmp_path / "layout.sqlite3"
     s = SqliteStore(str(path))
     s.open(META)
+    s.add("http://old/", b"o", [1])
     s.close()
     db = sqlite3.connect(str(path), isolation_level=None)
-    assert db.execute("SELECT value FROM meta WHERE name = 'sqlite_layout'").fetchone() == ("2",)
-    db.execute("DELETE FROM meta WHERE name = 'sqlite_layout'")  # as written before the staged table existed
-    s.open(META)
-    s.add("http://a/", b"a", [1])
-    s.close()
-    assert db.execute("SELECT value FROM meta WHERE name = 'sqlite_layout'").fetchone() == ("2",)
+    assert db.execute("SELECT value FROM meta WHERE name = 'sqlite_layout'").fetchone() == ("3",)
+    # A layout-2 file (before last-seen times): no seen column. A layout-1 file: no layout name either.
+    for layout in ("2", None):
+        db.execute("CREATE TABLE docs2 AS SELECT id, key_hash, key, canonical, similarity, sig FROM docs")
+        db.execute("DROP TABLE docs")
+        db.execute("ALTER TABLE docs2 RENAME TO docs")
+        if layout is None:
+            db.execute("DELETE FROM meta WHERE name = 'sqlite_layout'")
+        else:
+            db.execute("UPDATE meta SET value = ? WHERE name = 'sqlite_layout'", (layout,))
+        before = time.time()
+        s.open(META)
+        s.add(f"http://a-{layout}/", b"a", [2])
+        old = s.get("http://old/")
+        assert old.signature == b"o" and before - 1 <= old.seen <= time.time() + 1  # seen: the upgrade
+        s.close()
+        assert db.execute("SELECT value FROM meta WHERE name = 'sqlite_layout'").fetchone() == ("3",)
     db.execute("UPDATE meta SET value = '9' WHERE name = 'sqlite_layout'")
     db.close()
-    with pytest.raises(StoreError, match="has layout 9; this version of scrapy-neardup reads layout 2"):
+    with pytest.raises(StoreError, match="has layout 9; this version of scrapy-neardup reads layout 3"):
         s.open(META)
 
 
@@ -292,3 +305,92 @@ def test_redact_url_hides_every_credential_and_leaves_other_urls_as_given():
     assert redact_url("redis://h/0?password=x&db=1") == "redis://h/0?password=***&db=1"
     for url in ("sqlite:///relative/s.sqlite3", "sqlite:////abs/s.sqlite3", "memory://", "redis://h:6379/0"):
         assert redact_url(url) == url
+
+
+# -- recurring crawls: last-seen times, removal, expiry (every backend) -----------------------------------
+@pytest.fixture
+def clock(monkeypatch):
+    """``time.time`` moved by ``clock.shift(seconds)``: the stores stamp records with it."""
+    import time
+
+    real = time.time
+
+    class Clock:
+        offset = 0.0
+
+        def shift(self, seconds):
+            self.offset += seconds
+
+    c = Clock()
+    monkeypatch.setattr(time, "time", lambda: real() + c.offset)
+    return c
+
+
+def test_lookups_of_known_keys_set_their_last_seen_time_and_get_does_not(store, clock):
+    import time
+
+    store.add("http://a/", b"a", [1])
+    filed = store.get("http://a/").seen
+    assert abs(filed - time.time()) < 2
+    clock.shift(1000)
+    assert store.get("http://a/").seen == filed  # reading a record (store show) is not a fetch
+    (found,) = store.lookup_many([("http://a/", b"a", [1])])
+    assert found.known is not None and store.get("http://a/").seen >= filed + 999
+    clock.shift(1000)
+    store.touch(["http://a/", "http://unknown/"])
+    assert store.get("http://a/").seen >= filed + 1999
+    assert store.get("http://unknown/") is None
+
+
+def test_remove_forgets_documents_and_orphans_their_near_duplicates(store):
+    store.add("http://a/", b"a", [1, 2])
+    store.add("http://a-copy/", None, [], canonical="http://a/", similarity=0.9)
+    store.add("http://b/", b"b", [2])
+    dup = store.get("http://a-copy/")
+    assert dup.canonical == "http://a/" and dup.reference == b"a" and not dup.orphaned
+    assert store.remove(["http://a/", "http://never-filed/"]) == 1
+    assert store.count() == 2 and store.get("http://a/") is None
+    assert [c.key for c in store.lookup([1, 2])[0]] == ["http://b/"]  # stale bucket entries are skipped
+    orphan = store.lookup_many([("http://a-copy/", None, [])])[0].known
+    assert orphan.orphaned and orphan.canonical is None and orphan.reference is None
+    assert {r.key for r in store.iter_records()} == {"http://b/"}  # exports skip orphans
+    # The removed key can be filed again, as a new document, and is found through its new buckets only.
+    assert store.add("http://a/", b"a2", [7])
+    assert store.get("http://a/").signature == b"a2"
+    assert [c.key for c in store.lookup([7])[0]] == ["http://a/"] and store.lookup([1])[0] == []
+    # purge deletes the orphan (and what the removal left in the index); nothing else changes.
+    assert store.purge() == 1
+    assert store.get("http://a-copy/") is None and store.count() == 2
+    assert sorted(c.key for c in store.lookup([1, 2, 7])[0]) == ["http://a/", "http://b/"]
+
+
+def test_expire_removes_documents_not_seen_since(store, clock):
+    import time
+
+    store.add("http://old/", b"o", [1])
+    store.add("http://old-copy/", None, [], canonical="http://old/", similarity=0.9)
+    store.add("http://refetched/", b"r", [2])
+    clock.shift(10 * 86400)
+    store.lookup_many([("http://refetched/", b"r", [2])])  # fetched again ten days later
+    store.add("http://new/", b"n", [3])
+    assert store.expire(time.time() - 86400) == 2  # the two filed ten days ago and not fetched since
+    assert sorted(r.key for r in store.iter_records()) == ["http://new/", "http://refetched/"]
+    assert store.lookup([1])[0] == [] and store.count() == 2
+    assert store.expire(time.time() - 86400) == 0
+
+
+@pytest.mark.parametrize("store_kind", PERSISTENT_BACKENDS)
+def test_removals_outlive_the_process_and_ids_are_never_reused(store_kind, tmp_path):
+    s = make_store(store_kind, tmp_path)
+    s.open(META)
+    for i in range(5):
+        s.add(f"http://{i}/", f"s{i}".encode(), [i, 100])
+    assert s.remove(["http://4/", "http://3/"]) == 2  # the newest: their ids must not come back
+    s.close()
+    s = make_store(store_kind, tmp_path)
+    s.open(META)
+    assert s.count() == 3 and s.get("http://4/") is None
+    s.add("http://new/", b"n", [50])
+    assert sorted(c.key for c in s.lookup([100])[0]) == ["http://0/", "http://1/", "http://2/"]
+    assert [c.key for c in s.lookup([3, 4, 50])[0]] == ["http://new/"]
+    s.close()

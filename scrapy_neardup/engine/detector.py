@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..store.base import FORMAT_VERSION, Store, StoreError
+from ..store.base import FORMAT_VERSION, DocRecord, Store, StoreError
 from .algorithms import Algorithm
 
 Status = Literal["unique", "duplicate", "seen"]
+#: Why a known key was checked afresh instead of being *seen*: its content changed beyond the threshold,
+#: its record is older than the age limit, or its canonical was removed (see :class:`DocRecord`).
+Recheck = Literal["changed", "expired", "orphaned"]
 
 #: How often a check-and-insert is retried when another process filed a document in the same buckets.
 MAX_RETRIES = 16
@@ -29,6 +34,8 @@ class Verdict:
     similarity: float
     #: Other canonical documents at or above the threshold, best first (for connected-component clusters).
     also: tuple[str, ...] = ()
+    #: Set when the key was filed before but its record was replaced: why it was checked afresh.
+    rechecked: Recheck | None = None
 
     @property
     def is_duplicate(self) -> bool:
@@ -36,11 +43,20 @@ class Verdict:
 
 
 class Detector:
-    """Joins an algorithm to a store. Not thread-safe; one per crawler or batch job."""
+    """Joins an algorithm to a store. Not thread-safe; one per crawler or batch job.
 
-    def __init__(self, algorithm: Algorithm, store: Store) -> None:
+    A key filed before is *seen* (a re-crawl, not a near-duplicate of itself) as long as its record still
+    stands for the page. It is checked afresh, its record replaced, when the new fetch is below the
+    threshold against what the record was judged by (``recheck_changed``: the page changed), when it was
+    last seen more than ``max_age_secs`` ago, or when its canonical was removed.
+    """
+
+    def __init__(self, algorithm: Algorithm, store: Store, recheck_changed: bool = True,
+                 max_age_secs: float | None = None) -> None:
         self.algorithm = algorithm
         self.store = store
+        self.recheck_changed = recheck_changed
+        self.max_age_secs = max_age_secs or None
 
     def meta(self) -> dict[str, object]:
         return {"format_version": FORMAT_VERSION, **self.algorithm.params()}
@@ -53,11 +69,23 @@ class Detector:
 
     def check(self, key: str, text: str) -> Verdict:
         """Decide for ``text`` under ``key`` and file it: atomically, even with other writers."""
-        known = self.store.get(key)
-        if known is not None:
-            return Verdict("seen", key, known.canonical or key, known.similarity)
         fp = self.algorithm.fingerprint(text)
         return self.check_fingerprint(key, fp.signature, fp.buckets)
+
+    def _recheck(self, known: DocRecord, signatures: Sequence[bytes]) -> Recheck | None:
+        """Why the known record of a key fetched again with ``signatures`` (its fingerprint, and the other
+        texts of the same fetch it may have been filed on) must be replaced; ``None``: it is seen."""
+        if known.orphaned:
+            return "orphaned"
+        if self.max_age_secs is not None and known.seen is not None and known.seen < time.time() - self.max_age_secs:
+            return "expired"
+        reference = known.reference
+        if not self.recheck_changed or not reference or not signatures:
+            return None
+        where = known.canonical or known.key
+        if all(self._similarity(sig, where, reference) < self.algorithm.threshold for sig in signatures):
+            return "changed"
+        return None
 
     def _similarity(self, signature: bytes, key: str, stored: bytes) -> float:
         """The similarity of ``signature`` to the signature stored for ``key``; a stored signature the
@@ -78,52 +106,71 @@ class Detector:
         matches.sort()
         return [(-neg, k) for neg, k in matches]
 
-    def check_many(self, items: list[tuple[str, bytes, Any]]) -> list[Verdict]:
+    def check_many(self, items: Sequence[tuple[str, bytes, Any] | tuple[str, bytes, Any, Sequence[bytes]]],
+                   ) -> list[Verdict]:
         """Check-and-insert a batch of ``(key, signature, buckets)`` in input order, as :meth:`check_fingerprint`
         would one by one, with one lookup and one insert round trip per round. A document whose insert
         was refused (another writer, or an earlier document of the same batch, filed a near-duplicate in
-        its buckets meanwhile) goes into the next round and so finds that document."""
+        its buckets meanwhile) goes into the next round and so finds that document. So does a known key
+        whose record is replaced (see the class): it is removed, then checked as new.
+
+        An optional fourth item holds other signatures of the same fetch (the page text beside the main
+        text): a known key matching its record by any of them is *seen*."""
         verdicts: list[Verdict | None] = [None] * len(items)
+        rechecked: dict[int, Recheck] = {}
         pending = list(range(len(items)))
         for _ in range(MAX_RETRIES):
             if not pending:
                 break
-            looked = self.store.lookup_many([items[i] for i in pending], file_alone=True)
+            looked = self.store.lookup_many([tuple(items[i][:3]) for i in pending],  # type: ignore[misc]
+                                             file_alone=True)
             adds: list[tuple[str, bytes, Any, str | None, float, Any]] = []
             planned: list[tuple[int, Verdict]] = []
             waiting: list[int] = []
+            stale: list[str] = []
             for i, found in zip(pending, looked):
-                key, signature, buckets = items[i]
+                key, signature, buckets = items[i][:3]
+                fetched: Sequence[bytes] = items[i][3] if len(items[i]) > 3 else ()  # type: ignore[misc]
                 known = found.known
                 if known is not None:
-                    verdicts[i] = Verdict("seen", key, known.canonical or key, known.similarity)
+                    reason = self._recheck(known, [signature, *fetched])
+                    if reason is None:
+                        verdicts[i] = Verdict("seen", key, known.canonical or key, known.similarity)
+                    else:
+                        rechecked[i] = reason
+                        stale.append(key)
+                        waiting.append(i)
                     continue
                 if found.filed:
-                    verdicts[i] = Verdict("unique", key, key, 1.0)
+                    verdicts[i] = Verdict("unique", key, key, 1.0, rechecked=rechecked.get(i))
                     continue
                 token = found.token
                 matches = self._best_match(signature, found.candidates)
                 if matches:
-                    (sim, best), others = matches[0], tuple(k for _, k in matches[1:])
+                    (sim, best), also = matches[0], tuple(k for _, k in matches[1:])
                     adds.append((key, signature, buckets, best, sim, None))
-                    planned.append((i, Verdict("duplicate", key, best, sim, others)))
+                    planned.append((i, Verdict("duplicate", key, best, sim, also, rechecked.get(i))))
                 else:
                     adds.append((key, signature, buckets, None, 1.0, token))
-                    planned.append((i, Verdict("unique", key, key, 1.0)))
+                    planned.append((i, Verdict("unique", key, key, 1.0, rechecked=rechecked.get(i))))
             for (i, verdict), result in zip(planned, self.store.add_many(adds) if adds else []):
                 if result == 1:
                     verdicts[i] = verdict
                 else:
                     waiting.append(i)
-            pending = waiting
+            if stale:
+                self.store.remove(stale)
+            pending = sorted(waiting)
         if pending:
             raise StoreError(f"check-and-insert kept colliding with other writers ({MAX_RETRIES} tries)")
         return verdicts  # type: ignore[return-value]
 
-    def check_fingerprint(self, key: str, signature: bytes, buckets) -> Verdict:  # type: ignore[no-untyped-def]
-        return self.check_many([(key, signature, buckets)])[0]
+    def check_fingerprint(self, key: str, signature: bytes, buckets,  # type: ignore[no-untyped-def]
+                          also: Sequence[bytes] = ()) -> Verdict:
+        return self.check_many([(key, signature, buckets, also)])[0]
 
-    def check_declared(self, url: str, declared: str, signature: bytes, buckets) -> Verdict:  # type: ignore[no-untyped-def]
+    def check_declared(self, url: str, declared: str, signature: bytes, buckets,  # type: ignore[no-untyped-def]
+                       also: Sequence[bytes] = ()) -> Verdict:
         """Check-and-insert a page at ``url`` that declares ``declared`` its canonical URL
         (``rel="canonical"``, RFC 6596): the page is a copy of that URL's page, so it is filed under it.
 
@@ -137,14 +184,14 @@ class Detector:
           under its own URL as if it declared nothing.
         """
         if declared == url:
-            return self.check_fingerprint(url, signature, buckets)
+            return self.check_fingerprint(url, signature, buckets, also)
         known = self.store.get(declared)
         if known is None:
-            return self.check_fingerprint(declared, signature, buckets)
+            return self.check_fingerprint(declared, signature, buckets, also)
         canonical = known.canonical or declared
         stored = known.signature if known.canonical is None else getattr(self.store.get(canonical), "signature", None)
         if stored:
             similarity = self._similarity(signature, canonical, stored)
             if similarity >= self.algorithm.threshold:
                 return Verdict("duplicate", url, canonical, similarity)
-        return self.check_fingerprint(url, signature, buckets)
+        return self.check_fingerprint(url, signature, buckets, also)

@@ -62,10 +62,30 @@ class StoreMismatchError(StoreError):
 
 @dataclass(frozen=True)
 class DocRecord:
+    """One filed document. A canonical one has ``canonical`` None and its ``signature``; a near-duplicate
+    has the key of its ``canonical`` and, read for a lookup, that page's signature as
+    ``canonical_signature`` (what a new fetch of the key is compared with: near-duplicates keep no
+    signature of their own).
+
+    The one missing-canonical rule: a near-duplicate whose canonical has been removed is *orphaned*. Its
+    verdict has lost its ground, so every backend reports it as such (``orphaned``, ``canonical`` None)
+    and the detector treats its key as unknown: the page is checked afresh when it is fetched again, and
+    its record replaced. Exports skip orphans; :meth:`Store.purge` deletes them.
+    """
+
     key: str
     canonical: str | None
     similarity: float
     signature: bytes | None
+    #: When the key was last filed or fetched again (Unix seconds); ``None`` where the store does not know.
+    seen: float | None = None
+    canonical_signature: bytes | None = None
+    orphaned: bool = False
+
+    @property
+    def reference(self) -> bytes | None:
+        """The signature a new fetch of this key is compared with: its own, or its canonical's."""
+        return self.signature if self.canonical is None else self.canonical_signature
 
 
 @dataclass(frozen=True)
@@ -108,8 +128,29 @@ class Store(ABC):
         wanted = {k: json.dumps(v, sort_keys=True) for k, v in meta.items()}
         if stored is None or (not stored and self.count() == 0):
             self._write_meta(wanted)
-            return
-        check_meta(stored, wanted, self.location)
+        else:
+            check_meta(stored, wanted, self.location)
+        self._opened()
+
+    def open_existing(self) -> dict[str, Any]:
+        """Open a store for maintenance (count, show, remove, expire) whatever parameters it was written
+        with, and return them. Nothing is created: a location holding no store is a :class:`StoreError`."""
+        self._create = False
+        self._connect()
+        stored = self._read_meta()
+        if not stored:
+            raise StoreError(f"{self.location} holds no scrapy-neardup store")
+        self._opened()
+        try:
+            return {name: json.loads(value) for name, value in stored.items()}
+        except ValueError as exc:
+            raise StoreError(f"malformed parameters in the store at {self.location}: {exc}") from None
+
+    #: Whether :meth:`_connect` may create the store (not when it is opened for maintenance).
+    _create = True
+
+    def _opened(self) -> None:
+        """Called once the store is open and its parameters accepted (a backend upgrades its layout here)."""
 
     @abstractmethod
     def _connect(self) -> None: ...
@@ -151,7 +192,8 @@ class Store(ABC):
 
     def lookup_many(self, items: Sequence[tuple[str, bytes | None, Sequence[int]]], file_alone: bool = False,
                     ) -> list[Lookup]:
-        """For each ``(key, signature, buckets)``, in order: the key's record if it is known, else its
+        """For each ``(key, signature, buckets)``, in order: the key's record if it is known (and its
+        last-seen time set to now, a lookup being a fetch; the record returned is the one before), else its
         candidates and a token. With ``file_alone``, a document that shares no bucket with any filed
         document, nor with an earlier document of the batch still waiting for its verdict, is filed as
         canonical on the spot (the common case, settled in one step): the batch is decided as its
@@ -162,6 +204,7 @@ class Store(ABC):
         for key, signature, buckets in items:
             known = self.get(key)
             if known is not None:
+                self.touch([key])
                 out.append(Lookup(known))
                 continue
             candidates, token = self.lookup(buckets)
@@ -201,8 +244,30 @@ class Store(ABC):
         raise NotImplementedError(f"{type(self).__name__} cannot re-file documents")
 
     def iter_records(self) -> Any:
-        """Every document record (for clustering and export at the end of a crawl)."""
+        """Every document record but orphans (for clustering and export at the end of a crawl)."""
         raise NotImplementedError
+
+    # -- ageing: recurring crawls ------------------------------------------------------------------
+    @abstractmethod
+    def touch(self, keys: Sequence[str]) -> None:
+        """Set the last-seen time of the known ``keys`` to now (a re-crawl fetched them again)."""
+
+    @abstractmethod
+    def remove(self, keys: Sequence[str]) -> int:
+        """Forget the documents ``keys`` (those filed); how many were. Near-duplicates of a removed
+        canonical become orphans (see :class:`DocRecord`). The removed documents' bucket entries may stay
+        until :meth:`purge`: every candidate is looked up by its record, so a stale entry is skipped, never
+        a wrong verdict."""
+
+    @abstractmethod
+    def expire(self, before: float) -> int:
+        """Remove every document last seen before ``before`` (Unix seconds); how many were."""
+
+    def purge(self) -> int:
+        """Delete what removals left behind: orphaned near-duplicates and bucket entries of removed
+        documents (one pass over the store; a maintenance step, not per page). Returns the orphans
+        deleted."""
+        return 0
 
     def flush(self) -> None:
         """Make every write so far durable."""

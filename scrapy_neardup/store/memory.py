@@ -4,10 +4,14 @@ Built to hold tens of millions of fingerprints: URLs and signatures end to end i
 index and the key index in sorted numpy levels (:mod:`.compact`), so a MinHash-128 page with 29 LSH bands
 costs about half a KB (its 256-byte signature, 8 bytes per band, its URL) instead of the ~5 KB of dicts and
 lists. A batch of lookups is one vectorised binary search per level.
+
+A removed document keeps its slot, marked removed (:data:`_REMOVED`): the arrays are append-only, and the
+store lives as long as its process, so removals are rare and their bytes not worth compacting.
 """
 
 from __future__ import annotations
 
+import time
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -19,6 +23,8 @@ from .base import Candidate, DocRecord, Lookup, Store
 from .compact import BlobArray, LevelIndex
 
 _KEY_SEED = 0x4B45_5953
+#: ``_canonical`` of a removed document (-1 marks a canonical one, >= 0 a near-duplicate's canonical).
+_REMOVED = -2
 
 
 def _key_hash(key: str) -> int:
@@ -35,6 +41,8 @@ class MemoryStore(Store):
         self._signatures = BlobArray()  # signature of document i; empty for a near-duplicate
         self._canonical = array("i")  # id of the canonical document, -1 for a canonical one
         self._similarity = array("f")
+        self._seen = array("d")  # last-seen time of document i (Unix seconds)
+        self._removed = 0
         self._key_index = LevelIndex()  # 64-bit hash of the URL -> ids
         # Bucket keys are hashes and every candidate is verified, so their low 32 bits are enough: that
         # halves the index for about b*b*n / 2**32 spurious candidates per lookup (b bands, n documents:
@@ -54,7 +62,7 @@ class MemoryStore(Store):
         self._meta = dict(meta)
 
     def count(self) -> int:
-        return len(self._keys)
+        return len(self._keys) - self._removed
 
     def nbytes(self) -> int:
         """Bytes held by the arrays (for capacity planning)."""
@@ -70,26 +78,27 @@ class MemoryStore(Store):
         out = [-1] * len(keys)
         positions, ids = self._key_index.lookup(hashes)
         for pos, doc in zip(positions.tolist(), ids.tolist()):
-            if out[pos] < 0 and self._keys[doc] == keys[pos].encode("utf-8"):
+            if out[pos] < 0 and self._canonical[doc] != _REMOVED and self._keys[doc] == keys[pos].encode("utf-8"):
                 out[pos] = doc
         return out
 
     def _record(self, doc: int) -> DocRecord:
         canonical = self._canonical[doc]
-        signature = self._signatures[doc]
-        return DocRecord(
-            self._keys[doc].decode("utf-8"),
-            None if canonical < 0 else self._keys[canonical].decode("utf-8"),
-            float(self._similarity[doc]),
-            signature if canonical < 0 else None,
-        )
+        key, similarity, seen = self._keys[doc].decode("utf-8"), float(self._similarity[doc]), self._seen[doc]
+        if canonical < 0:
+            return DocRecord(key, None, similarity, self._signatures[doc], seen)
+        if self._canonical[canonical] == _REMOVED:
+            return DocRecord(key, None, similarity, None, seen, orphaned=True)
+        return DocRecord(key, self._keys[canonical].decode("utf-8"), similarity, None, seen,
+                         self._signatures[canonical])
 
     def get(self, key: str) -> DocRecord | None:
         doc = self._ids_of([key])[0]
         return None if doc < 0 else self._record(doc)
 
     def _candidates(self, docs: Sequence[int]) -> list[Candidate]:
-        return [Candidate(self._keys[d].decode("utf-8"), self._signatures[d]) for d in docs]
+        return [Candidate(self._keys[d].decode("utf-8"), self._signatures[d]) for d in docs
+                if self._canonical[d] == -1]  # a removed document's bucket entries stay: skipped here
 
     def lookup(self, buckets: Sequence[int]) -> tuple[list[Candidate], Any]:
         _, ids = self._buckets.lookup(np.asarray(buckets, dtype=np.int64))
@@ -121,7 +130,8 @@ class MemoryStore(Store):
         for i, (key, signature, _) in enumerate(items):
             doc = known[i] if known[i] >= 0 else filed_now.get(key, -1)
             if doc >= 0:
-                out.append(Lookup(self._record(doc)))
+                out.append(Lookup(self._record(doc)))  # as it was before this fetch
+                self._seen[doc] = time.time()
                 continue
             docs = found[i]
             mine = arrays[i].tolist() if i in contested else []
@@ -196,6 +206,7 @@ class MemoryStore(Store):
         self._signatures.append((signature or b"") if canonical is None else b"")
         self._canonical.append(-1 if canonical is None else canonical)
         self._similarity.append(similarity)
+        self._seen.append(time.time())
         return doc
 
     def add(
@@ -230,4 +241,35 @@ class MemoryStore(Store):
 
     def iter_records(self) -> Iterator[DocRecord]:
         for doc in range(len(self._keys)):
-            yield self._record(doc)
+            if self._canonical[doc] != _REMOVED:
+                record = self._record(doc)
+                if not record.orphaned:
+                    yield record
+
+    def touch(self, keys: Sequence[str]) -> None:
+        now = time.time()
+        for doc in self._ids_of(keys):
+            if doc >= 0:
+                self._seen[doc] = now
+
+    def _remove_ids(self, docs: Sequence[int]) -> int:
+        removed = 0
+        for doc in docs:
+            if doc >= 0 and self._canonical[doc] != _REMOVED:
+                self._canonical[doc] = _REMOVED
+                self._signatures.replace(doc, b"")
+                removed += 1
+        self._removed += removed
+        return removed
+
+    def remove(self, keys: Sequence[str]) -> int:
+        return self._remove_ids(self._ids_of(keys))
+
+    def expire(self, before: float) -> int:
+        seen = np.frombuffer(self._seen, dtype=np.float64)
+        return self._remove_ids(np.flatnonzero(seen < before).tolist())
+
+    def purge(self) -> int:
+        canonical = np.frombuffer(self._canonical, dtype=np.int32)
+        dups = np.flatnonzero(canonical >= 0)
+        return self._remove_ids(dups[canonical[canonical[dups]] == _REMOVED].tolist())

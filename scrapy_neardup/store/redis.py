@@ -15,12 +15,19 @@ The braces in the default prefix are a Redis Cluster *hash tag*: every key of on
 slot, so the Lua scripts below can touch them all atomically on a cluster too. (One spider's index then
 lives on one shard; spread load across spiders, or across several ``NEARDUP_REDIS_KEY`` prefixes.)
 
-Record layout (version 1), little-endian::
+Record layout (version 2), little-endian::
 
-    u8 version | u64 canonical id (0: canonical itself) | f32 similarity | u16 signature length |
-    signature bytes | key (UTF-8, to the end)
+    u8 version | u64 canonical id (0: canonical itself) | f32 similarity | u32 last seen (Unix seconds) |
+    u16 signature length | signature bytes | key (UTF-8, to the end)
 
-Nothing is pickled; a record that does not parse is an error, never code.
+Version 1 records (written before last-seen times existed) lack the ``u32``; they are read as seen when the
+store was first opened by a version that knows them (``P:meta`` field ``records_seen_since``), and are
+rewritten as version 2 when they are next fetched. Nothing is pickled; a record that does not parse is an
+error, never code.
+
+Removal deletes a document's ``P:keys`` field and record; its id stays in the bucket strings it was filed
+in, where lookups skip it (the id has no record), until :meth:`RedisStore.purge` rewrites them. Ids come
+from ``INCR`` and are never reused.
 
 Atomic check-and-insert, in at most two script calls per batch of documents:
 
@@ -50,28 +57,45 @@ from .base import Candidate, DocRecord, Lookup, Store, StoreError, check_meta, r
 
 logger = logging.getLogger(__name__)
 
-RECORD_VERSION = 1
-_HEADER = struct.Struct("<BQfH")
+RECORD_VERSION = 2
+_HEADER = struct.Struct("<BQfIH")
+_HEADER_V1 = struct.Struct("<BQfH")
+#: ``P:meta`` field: when version 1 records count as last seen (not one of the parameters checked at open).
+_SEEN_SINCE = "records_seen_since"
 _U32 = struct.Struct("<I")
 _CANDIDATE = struct.Struct("<qI")
 _BUCKETS = np.dtype("<i8")
 
-# ARGV: prefix, n, file_alone ('1' or '0'), then per document: key, buckets (8 bytes each), record.
+# Lua: a record with its last-seen time set to ``now`` (4 bytes), a version 1 record rewritten as version 2.
+_WITH_SEEN = """
+local function with_seen(record, now)
+  if string.byte(record, 1) == 1 then
+    return string.char(2) .. string.sub(record, 2, 13) .. now .. string.sub(record, 14)
+  end
+  return string.sub(record, 1, 13) .. now .. string.sub(record, 18)
+end
+"""
+
+# ARGV: prefix, n, file_alone ('1' or '0'), now (4 bytes; empty: leave last-seen times alone), then per
+# document: key, buckets (8 bytes each), record. A known document's last-seen time is set to now.
 # A document is filed alone only if no bucket of it is filed nor shared with an earlier document of the
 # call that was not filed (it waits for its verdict and may be a near-duplicate of that one).
 # Reply per document, one string: 'K' u32 len, record, canonical record | 'F' | 'C' u32 nb, nb x u32 lengths,
 # then per candidate: i8 id, u32 len, record.
-_LOOKUP = """
-local p, n, file_alone = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
+_LOOKUP = _WITH_SEEN + """
+local p, n, file_alone, now = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', ARGV[4]
 local keys, docs = p .. ':keys', p .. ':docs'
 local out, waiting = {}, {}
 for item = 1, n do
-  local base = 4 + (item - 1) * 3
+  local base = 5 + (item - 1) * 3
   local key, buckets, record = ARGV[base], ARGV[base + 1], ARGV[base + 2]
   local nb = string.len(buckets) / 8
   local id = redis.call('HGET', keys, key)
   if id then
     local known = redis.call('HGET', docs, id) or ''
+    if string.len(known) >= 15 and string.len(now) == 4 then
+      redis.call('HSET', docs, id, with_seen(known, now))  -- the reply keeps the record as it was
+    end
     local canon = ''
     if string.len(known) >= 9 then
       local cid = struct.unpack('<i8', string.sub(known, 2, 9))
@@ -191,6 +215,85 @@ end
 return 1
 """
 
+# ARGV: prefix, then keys. Reply: how many were filed (and are now removed).
+_REMOVE = """
+local p, removed = ARGV[1], 0
+for i = 2, #ARGV do
+  local id = redis.call('HGET', p .. ':keys', ARGV[i])
+  if id then
+    redis.call('HDEL', p .. ':keys', ARGV[i])
+    redis.call('HDEL', p .. ':docs', id)
+    removed = removed + 1
+  end
+end
+return removed
+"""
+
+# ARGV: prefix, before (Unix seconds), seen since (for version 1 records), then ids. Removes each of those
+# documents still last seen before ``before`` (checked here, atomically: a fetch may have touched it since
+# the scan), and near-duplicates whose canonical is gone (orphans) when ``before`` is 'orphans'.
+_EXPIRE = """
+local p, before, since = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local removed = 0
+for i = 4, #ARGV do
+  local id = ARGV[i]
+  local record = redis.call('HGET', p .. ':docs', id)
+  if record and string.len(record) >= 15 then
+    local gone
+    if before == 'orphans' then
+      local cid = struct.unpack('<i8', string.sub(record, 2, 9))
+      gone = cid ~= 0 and redis.call('HEXISTS', p .. ':docs', tostring(cid)) == 0
+    else
+      local seen = since
+      if string.byte(record, 1) ~= 1 then seen = struct.unpack('<I4', string.sub(record, 14, 17)) end
+      gone = seen < tonumber(before)
+    end
+    if gone then
+      local header = string.byte(record, 1) == 1 and 15 or 19
+      local key = string.sub(record, header + 1 + struct.unpack('<I2', string.sub(record, header - 1, header)))
+      if redis.call('HGET', p .. ':keys', key) == id then redis.call('HDEL', p .. ':keys', key) end
+      redis.call('HDEL', p .. ':docs', id)
+      removed = removed + 1
+    end
+  end
+end
+return removed
+"""
+
+# ARGV: prefix, then bucket fields. Drops from each bucket the ids that have no record; an empty bucket goes.
+_PURGE_BUCKETS = """
+local p, dropped = ARGV[1], 0
+for i = 2, #ARGV do
+  local ids = redis.call('HGET', p .. ':b', ARGV[i]) or ''
+  local kept = {}
+  for off = 1, string.len(ids), 8 do
+    local raw = string.sub(ids, off, off + 7)
+    if redis.call('HEXISTS', p .. ':docs', tostring(struct.unpack('<i8', raw))) == 1 then
+      kept[#kept + 1] = raw
+    else
+      dropped = dropped + 1
+    end
+  end
+  if #kept == 0 then
+    redis.call('HDEL', p .. ':b', ARGV[i])
+  elseif #kept * 8 < string.len(ids) then
+    redis.call('HSET', p .. ':b', ARGV[i], table.concat(kept))
+  end
+end
+return dropped
+"""
+
+# ARGV: prefix, now (4 bytes), then keys: their last-seen times set to now.
+_TOUCH = _WITH_SEEN + """
+local p, now = ARGV[1], ARGV[2]
+for i = 3, #ARGV do
+  local id = redis.call('HGET', p .. ':keys', ARGV[i])
+  local record = id and redis.call('HGET', p .. ':docs', id)
+  if record and string.len(record) >= 15 then redis.call('HSET', p .. ':docs', id, with_seen(record, now)) end
+end
+return 0
+"""
+
 _WRITE_META = """
 local key = ARGV[1]
 if redis.call('EXISTS', key) == 0 then
@@ -200,25 +303,39 @@ return redis.call('HGETALL', key)
 """
 
 
-def pack_record(key: str, signature: bytes | None, canonical_id: int, similarity: float) -> bytes:
+def _now() -> bytes:
+    return _U32.pack(int(time.time()))
+
+
+def pack_record(key: str, signature: bytes | None, canonical_id: int, similarity: float,
+                seen: float | None = None) -> bytes:
     sig = signature or b""
-    return _HEADER.pack(RECORD_VERSION, canonical_id, similarity, len(sig)) + sig + key.encode("utf-8")
+    seen = time.time() if seen is None else seen
+    return _HEADER.pack(RECORD_VERSION, canonical_id, similarity, int(seen), len(sig)) + sig + key.encode("utf-8")
 
 
-def unpack_record(data: bytes, where: str = "") -> tuple[str, bytes, int, float]:
-    """``(key, signature, canonical id, similarity)`` of a record; raises :class:`StoreError` naming
-    ``where`` (the hash and field it was read from) if it is malformed in any way."""
-    if len(data) < _HEADER.size:
+def unpack_record(data: bytes, where: str = "") -> tuple[str, bytes, int, float, float | None]:
+    """``(key, signature, canonical id, similarity, last seen)`` of a record (last seen ``None`` for a
+    version 1 record); raises :class:`StoreError` naming ``where`` (the hash and field it was read from)
+    if it is malformed in any way."""
+    version = data[0] if data else 0
+    header = _HEADER_V1 if version == 1 else _HEADER
+    if len(data) < header.size:
         raise StoreError(f"malformed record in the Redis store{where} (too short: {len(data)} bytes)")
-    version, canonical_id, similarity, sig_len = _HEADER.unpack_from(data)
-    if version != RECORD_VERSION or len(data) < _HEADER.size + sig_len:
+    if version == 1:
+        _, canonical_id, similarity, sig_len = _HEADER_V1.unpack_from(data)
+        seen: float | None = None
+    else:
+        version, canonical_id, similarity, seen_secs, sig_len = _HEADER.unpack_from(data)
+        seen = float(seen_secs)
+    if version not in (1, RECORD_VERSION) or len(data) < header.size + sig_len:
         raise StoreError(f"unknown or malformed record in the Redis store{where} (version {version})")
-    start = _HEADER.size
+    start = header.size
     try:
         key = data[start + sig_len :].decode("utf-8")
     except UnicodeDecodeError as exc:
         raise StoreError(f"malformed record in the Redis store{where} (its key is not UTF-8: {exc})") from None
-    return key, data[start : start + sig_len], canonical_id, similarity
+    return key, data[start : start + sig_len], canonical_id, similarity, seen
 
 
 def pack_buckets(buckets: Sequence[int] | np.ndarray) -> bytes:
@@ -245,6 +362,7 @@ class RedisStore(Store):
         self._lookup: Any = None
         self._insert: Any = None
         self._ids: dict[str, int] = {}  # candidate key -> id, from the last lookup (for near-duplicates)
+        self._seen_since = 0.0  # when version 1 records count as last seen
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _connect(self) -> None:
@@ -255,6 +373,10 @@ class RedisStore(Store):
         self._lookup = self.client.register_script(_LOOKUP)
         self._insert = self.client.register_script(_INSERT)
         self._refile = self.client.register_script(_REFILE)
+        self._remove = self.client.register_script(_REMOVE)
+        self._expire = self.client.register_script(_EXPIRE)
+        self._purge_buckets = self.client.register_script(_PURGE_BUCKETS)
+        self._touch = self.client.register_script(_TOUCH)
         self._call(self.client.ping)
         # A store that cannot be written is found now, not after pages were given verdicts it cannot keep.
         replication = self._call(self.client.info, "replication")
@@ -309,7 +431,19 @@ class RedisStore(Store):
         raw = self._call(self.client.hgetall, self._key("meta"))
         if not raw:
             return None
-        return self._decode_meta(raw.items())
+        meta = self._decode_meta(raw.items())
+        since = meta.pop(_SEEN_SINCE, None)
+        try:
+            self._seen_since = float(since) if since is not None else time.time()
+        except ValueError:
+            raise StoreError(f"malformed {_SEEN_SINCE} in {self._key('meta')}: {since!r}") from None
+        return meta
+
+    def _opened(self) -> None:
+        # Version 1 records (from before last-seen times) count as seen now: the first time a version that
+        # keeps the times opened the store. HSETNX: the first process to get here sets it for all.
+        self._call(self.client.hsetnx, self._key("meta"), _SEEN_SINCE, str(int(time.time())))
+        self._seen_since = float(self._call(self.client.hget, self._key("meta"), _SEEN_SINCE))
 
     def _decode_meta(self, pairs: Any) -> dict[str, str]:
         try:
@@ -325,6 +459,7 @@ class RedisStore(Store):
             args += [name, value]
         raw = self._call(self.client.eval, _WRITE_META, 0, *args)
         stored = self._decode_meta(zip(raw[0::2], raw[1::2]))
+        stored.pop(_SEEN_SINCE, None)
         check_meta(stored, meta, self.location)
 
     # -- documents ---------------------------------------------------------------------------------
@@ -332,7 +467,7 @@ class RedisStore(Store):
         return int(self._call(self.client.hlen, self._key("keys")))
 
     def get(self, key: str) -> DocRecord | None:
-        return self.lookup_many([(key, None, [])])[0].known
+        return self._lookup_many([(key, None, [])], False, touch=False)[0].known
 
     def lookup(self, buckets: Sequence[int]) -> tuple[list[Candidate], Any]:
         result = self.lookup_many([("", None, buckets)])[0]
@@ -340,8 +475,12 @@ class RedisStore(Store):
 
     def lookup_many(self, items: Sequence[tuple[str, bytes | None, Sequence[int]]], file_alone: bool = False,
                     ) -> list[Lookup]:
+        return self._lookup_many(items, file_alone, touch=True)
+
+    def _lookup_many(self, items: Sequence[tuple[str, bytes | None, Sequence[int]]], file_alone: bool,
+                     touch: bool) -> list[Lookup]:
         self._ids.clear()
-        args: list[Any] = [self.prefix, len(items), "1" if file_alone else "0"]
+        args: list[Any] = [self.prefix, len(items), "1" if file_alone else "0", _now() if touch else b""]
         packed = []
         for key, signature, buckets in items:
             blob = pack_buckets(buckets)
@@ -356,11 +495,18 @@ class RedisStore(Store):
             elif kind == b"K":
                 (size,) = _U32.unpack_from(reply, 1)
                 where = f" ({self._key('docs')}, the record of {key!r})"
-                _, sig, _, sim = unpack_record(reply[5 : 5 + size], where)
+                _, sig, canonical_id, sim, seen = unpack_record(reply[5 : 5 + size], where)
+                seen = self._seen_since if seen is None else seen
                 canon = reply[5 + size :]
-                canonical = (unpack_record(canon, f" ({self._key('docs')}, the canonical of {key!r})")[0]
-                             if canon else None)
-                out.append(Lookup(DocRecord(key, canonical, sim, sig or None)))
+                if not canonical_id:
+                    record = DocRecord(key, None, sim, sig or None, seen)
+                elif not canon:
+                    record = DocRecord(key, None, sim, None, seen, orphaned=True)
+                else:
+                    canonical, canonical_sig, *_ = unpack_record(
+                        canon, f" ({self._key('docs')}, the canonical of {key!r})")
+                    record = DocRecord(key, canonical, sim, None, seen, canonical_sig or None)
+                out.append(Lookup(record))
             else:
                 (nb,) = _U32.unpack_from(reply, 1)
                 lengths = reply[5 : 5 + 4 * nb]
@@ -369,7 +515,7 @@ class RedisStore(Store):
                     cand_id, size = _CANDIDATE.unpack_from(reply, pos)
                     pos += _CANDIDATE.size
                     if size:
-                        cand_key, sig, _, _ = unpack_record(reply[pos : pos + size],
+                        cand_key, sig, *_ = unpack_record(reply[pos : pos + size],
                                                             f" ({self._key('docs')} field {cand_id})")
                         self._ids[cand_key] = cand_id
                         candidates.append(Candidate(cand_key, sig))
@@ -415,12 +561,49 @@ class RedisStore(Store):
         args = [self.prefix, key, record, pack_buckets(buckets)]
         return bool(self._call(self._refile, keys=[], args=args))
 
-    def iter_records(self) -> Iterator[DocRecord]:
+    def _records(self) -> dict[int, tuple[str, bytes, int, float, float | None]]:
+        """Every record by id (one pass over ``P:docs``)."""
         docs = self._key("docs")
-        by_id: dict[int, tuple[str, bytes, int, float]] = {}
-        for raw_id, record in self._call(lambda: list(self.client.hscan_iter(docs, count=10_000))):
-            by_id[int(raw_id)] = unpack_record(record, f" ({docs} field {raw_id!r})")
-        for _, (key, sig, canonical_id, sim) in sorted(by_id.items()):
-            canonical = by_id[canonical_id][0] if canonical_id else None
-            yield DocRecord(key, canonical, sim, sig or None)
+        return {int(raw_id): unpack_record(record, f" ({docs} field {raw_id!r})")
+                for raw_id, record in self._call(lambda: list(self.client.hscan_iter(docs, count=10_000)))}
+
+    def iter_records(self) -> Iterator[DocRecord]:
+        by_id = self._records()
+        for _, (key, sig, canonical_id, sim, seen) in sorted(by_id.items()):
+            seen = self._seen_since if seen is None else seen
+            if not canonical_id:
+                yield DocRecord(key, None, sim, sig or None, seen)
+            elif canonical_id in by_id:  # an orphan (its canonical removed) is skipped
+                yield DocRecord(key, by_id[canonical_id][0], sim, None, seen, by_id[canonical_id][1] or None)
+
+    # -- ageing --------------------------------------------------------------------------------------
+    _BATCH = 1_000  # ids or fields per script call in a maintenance pass
+
+    def touch(self, keys: Sequence[str]) -> None:
+        if keys:
+            self._call(self._touch, keys=[], args=[self.prefix, _now(), *keys])
+
+    def remove(self, keys: Sequence[str]) -> int:
+        return sum(int(self._call(self._remove, keys=[], args=[self.prefix, *keys[i : i + self._BATCH]]))
+                   for i in range(0, len(keys), self._BATCH))
+
+    def _expire_ids(self, before: str, ids: list[int]) -> int:
+        return sum(int(self._call(self._expire, keys=[],
+                                  args=[self.prefix, before, int(self._seen_since), *ids[i : i + self._BATCH]]))
+                   for i in range(0, len(ids), self._BATCH))
+
+    def expire(self, before: float) -> int:
+        since = self._seen_since
+        old = [doc for doc, (*_, seen) in self._records().items() if (since if seen is None else seen) < before]
+        return self._expire_ids(str(int(before) if before == int(before) else before), old)
+
+    def purge(self) -> int:
+        by_id = self._records()
+        orphans = self._expire_ids("orphans", [doc for doc, (_, _, cid, _, _) in by_id.items()
+                                               if cid and cid not in by_id])
+        buckets = self._key("b")
+        fields = [field for field, _ in self._call(lambda: list(self.client.hscan_iter(buckets, count=10_000)))]
+        for i in range(0, len(fields), self._BATCH):
+            self._call(self._purge_buckets, keys=[], args=[self.prefix, *fields[i : i + self._BATCH]])
+        return orphans
 

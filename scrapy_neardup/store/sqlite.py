@@ -1,9 +1,10 @@
 """SQLite store: the embedded, on-disk default (one file per spider).
 
-Layout (``FORMAT_VERSION`` 2, ``sqlite_layout`` 2)::
+Layout (``FORMAT_VERSION`` 2, ``sqlite_layout`` 3)::
 
     meta(name TEXT PRIMARY KEY, value TEXT)                 -- format version and algorithm parameters (JSON)
-    docs(id INTEGER PRIMARY KEY, key_hash INTEGER, key TEXT, canonical INTEGER, similarity REAL, sig BLOB)
+    docs(id INTEGER PRIMARY KEY, key_hash INTEGER, key TEXT, canonical INTEGER, similarity REAL, sig BLOB,
+         seen INTEGER)                                      -- seen: last filed or fetched again, Unix seconds
     buckets(bucket INTEGER, doc INTEGER, PRIMARY KEY (bucket, doc)) WITHOUT ROWID
     staged(doc INTEGER PRIMARY KEY, buckets BLOB)           -- bucket keys of documents not yet in ``buckets``
 
@@ -14,6 +15,12 @@ bytes instead of 8: with ~29 rows per document that is a tenth of the file. Two 
 about one spurious candidate per 15 lookups).
 ``canonical`` is the ``id`` of the canonical document for a near-duplicate, NULL for a canonical one; only
 canonical documents are filed in ``buckets``, and near-duplicates keep no signature.
+
+Removal (:meth:`SqliteStore.remove`, :meth:`~SqliteStore.expire`) deletes rows of ``docs`` only: the
+removed documents' rows in ``buckets`` and ``staged`` are skipped by every lookup (they join no canonical
+document) until :meth:`~SqliteStore.purge` deletes them in one pass. Ids are never reused (the highest id
+handed out is kept in ``meta`` as ``doc_id_high_water``), so a stale bucket row never points at another
+document.
 
 Why ``staged``: bucket keys are hashes, so a document's 29 rows land at random places of the ``buckets``
 B-tree. Once the tree is larger than a commit, every row dirties a page of its own, written once to the
@@ -84,19 +91,26 @@ CREATE TABLE IF NOT EXISTS docs (
     key TEXT NOT NULL,
     canonical INTEGER,
     similarity REAL NOT NULL,
-    sig BLOB
+    sig BLOB,
+    seen INTEGER
 );
 CREATE INDEX IF NOT EXISTS docs_key_hash ON docs (key_hash);
 CREATE TABLE IF NOT EXISTS buckets (bucket INTEGER NOT NULL, doc INTEGER NOT NULL, PRIMARY KEY (bucket, doc))
     WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS staged (doc INTEGER PRIMARY KEY, buckets BLOB NOT NULL);
 """
-#: Recorded in ``meta`` beside the detector's parameters. Version 2 added ``staged``; a version of
-#: scrapy-neardup that does not know it refuses such a file (its meta has a name it does not expect) instead
-#: of silently missing the staged documents. Files without the name (layout 1) are upgraded in place: their
-#: ``staged`` is simply empty.
+#: Recorded in ``meta`` beside the detector's parameters. Version 2 added ``staged``, version 3 ``docs.seen``;
+#: a version of scrapy-neardup that does not know the recorded layout refuses the file instead of silently
+#: missing staged documents or leaving last-seen times unset. Older layouts are upgraded in place once the
+#: store is open with matching parameters (layout 1: ``staged`` is simply empty; layout 2: ``seen`` is
+#: added, set to the time of the upgrade for the documents already filed).
 _LAYOUT_NAME = "sqlite_layout"
-_LAYOUT = "2"
+_LAYOUT = "3"
+_UPGRADABLE = (None, "2")
+#: The highest document id handed out, kept once documents have been removed (ids are never reused).
+_HIGH_WATER = "doc_id_high_water"
+#: ``meta`` names that belong to the layout, not to the parameters a store is checked against.
+_LAYOUT_NAMES = (_LAYOUT_NAME, _HIGH_WATER)
 _MERGE_BATCH = 100_000  # rows per executemany call while merging: bounds the Python objects alive at once
 _KEY_SEED = 0x4B45_5953
 _CHUNK = 900  # values per IN (...) list: under SQLite's oldest limit of 999 parameters
@@ -179,7 +193,6 @@ class SqliteStore(Store):
         self._staged = LevelIndex(key_bits=32)
         self._staged_docs = 0
         self._merging: _Merge | None = None
-        self._layout_recorded = True
         self._db: sqlite3.Connection | None = None
         self._lock_file: Any = None
         self._pending = 0
@@ -191,6 +204,8 @@ class SqliteStore(Store):
     def _connect(self) -> None:
         try:
             directory = os.path.dirname(self.path)
+            if not self._create and not os.path.exists(self.path):
+                raise StoreError(f"There is no SQLite store at {self.path}")
             if directory:
                 os.makedirs(directory, exist_ok=True)
             # The real file: a second path to it (a symbolic link) must meet the same lock.
@@ -211,8 +226,7 @@ class SqliteStore(Store):
             # after pages have been given verdicts that could not be saved.
             self._db.execute(f"PRAGMA application_id={APPLICATION_ID}")
             self._db.executescript(_SCHEMA)
-            self._count = self._db.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
-            self._next_id = (self._db.execute("SELECT MAX(id) FROM docs").fetchone()[0] or 0) + 1
+            self._read_counters()
             self._load_staged()
             self._db.execute("BEGIN")
         except StoreError:
@@ -270,8 +284,7 @@ class SqliteStore(Store):
             pass  # SQLite may have rolled back already (a full disk, an I/O error)
         unsaved = 0
         try:
-            self._count = db.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
-            self._next_id = (db.execute("SELECT MAX(id) FROM docs").fetchone()[0] or 0) + 1
+            self._read_counters()
             self._load_staged()
             unsaved = max(0, before - self._count)
             self._pending = 0
@@ -283,6 +296,16 @@ class SqliteStore(Store):
         if unsaved:
             message += f"; the {unsaved} documents filed since the last commit were not saved"
         return StoreWriteError(message, unsaved)
+
+    def _read_counters(self) -> None:
+        """The document count and the next id, from what the file holds."""
+        db = self.db
+        self._count = db.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
+        high = db.execute("SELECT MAX(id) FROM docs").fetchone()[0] or 0
+        row = db.execute("SELECT value FROM meta WHERE name = ?", (_HIGH_WATER,)).fetchone()
+        if row is not None and str(row[0]).isdigit():
+            high = max(high, int(row[0]))
+        self._next_id = high + 1
 
     def _lock(self) -> None:
         if fcntl is None:
@@ -352,8 +375,8 @@ class SqliteStore(Store):
         if not rows:
             return None
         layout = rows.pop(_LAYOUT_NAME, None)
-        self._layout_recorded = layout is not None
-        if layout is not None and layout != _LAYOUT:
+        rows.pop(_HIGH_WATER, None)
+        if layout != _LAYOUT and layout not in _UPGRADABLE:
             raise StoreError(
                 f"The SQLite store {self.path} has layout {layout}; this version of scrapy-neardup reads layout "
                 f"{_LAYOUT}. Set NEARDUP_RESET = True to empty it, or use another NEARDUP_STORE_URL."
@@ -365,8 +388,19 @@ class SqliteStore(Store):
         self.db.execute("DELETE FROM meta")
         self.db.executemany("INSERT INTO meta (name, value) VALUES (?, ?)",
                             sorted({**meta, _LAYOUT_NAME: _LAYOUT}.items()))
-        self._layout_recorded = True
         self._commit()
+
+    @_translated
+    def _opened(self) -> None:
+        """Upgrade an older layout in place (see :data:`_LAYOUT`), committed at once."""
+        db = self.db
+        if "seen" not in {row[1] for row in db.execute("PRAGMA table_info(docs)")}:
+            # A constant default is stored once in the schema, not written into every row: instant.
+            db.execute(f"ALTER TABLE docs ADD COLUMN seen INTEGER DEFAULT {int(time.time())}")
+        row = db.execute("SELECT value FROM meta WHERE name = ?", (_LAYOUT_NAME,)).fetchone()
+        if row is None or row[0] != _LAYOUT:
+            db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (_LAYOUT_NAME, _LAYOUT))
+            self._commit()
 
     # -- documents ---------------------------------------------------------------------------------
     def count(self) -> int:
@@ -380,13 +414,10 @@ class SqliteStore(Store):
 
     @_translated_read
     def get(self, key: str) -> DocRecord | None:
-        for stored_key, canonical, similarity, sig in self.db.execute(
-            "SELECT d.key, c.key, d.similarity, d.sig FROM docs d LEFT JOIN docs c ON c.id = d.canonical "
-            "WHERE d.key_hash = ?",
-            (_key_hash(key),),
-        ):
-            if stored_key == key:
-                return DocRecord(key, canonical, similarity, sig)
+        rows = self.db.execute(_RECORDS + "WHERE d.key_hash = ?", (_key_hash(key),)).fetchall()
+        for row in rows:
+            if row[1] == key:
+                return _record(row)
         return None
 
     @_translated_read
@@ -396,12 +427,13 @@ class SqliteStore(Store):
         bucket_ids = _bucket_ids(buckets)
         marks = ",".join("?" * len(bucket_ids))
         rows = self.db.execute(
-            f"SELECT DISTINCT d.key, d.sig FROM buckets b JOIN docs d ON d.id = b.doc WHERE b.bucket IN ({marks})",
+            "SELECT DISTINCT d.key, d.sig FROM buckets b JOIN docs d ON d.id = b.doc "
+            f"WHERE b.bucket IN ({marks}) AND d.canonical IS NULL",
             bucket_ids,
         ).fetchall()
         staged = sorted({doc for _, doc in self._staged_hits(bucket_ids)})
         if staged:
-            rows += self._select_in("SELECT key, sig FROM docs WHERE id IN ({marks})", staged)
+            rows += self._select_in("SELECT key, sig FROM docs WHERE id IN ({marks}) AND canonical IS NULL", staged)
         return [Candidate(key, sig) for key, sig in dict(rows).items()], None
 
     @_translated
@@ -420,7 +452,8 @@ class SqliteStore(Store):
         doc = self._next_id
         self._next_id += 1
         self._insert(
-            [(doc, _key_hash(key), key, canonical_id, similarity, signature if canonical is None else None)],
+            [(doc, _key_hash(key), key, canonical_id, similarity, signature if canonical is None else None,
+              int(time.time()))],
             [(doc, _bucket_ids(buckets))] if canonical is None else [],
         )
         return True
@@ -455,14 +488,9 @@ class SqliteStore(Store):
         return rows
 
     def _known(self, keys: Sequence[str]) -> dict[str, tuple[int, DocRecord]]:
-        rows = self._select_in(
-            "SELECT d.id, d.key, c.key, d.similarity, d.sig FROM docs d LEFT JOIN docs c ON c.id = d.canonical "
-            "WHERE d.key_hash IN ({marks})",
-            [_key_hash(k) for k in keys],
-        )
+        rows = self._select_in(_RECORDS + "WHERE d.key_hash IN ({marks})", [_key_hash(k) for k in keys])
         wanted = set(keys)
-        return {key: (doc, DocRecord(key, canonical, similarity, sig))
-                for doc, key, canonical, similarity, sig in rows if key in wanted}
+        return {row[1]: (row[0], _record(row)) for row in rows if row[1] in wanted}
 
     @_translated
     def lookup_many(self, items: Sequence[tuple[str, bytes | None, Sequence[int]]], file_alone: bool = False,
@@ -478,11 +506,17 @@ class SqliteStore(Store):
         for bucket, doc in self._staged_hits(all_buckets):
             docs_in.setdefault(bucket, []).append(doc)
         wanted = {d for docs in docs_in.values() for d in docs}
-        found = {doc: Candidate(key, sig) for doc, key, sig in
-                 self._select_in("SELECT id, key, sig FROM docs WHERE id IN ({marks})", list(wanted))}
+        # Canonical documents only: a bucket entry of a removed document joins nothing (see the docstring).
+        found = {doc: Candidate(key, sig) for doc, key, sig in self._select_in(
+            "SELECT id, key, sig FROM docs WHERE id IN ({marks}) AND canonical IS NULL", list(wanted))}
+        touched = [doc for doc, _ in known.values()]
+        if touched:
+            self._select_in(f"UPDATE docs SET seen = {int(time.time())} WHERE id IN ({{marks}})", touched)
+            self._wrote(0)
+        now = int(time.time())
         out: list[Lookup] = []
         filed_now: dict[str, int] = {}
-        new_docs: list[tuple[int, int, str, int | None, float, bytes | None]] = []
+        new_docs: list[tuple[int, int, str, int | None, float, bytes | None, int]] = []
         new_buckets: list[tuple[int, list[int]]] = []
         waiting: set[int] = set()
         for (key, signature, _), buckets in zip(items, bucket_lists):
@@ -490,7 +524,7 @@ class SqliteStore(Store):
             if record is not None or key in filed_now:
                 out.append(Lookup(record[1] if record is not None else DocRecord(key, None, 1.0, signature)))
                 continue
-            docs = list(dict.fromkeys(d for b in buckets for d in docs_in.get(b, ())))
+            docs = list(dict.fromkeys(d for b in buckets for d in docs_in.get(b, ()) if d in found))
             if docs or not file_alone or not waiting.isdisjoint(buckets):
                 waiting.update(buckets)  # later items sharing a bucket wait for this one's verdict
                 out.append(Lookup(None, [found[d] for d in docs]))
@@ -498,7 +532,7 @@ class SqliteStore(Store):
             doc = self._next_id
             self._next_id += 1
             filed_now[key] = doc
-            new_docs.append((doc, _key_hash(key), key, None, 1.0, signature))
+            new_docs.append((doc, _key_hash(key), key, None, 1.0, signature, now))
             new_buckets.append((doc, buckets))
             for b in buckets:
                 docs_in.setdefault(b, []).append(doc)  # later items of the batch see it
@@ -514,8 +548,9 @@ class SqliteStore(Store):
         out: list[int] = []
         filed_now: set[str] = set()
         filed_buckets: set[int] = set()
-        new_docs: list[tuple[int, int, str, int | None, float, bytes | None]] = []
+        new_docs: list[tuple[int, int, str, int | None, float, bytes | None, int]] = []
         new_buckets: list[tuple[int, list[int]]] = []
+        now = int(time.time())
         for key, signature, buckets, canonical, similarity, _ in items:
             if key in known or key in filed_now:
                 out.append(-1)
@@ -532,27 +567,25 @@ class SqliteStore(Store):
             self._next_id += 1
             filed_now.add(key)
             if canonical is None:
-                new_docs.append((doc, _key_hash(key), key, None, similarity, signature))
+                new_docs.append((doc, _key_hash(key), key, None, similarity, signature, now))
                 new_buckets.append((doc, bucket_list))
             else:
-                new_docs.append((doc, _key_hash(key), key, canonical_ids[canonical], similarity, None))
+                new_docs.append((doc, _key_hash(key), key, canonical_ids[canonical], similarity, None, now))
             out.append(1)
         self._insert(new_docs, new_buckets)
         return out
 
-    def _insert(self, docs: list[tuple[int, int, str, int | None, float, bytes | None]],
+    def _insert(self, docs: list[tuple[int, int, str, int | None, float, bytes | None, int]],
                 buckets: list[tuple[int, list[int]]]) -> None:
         """Write new documents, and stage the bucket keys of the canonical ones (``(doc, keys)`` pairs)."""
         if not docs:
             return
         self.db.executemany(
-            "INSERT INTO docs (id, key_hash, key, canonical, similarity, sig) VALUES (?, ?, ?, ?, ?, ?)", docs
+            "INSERT INTO docs (id, key_hash, key, canonical, similarity, sig, seen) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            docs,
         )
         buckets = [(doc, bl) for doc, bl in buckets if len(bl)]  # nothing to find a document by: not staged
         if buckets:
-            if not self._layout_recorded:  # a layout-1 file: from now on only this layout can read it
-                self.db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (_LAYOUT_NAME, _LAYOUT))
-                self._layout_recorded = True
             keys = [np.asarray(bl, dtype="<i4") for _, bl in buckets]
             self.db.executemany("INSERT INTO staged (doc, buckets) VALUES (?, ?)",
                                 [(doc, k.tobytes()) for (doc, _), k in zip(buckets, keys)])
@@ -628,7 +661,67 @@ class SqliteStore(Store):
 
     @_translated_read
     def iter_records(self) -> Iterator[DocRecord]:
-        rows = self.db.execute(
-            "SELECT d.key, c.key, d.similarity, d.sig FROM docs d LEFT JOIN docs c ON c.id = d.canonical ORDER BY d.id"
-        ).fetchall()
-        return iter([DocRecord(key, canonical, similarity, sig) for key, canonical, similarity, sig in rows])
+        rows = self.db.execute(_RECORDS + "WHERE d.canonical IS NULL OR c.id IS NOT NULL ORDER BY d.id").fetchall()
+        return iter([_record(row) for row in rows])
+
+    # -- ageing --------------------------------------------------------------------------------------
+    @_translated
+    def touch(self, keys: Sequence[str]) -> None:
+        ids = [doc for doc, _ in self._known(keys).values()]
+        if ids:
+            self._select_in(f"UPDATE docs SET seen = {int(time.time())} WHERE id IN ({{marks}})", ids)
+            self._wrote(0)
+
+    @_translated
+    def remove(self, keys: Sequence[str]) -> int:
+        ids = [doc for doc, _ in self._known(keys).values()]
+        if ids:
+            self._select_in("DELETE FROM docs WHERE id IN ({marks})", ids)
+        return self._removed(len(ids))
+
+    @_translated
+    def expire(self, before: float) -> int:
+        return self._removed(self.db.execute("DELETE FROM docs WHERE seen < ?", (before,)).rowcount)
+
+    def _removed(self, n: int) -> int:
+        """Book ``n`` documents just deleted: ids stay unused, the count drops."""
+        if n:
+            self.db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)",
+                            (_HIGH_WATER, str(self._next_id - 1)))
+            self._count -= n
+            self._wrote(n)
+        return n
+
+    def _wrote(self, n: int) -> None:
+        self._pending += max(n, 1)
+        if self._pending >= self.commit_every or time.monotonic() - self._last_commit >= self.commit_secs:
+            self._commit()
+
+    @_translated
+    def purge(self) -> int:
+        db = self.db
+        orphans = db.execute("DELETE FROM docs WHERE canonical IS NOT NULL AND canonical NOT IN "
+                             "(SELECT id FROM docs WHERE canonical IS NULL)").rowcount
+        self._count -= orphans
+        canonical = "SELECT id FROM docs WHERE canonical IS NULL"
+        db.execute(f"DELETE FROM buckets WHERE doc NOT IN ({canonical})")
+        db.execute(f"DELETE FROM staged WHERE doc NOT IN ({canonical})")
+        self._commit()
+        self._load_staged()  # the staged index without the removed documents (a merge under way restarts)
+        return orphans
+
+
+#: Every column of a document's record, its canonical's key and signature beside it.
+_RECORDS = ("SELECT d.id, d.key, d.canonical, c.key, d.similarity, d.sig, d.seen, c.sig "
+            "FROM docs d LEFT JOIN docs c ON c.id = d.canonical ")
+
+
+def _record(row: tuple[Any, ...]) -> DocRecord:
+    """The :class:`DocRecord` of a row of :data:`_RECORDS` (an orphan when its canonical is gone)."""
+    _, key, canonical_id, canonical, similarity, sig, seen, canonical_sig = row
+    seen = None if seen is None else float(seen)
+    if canonical_id is None:
+        return DocRecord(key, None, similarity, sig, seen)
+    if canonical is None:
+        return DocRecord(key, None, similarity, None, seen, orphaned=True)
+    return DocRecord(key, canonical, similarity, None, seen, canonical_sig)

@@ -1,0 +1,165 @@
+"""Recurring crawls over one store (issue #14, point 10): a known URL whose content changed is checked afresh
+and its fingerprint replaced; records not fetched for NEARDUP_EXPIRATION_SECS are forgotten at start-up;
+``scrapy-neardup store`` counts, shows, removes and expires records. Real crawls of one host, a real SQLite
+file and a real redis-server, the CLI as a real process."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import time
+
+import pytest
+from crawlkit import ServerThread, pages_server, paths_crawl_command, read_result
+
+pytestmark = pytest.mark.slow
+
+
+def story(seed: int) -> str:
+    r = random.Random(seed)
+    return " ".join(f"w{r.randrange(50_000)}" for _ in range(300))
+
+
+def html(text: str) -> str:
+    return f"<html><head><title>t</title></head><body><article><h1>A story</h1><p>{text}</p></article></body></html>"
+
+
+def edited(text: str, seed: int = 0) -> str:
+    """A page that changed a little (a counter, a date): three words of 300."""
+    words = text.split()
+    for i in random.Random(seed).sample(range(len(words)), 3):
+        words[i] = "changed"
+    return " ".join(words)
+
+
+PATHS = ["/a/1", "/a/3", "/a/2", "/print/1", "/b/9"]
+
+
+def first_pages() -> dict[str, str]:
+    return {"/a/1": html(story(1)), "/a/2": html(story(2)), "/a/3": html(story(3)), "/print/1": html(story(1)),
+            "/b/9": html(story(9))}
+
+
+def crawl(server, tmp_path, name, settings=None):
+    cmd, env, stats_file, items_file = paths_crawl_command(tmp_path, server.url, PATHS, settings, name)
+    proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
+    result = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
+    assert result.returncode == 0 and "Traceback" not in result.log, result.log[-3000:]
+    return result
+
+
+def cli(*args):
+    proc = subprocess.run([sys.executable, "-m", "scrapy_neardup.cli", *args], capture_output=True, text=True,
+                          timeout=60)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def show(store_url, *urls, extra=()):
+    code, out, err = cli("store", store_url, *extra, "show", *urls)
+    assert code == 0, err
+    return {record["url"]: record for record in map(json.loads, out.splitlines())}
+
+
+def test_a_page_whose_content_changed_is_checked_afresh_on_the_next_crawl(tmp_path):
+    pages = first_pages()
+    store = f"sqlite:///{tmp_path}/store.sqlite3"
+    with ServerThread(pages_server(pages)) as server:
+        first = crawl(server, tmp_path, "first")
+        assert first.stats["neardup/unique"] == 4 and first.stats["neardup/dropped"] == 1
+        # A month later: /a/1 has a new date line; /a/2 now carries /a/3's story (lightly edited); /b/9 is
+        # a new story under the same URL.
+        pages["/a/1"] = html(edited(story(1)))
+        pages["/a/2"] = html(edited(story(3), seed=1))
+        pages["/b/9"] = html(story(10))
+        second = crawl(server, tmp_path, "second", {"NEARDUP_DEBUG": "True"})
+        stats = second.neardup_stats()
+        assert stats["neardup/rechecked/changed"] == 2
+        assert stats["neardup/seen"] == 3  # /a/1 (lightly edited), /a/3, /print/1
+        assert stats["neardup/duplicate"] == 1 and stats["neardup/unique"] == 1
+        assert sorted(i["path"] for i in second.items) == ["/a/1", "/a/3", "/b/9"]  # /a/2 dropped now
+        base = server.url.rstrip("/")
+        assert f"{base}/a/2 was filed before, but its content changed" in second.log
+        records = show(store, *(base + p for p in ("/a/2", "/b/9", "/print/1")))
+        assert records[f"{base}/a/2"]["canonical"] == f"{base}/a/3"
+        assert records[f"{base}/b/9"]["status"] == "canonical"
+        assert records[f"{base}/print/1"]["canonical"] == f"{base}/a/1"
+        # Re-checking off: a changed page stays what it was filed as.
+        pages["/a/3"] = html(story(11))
+        third = crawl(server, tmp_path, "third", {"NEARDUP_RECHECK_CHANGED": "False"})
+        assert "neardup/rechecked/changed" not in third.stats and third.stats["neardup/seen"] == 5
+
+
+def test_records_not_fetched_for_the_age_limit_are_forgotten_at_start_up(tmp_path):
+    pages = first_pages()
+    with ServerThread(pages_server(pages)) as server:
+        crawl(server, tmp_path, "first")
+        kept = crawl(server, tmp_path, "kept", {"NEARDUP_EXPIRATION_SECS": "3600"})
+        assert "neardup/expired" not in kept.stats and kept.stats["neardup/seen"] == 5
+        time.sleep(2.2)
+        aged = crawl(server, tmp_path, "aged", {"NEARDUP_EXPIRATION_SECS": "2"})
+    assert aged.stats["neardup/expired"] == 5 and aged.stats["neardup/initial"] == 0
+    assert "forgot 5 of 5 stored pages not fetched in the last 2 seconds" in aged.log
+    assert aged.stats["neardup/unique"] == 4 and aged.stats["neardup/duplicate"] == 1  # judged afresh
+    assert "neardup/seen" not in aged.stats
+
+
+def test_store_command_counts_shows_removes_and_expires(tmp_path):
+    pages = first_pages()
+    store = f"sqlite:///{tmp_path}/store.sqlite3"
+    with ServerThread(pages_server(pages)) as server:
+        crawl(server, tmp_path, "first")
+        base = server.url.rstrip("/")
+        assert cli("store", store, "count")[1] == "5\n"
+        before = show(store, f"{base}/a/1", f"{base}/print/1", f"{base}/nowhere")
+        assert before[f"{base}/a/1"]["status"] == "canonical"
+        assert before[f"{base}/print/1"] == {**before[f"{base}/print/1"], "status": "near-duplicate",
+                                             "canonical": f"{base}/a/1"}
+        assert before[f"{base}/nowhere"]["status"] == "unknown"
+        # Removing a canonical page removes its near-duplicate's ground too: the purge deletes it.
+        code, out, _ = cli("store", store, "remove", f"{base}/a/1", f"{base}/nowhere")
+        assert code == 0 and "removed 1 of the 2 URLs given" in out and "1 orphaned near-duplicates" in out
+        assert cli("store", store, "count")[1] == "3\n"
+        # The next crawl checks both afresh (not "seen"): one unique, one near-duplicate of it again.
+        again = crawl(server, tmp_path, "again")
+        assert again.stats["neardup/seen"] == 3 and again.stats["neardup/unique"] == 1
+        assert again.stats["neardup/duplicate"] == 1
+        # Expire: nothing fetched since an hour ago; everything before a date in the future.
+        code, out, _ = cli("store", store, "expire", "--older-than", "1h")
+        assert code == 0 and out.startswith("expired 0 of 5 documents")
+        code, out, _ = cli("store", store, "expire", "--before", "2999-01-01")
+        assert code == 0 and out.startswith("expired 5 of 5 documents") and out.rstrip().endswith("0 documents held")
+
+
+def test_store_command_refuses_what_it_cannot_do_in_one_line(tmp_path):
+    missing = tmp_path / "missing.sqlite3"
+    code, _, err = cli("store", f"sqlite:///{missing}", "count")
+    assert code == 1 and err.strip() == f"scrapy-neardup: There is no SQLite store at {missing}"
+    assert not missing.exists()  # nothing is created
+    code, _, err = cli("store", "redis://127.0.0.1:1/0", "count")
+    assert code == 1 and "pass --spider NAME, or --redis-key PREFIX" in err
+    code, _, err = cli("store", f"sqlite:///{missing}", "expire", "--older-than", "soon")
+    assert code == 1 and "an age is seconds, or a number with s, m, h or d" in err
+    code, _, err = cli("store", f"sqlite:///{missing}", "expire", "--before", "yesterday")
+    assert code == 1 and "is not an ISO 8601 date" in err
+
+
+def test_store_command_on_a_redis_store_of_a_crawl(tmp_path, redis_server):
+    pytest.importorskip("redis")
+    pages = first_pages()
+    with ServerThread(pages_server(pages)) as server:
+        first = crawl(server, tmp_path, "first", {"NEARDUP_STORE_URL": redis_server.url})
+        assert first.stats["neardup/unique"] == 4
+        base = server.url.rstrip("/")
+        spider = ("--spider", "paths")
+        assert cli("store", redis_server.url, *spider, "count")[1] == "5\n"
+        assert show(redis_server.url, f"{base}/print/1", extra=spider)[f"{base}/print/1"]["canonical"] == f"{base}/a/1"
+        pages["/b/9"] = html(story(10))
+        second = crawl(server, tmp_path, "second", {"NEARDUP_STORE_URL": redis_server.url})
+        assert second.stats["neardup/rechecked/changed"] == 1 and second.stats["neardup/seen"] == 4
+        code, out, _ = cli("store", redis_server.url, *spider, "remove", f"{base}/a/1")
+        assert code == 0 and "removed 1 of the 1 URLs given" in out and "1 orphaned near-duplicates" in out
+        code, out, _ = cli("store", redis_server.url, "--redis-key", "neardup:{paths}", "expire", "--before",
+                           "2999-01-01T00:00:00Z")
+        assert code == 0 and out.startswith("expired 3 of 3 documents")
