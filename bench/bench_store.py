@@ -113,7 +113,7 @@ def file_bytes(path: str) -> int:
 
 def grow(args: argparse.Namespace, sizes: list[int]) -> list[dict[str, float]]:
     """One store grown through every size in turn; a row of figures per size."""
-    algorithm = MinHashLSH(0.45) if args.algorithm == "minhash" else SimHashHamming(1 - 3 / 64)
+    algorithm = MinHashLSH(0.45) if args.algorithm == "minhash" else SimHashHamming(max_distance=3)
     path = os.path.join(args.dir or tempfile.mkdtemp(), f"bench-{args.algorithm}.db")
     url = "memory://" if args.store == "memory" else f"sqlite:///{path}"
     for p in (path, path + "-wal", path + "-shm"):
@@ -187,7 +187,7 @@ def main() -> int:
             runs.append(pool.apply(grow, (args, sizes)))
     rows = [{k: statistics.median(run[i][k] for run in runs) for k in runs[0][i]} for i in range(len(sizes))]
 
-    params = MinHashLSH(0.45).params() if args.algorithm == "minhash" else SimHashHamming(1 - 3 / 64).params()
+    params = MinHashLSH(0.45).params() if args.algorithm == "minhash" else SimHashHamming(max_distance=3).params()
     print(f"{args.store} store, {args.algorithm} ({params}), median of {args.repeat} run(s), "
           f"{time.strftime('%Y-%m-%d')}, Python {platform.python_version()}, {os.cpu_count()} CPUs\n")
     print("| documents | check-and-insert docs/s (this step) | total insert time s | query p50 ms | query p99 ms "

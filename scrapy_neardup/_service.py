@@ -112,6 +112,30 @@ def _looks_binary(body: bytes, content_type: bytes | None = None) -> bool:
     return head.startswith((b"%PDF", b"\x89PNG", b"GIF8", b"\xff\xd8\xff", b"PK\x03\x04", b"\x1f\x8b"))
 
 
+class _ReportedOnce(logging.Filter):
+    """Drops the log records that carry an exception already reported in one line of the plugin's own:
+    Scrapy's start-up failure reports (asyncio's "Task exception was never retrieved" with the exception
+    attached; with a Twisted reactor, "Unhandled error in Deferred" and the traceback as text) would bury
+    that line under a traceback of Scrapy's code. Installed only once such an exception was reported."""
+
+    _texts: set[str] = set()
+
+    @classmethod
+    def mark(cls, exc: BaseException) -> None:
+        exc.neardup_reported = True  # type: ignore[attr-defined]
+        if not cls._texts:
+            for name in ("asyncio", "twisted"):
+                logging.getLogger(name).addFilter(cls())
+        cls._texts.add(f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if getattr(exc, "neardup_reported", False):
+            return False
+        message = record.getMessage()
+        return not (message.startswith("Unhandled error in Deferred") or any(t in message for t in self._texts))
+
+
 class NearDupService:
     def __init__(self, crawler: Crawler, config: Config) -> None:
         self.crawler = crawler
@@ -147,9 +171,11 @@ class NearDupService:
             try:
                 config = Config.from_settings(crawler.settings)
             except ConfigError as exc:
-                # Scrapy reports an exception raised while it builds components inside a long traceback;
-                # this line says what is wrong first, on its own.
+                # Raised, so that Scrapy fails the start-up (exit status 1). Scrapy would then print it again
+                # inside a long traceback of its own start-up code ("Task exception was never retrieved");
+                # this one line says it all, and that report is filtered out (see _ReportedOnce).
                 logger.error("scrapy-neardup: the crawl cannot start: %s", exc)
+                _ReportedOnce.mark(exc)
                 raise
             for line in unknown_settings(crawler.settings):
                 logger.warning("scrapy-neardup: %s", line)

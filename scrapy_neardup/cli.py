@@ -81,13 +81,14 @@ def _add_algorithm_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("algorithm (defaults as in the Scrapy settings)")
     group.add_argument("--algorithm", choices=ALGORITHM_CHOICES, help="default: minhash")
     group.add_argument("--lexicon", help="I-Match lexicon file (with --algorithm imatch)")
-    group.add_argument("--threshold", type=float, help="similarity threshold (default: 0.45 minhash, 0.95 simhash)")
+    group.add_argument("--threshold", type=float, help="Jaccard similarity threshold, one scale for every algorithm "
+                                                       "(default: 0.45 minhash, 0.97 simhash)")
     group.add_argument("--num-perm", type=int, help="MinHash permutations (default: 128)")
     group.add_argument("--seed", type=int, help="MinHash seed (default: 1)")
     group.add_argument("--sketch", choices=("one-permutation", "permutations"),
                        help="how MinHash draws its minima: one permutation with densification, or num_perm "
                             "permutations as stores made before the sketch setting did (default: one-permutation)")
-    group.add_argument("--shingle-size", type=int, help="words per shingle (default: 2 minhash, 1 simhash)")
+    group.add_argument("--shingle-size", type=int, help="words per shingle (default: 2; 1 for imatch and exact)")
     group.add_argument("--max-distance", type=int, help="SimHash Hamming distance (default: from --threshold)")
     group.add_argument("--min-text-length", type=int, help="shortest text fingerprinted, in characters (default: 200)")
     group.add_argument("--template-repeats", type=int,

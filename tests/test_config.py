@@ -19,7 +19,7 @@ def test_defaults():
     # The older sketch records exactly what stores made before the setting recorded, so they still open.
     assert "sketch" not in config(MINHASH_SKETCH="permutations").build_algorithm().params()
     s = config(ALGORITHM="simhash")
-    assert s.threshold == 0.95 and s.build_algorithm().max_distance == 3 and s.shingle_size == 1
+    assert s.threshold == 0.97 and s.build_algorithm().max_distance == 3 and s.shingle_size == 2
 
 
 def test_values_from_the_command_line_are_strings():
@@ -76,17 +76,26 @@ def test_combinations_are_checked():
     assert config(ALGORITHM="simhash", THRESHOLD=1.0).build_algorithm().max_distance == 0
     with pytest.raises(ConfigError, match=r"NEARDUP_THRESHOLD = 1.0 .*\(0, 1\) for NEARDUP_ALGORITHM = 'spotsigs'"):
         config(ALGORITHM="spotsigs", THRESHOLD=1.0)
-    # A MinHash-style threshold given to SimHash is refused, not turned into a 35-bit search.
-    with pytest.raises(ConfigError, match=r"NEARDUP_THRESHOLD = 0.45 is not allowed: a number in \[0.5, 1.0\] "
-                                          r"for NEARDUP_ALGORITHM = 'simhash'.*would search 35 bits"):
+    # A threshold SimHash's 64 bits cannot serve is refused with the reason and the range it serves.
+    with pytest.raises(ConfigError, match=r"NEARDUP_THRESHOLD = 0.45 is not allowed: a number in \[0.55, 1.0\] "
+                                          r"for NEARDUP_ALGORITHM = 'simhash': 0.45 would search 18 of its 64 bits, "
+                                          r"too few .* use 'minhash' for lower thresholds"):
         config(ALGORITHM="simhash", THRESHOLD=0.45)
-    assert config(ALGORITHM="simhash", THRESHOLD=0.5).build_algorithm().max_distance == 32
+    assert config(ALGORITHM="simhash", THRESHOLD=0.55).build_algorithm().max_distance == 15
+    with pytest.raises(ConfigError, match=r"NEARDUP_SIMHASH_MAX_DISTANCE = 16 is not allowed: an integer from 0 to 15"):
+        config(ALGORITHM="simhash", SIMHASH_MAX_DISTANCE=16)
 
 
 def test_simhash_threshold_maps_to_hamming_distance():
     assert config(ALGORITHM="simhash", THRESHOLD=0.9).build_algorithm().max_distance == 6
     explicit = config(ALGORITHM="simhash", SIMHASH_MAX_DISTANCE=4).build_algorithm()
-    assert explicit.max_distance == 4 and explicit.threshold == 1 - 4 / 64
+    assert explicit.max_distance == 4 and explicit.threshold == pytest.approx(0.9623, abs=1e-4)
+    # The threshold is a Jaccard similarity: 0.9 searches the distances whose Jaccard estimate is >= 0.9.
+    from scrapy_neardup.engine.algorithms import simhash_distance_for, simhash_jaccard
+
+    for t in (0.55, 0.6, 0.7, 0.8, 0.9, 0.97, 1.0):
+        d = simhash_distance_for(t)
+        assert simhash_jaccard(d) >= t > simhash_jaccard(d + 1)
 
 
 def test_default_store_is_one_sqlite_file_per_spider(tmp_path):

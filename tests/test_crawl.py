@@ -137,6 +137,27 @@ def test_simhash_crawl(site, groups, tmp_path):
     assert result.stats["neardup/duplicate"] >= 16
 
 
+def test_one_threshold_means_the_same_for_simhash_and_minhash_in_a_crawl(site, groups, tmp_path):
+    """Issue #14, point 1: the README's 0.45 given to SimHash once matched 63 of 64 pages to the index page.
+    Now it is refused at start-up with the reason and the range SimHash serves, and a threshold it serves
+    groups the demo site's copies as MinHash does at the same threshold."""
+    refused = run_scrapy(["crawl", "news", "-a", f"site={site}"], tmp_path,
+                         {"NEARDUP_ALGORITHM": "simhash", "NEARDUP_THRESHOLD": "0.45"}, name="refused")
+    assert refused.returncode == 1 and not refused.items
+    assert ("NEARDUP_THRESHOLD = 0.45 is not allowed: a number in [0.55, 1.0] for NEARDUP_ALGORITHM = "
+            "'simhash'") in refused.log
+    (tmp_path / "s").mkdir()
+    (tmp_path / "m").mkdir()
+    simhash = crawl(site, tmp_path / "s", NEARDUP_ALGORITHM="simhash", NEARDUP_THRESHOLD=0.6)
+    minhash = crawl(site, tmp_path / "m", NEARDUP_ALGORITHM="minhash", NEARDUP_THRESHOLD=0.6)
+    kept = {name: {path_of(i["url"], site) for i in result.items}
+            for name, result in (("simhash", simhash), ("minhash", minhash))}
+    # Pages of each group of copies kept (which copy comes first varies with the crawl's concurrency).
+    per_group = {name: [len(set(group) & paths) for group in groups] for name, paths in kept.items()}
+    assert sum(a != b for a, b in zip(per_group["simhash"], per_group["minhash"])) <= 1, per_group
+    assert abs(simhash.stats["neardup/duplicate"] - minhash.stats["neardup/duplicate"]) <= 2
+
+
 def test_junk_responses_pass_through_counted_and_logged(site, tmp_path):
     result = crawl(site, tmp_path)
     for path, reason in JUNK.items():
@@ -153,6 +174,11 @@ def test_a_bad_setting_stops_the_crawl_with_one_clear_line_first(site, tmp_path)
     assert first_error.endswith("scrapy-neardup: the crawl cannot start: NEARDUP_THRESHOLD = '1.5' is not "
                                 "allowed: a number in (0.0, 1.0] or None"), first_error
     assert not result.items
+    import scrapy
+
+    if tuple(int(p) for p in scrapy.__version__.split(".")[:2]) >= (2, 19):
+        # Scrapy's own report of the failed start-up (a traceback through its code) is not repeated.
+        assert "Traceback" not in result.log and result.log.count("NEARDUP_THRESHOLD = '1.5'") == 1, result.log
 
 
 def test_a_changed_threshold_keeps_the_store(site, groups, tmp_path):

@@ -108,7 +108,7 @@ def _copies(n, seed):
 
 @pytest.mark.parametrize("algorithm, old, new, adopted", [
     ("minhash", 0.45, 0.6, True), ("minhash", 0.45, 0.3, True),
-    ("simhash", 0.95, 0.97, True), ("simhash", 0.95, 0.9, False),
+    ("simhash", 0.96, 0.97, True), ("simhash", 0.97, 0.9, False),
 ])
 def test_a_store_made_for_another_threshold_is_kept_when_its_index_can_serve(tmp_path, algorithm, old, new,
                                                                              adopted):
@@ -174,3 +174,33 @@ def test_a_record_older_than_the_age_limit_is_checked_afresh(algorithm, tmp_path
     verdict = detector.check("http://a/", text)
     assert (verdict.status, verdict.rechecked) == ("unique", "expired")
     assert detector.check("http://a/", text).status == "seen"  # filed again just now
+
+
+def test_one_threshold_means_one_jaccard_similarity_for_minhash_and_simhash():
+    """Issue #14, point 1: NEARDUP_THRESHOLD is a Jaccard similarity of word 2-shingle sets whatever the
+    algorithm. Pairs of real-length texts at known exact Jaccard: both algorithms estimate it, and both
+    decide alike at a threshold of 0.7 for pairs clearly on either side (the scale SimHash had before,
+    1 - distance/64, read a Jaccard of 0.5 as about 0.75 and accepted such pairs)."""
+    from scrapy_neardup._config import Config
+    from scrapy_neardup.engine.text import shingle_set
+
+    def algorithm(name):
+        return Config.from_settings({"NEARDUP_ENABLED": True, "NEARDUP_ALGORITHM": name,
+                                     "NEARDUP_THRESHOLD": 0.7}).build_algorithm()
+
+    minhash, simhash = algorithm("minhash"), algorithm("simhash")
+    errors = {"minhash": [], "simhash": []}
+    for seed in range(12):
+        base = article(seed, 600)
+        for changes in (10, 40, 90, 160):
+            other = edit(base, changes, seed)
+            a, b = set(shingle_set(base, 2).tolist()), set(shingle_set(other, 2).tolist())
+            exact = len(a & b) / len(a | b)
+            for name, algo in (("minhash", minhash), ("simhash", simhash)):
+                estimate = algo.similarity(algo.fingerprint(base).signature, algo.fingerprint(other).signature)
+                errors[name].append(estimate - exact)
+                if abs(exact - 0.7) >= 0.15:
+                    assert (estimate >= algo.threshold) == (exact >= 0.7), (name, exact, estimate)
+    for name, errs in errors.items():
+        mean = sum(errs) / len(errs)
+        assert abs(mean) < 0.05, (name, mean)  # unbiased estimates of the same quantity

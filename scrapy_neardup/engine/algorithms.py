@@ -164,20 +164,42 @@ class MinHashLSH(Algorithm):
 
 
 def simhash_distance_for(threshold: float) -> int:
-    """The largest Hamming distance ``k`` with ``1 - k/64 >= threshold``."""
-    return int(math.floor((1.0 - threshold) * SimHasher.bits + 1e-9))
+    """The Hamming distance ``k`` SimHash searches for a Jaccard ``threshold``: the largest ``k`` whose
+    Jaccard estimate (:func:`simhash_jaccard`) is at least the threshold."""
+    cosine = 2.0 * threshold / (1.0 + threshold)
+    return int(math.floor(SimHasher.bits * math.acos(min(1.0, cosine)) / math.pi + 1e-9))
+
+
+def simhash_jaccard(distance: int) -> float:
+    """The Jaccard similarity of two shingle sets whose SimHash fingerprints are ``distance`` bits apart.
+
+    Charikar (STOC 2002): a bit of the fingerprint differs with probability ``theta / pi``, ``theta`` the
+    angle between the two feature vectors, so ``distance`` estimates ``theta = pi * distance / 64``. For
+    two sets of equal size the cosine is ``|A & B| / |A| = 2J / (1 + J)``, hence ``J = c / (2 - c)`` with
+    ``c = cos(theta)``. This puts SimHash on the scale of every other algorithm: ``NEARDUP_THRESHOLD`` is a
+    Jaccard similarity of shingle sets for all of them (measured on real pages by
+    ``bench/threshold_scales.py``: at 0.6-0.7 the pairs SimHash accepts agree with exact Jaccard of the
+    same 2-shingles at precision and recall 0.96)."""
+    cosine = math.cos(math.pi * distance / SimHasher.bits)
+    return max(0.0, cosine / (2.0 - cosine))
 
 
 class SimHashHamming(Algorithm):
-    """Weighted SimHash of word k-shingles, searched with Manku et al.'s permuted tables."""
+    """Weighted SimHash of word k-shingles, searched with Manku et al.'s permuted tables.
+
+    The threshold is a Jaccard similarity like every algorithm's; it sets the Hamming distance searched
+    (:func:`simhash_distance_for`), and :meth:`similarity` reports the Jaccard estimate of a distance
+    (:func:`simhash_jaccard`). ``max_distance`` given instead sets the threshold to that distance's
+    estimate.
+    """
 
     name = "simhash"
 
     def __init__(
-        self, threshold: float = 0.95, shingle_size: int = 1, max_distance: int | None = None, blocks: int | None = None
+        self, threshold: float = 0.97, shingle_size: int = 2, max_distance: int | None = None, blocks: int | None = None
     ) -> None:
         self.max_distance = simhash_distance_for(threshold) if max_distance is None else max_distance
-        self.threshold = 1.0 - self.max_distance / SimHasher.bits
+        self.threshold = threshold if max_distance is None else simhash_jaccard(self.max_distance)
         self.shingle_size = shingle_size
         self.hasher = SimHasher()
         self.tables = HammingTables(self.max_distance, blocks)
@@ -198,7 +220,7 @@ class SimHashHamming(Algorithm):
         return Fingerprint(SimHasher.to_bytes(fp), self.tables.keys(fp))
 
     def similarity(self, a: bytes, b: bytes) -> float:
-        return SimHasher.similarity(SimHasher.from_bytes(a), SimHasher.from_bytes(b))
+        return simhash_jaccard(SimHasher.distance(SimHasher.from_bytes(a), SimHasher.from_bytes(b)))
 
     INDEX_PARAMS = ("max_distance", "blocks")
 
