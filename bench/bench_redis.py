@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 from redis_server import RedisServer  # noqa: E402
 
-from scrapy_neardup.engine.algorithms import MinHashLSH  # noqa: E402
+from scrapy_neardup.engine.algorithms.minhash import MinHashLSH  # noqa: E402
 from scrapy_neardup.engine.detector import Detector  # noqa: E402
 from scrapy_neardup.store.redis import RedisStore  # noqa: E402
 

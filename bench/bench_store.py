@@ -39,7 +39,8 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from scrapy_neardup.engine.algorithms import MinHashLSH, SimHashHamming  # noqa: E402
+from scrapy_neardup.engine.algorithms.minhash import MinHashLSH  # noqa: E402
+from scrapy_neardup.engine.algorithms.simhash import SimHashHamming  # noqa: E402
 from scrapy_neardup.engine.detector import Detector  # noqa: E402
 from scrapy_neardup.engine.lsh import band_keys_many  # noqa: E402
 from scrapy_neardup.engine.simhash import SimHasher  # noqa: E402

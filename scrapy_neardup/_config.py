@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from .engine.algorithms import algorithm_names
 from .store import STORE_SCHEMES, redact_url
 
 if TYPE_CHECKING:  # the engine (numpy) is imported when a setting needs it, not to print --version
@@ -17,7 +18,7 @@ if TYPE_CHECKING:  # the engine (numpy) is imported when a setting needs it, not
 
     from scrapy.settings import BaseSettings
 
-    from .engine.algorithms import Algorithm
+    from .engine.algorithms.base import Algorithm
     from .engine.detector import Detector
     from .engine.pipeline import DocumentPipeline
     from .engine.template import TemplateGuard
@@ -25,30 +26,10 @@ if TYPE_CHECKING:  # the engine (numpy) is imported when a setting needs it, not
 
     SettingsLike = BaseSettings | Mapping[str, Any]
 
-ALGORITHMS = ("minhash", "simhash", "bottomk", "spotsigs", "supershingle", "imatch", "exact")
-#: Algorithms whose threshold is fixed by their structure (NEARDUP_THRESHOLD does not apply).
-FIXED_THRESHOLD = ("supershingle", "imatch", "exact")
-#: Algorithms whose LSH bands are chosen from the threshold (which must then be below 1).
-BANDED = ("minhash", "spotsigs")
-#: The lowest threshold SimHash serves. 64 bits cannot resolve lower similarities: on neardup-dev its precision
-#: falls from 0.97 at 0.55 to 0.87 at 0.5 and 0.70 at 0.45 (MinHash: 0.99 at 0.45); bench/threshold_scales.py
-#: shows the same against exact Jaccard. Its Hamming distance, 15 bits, is the most NEARDUP_SIMHASH_MAX_DISTANCE
-#: takes.
-SIMHASH_LOWEST_THRESHOLD = 0.55
-SIMHASH_MOST_BITS = 15
 ACTIONS = ("drop", "tag")
 ON_STORE_ERROR = ("pass", "stop")
 #: trafilatura's balance between extracting too little and too much (its favor_recall / favor_precision).
 EXTRACT_FAVOR = ("recall", "balanced", "precision")
-#: Default similarity threshold per algorithm. The threshold is a Jaccard similarity of shingle sets for every
-#: algorithm (SimHash maps it to a Hamming distance, see simhash_distance_for); SimHash's 0.97 is Manku et
-#: al.'s k = 3 bits.
-DEFAULT_THRESHOLD = {"minhash": 0.45, "simhash": 0.97, "bottomk": 0.45, "spotsigs": 0.45,
-                     "supershingle": 2 / 6, "imatch": 0.2, "exact": 1.0}
-#: Word 2-shingles wherever a threshold applies, so that one threshold compares the same sets.
-DEFAULT_SHINGLE_SIZE = {"minhash": 2, "simhash": 2, "bottomk": 2, "spotsigs": 2, "supershingle": 2, "imatch": 1,
-                        "exact": 1}
-
 #: (setting, default) for every setting; ``NEARDUP_ENABLED`` first, then alphabetical, as Scrapy orders them.
 DEFAULTS: dict[str, Any] = {
     "NEARDUP_ENABLED": False,
@@ -78,6 +59,7 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_SIMHASH_MAX_DISTANCE": None,
     "NEARDUP_STORE_COMMIT_EVERY": 500,
     "NEARDUP_STORE_COMMIT_SECS": 1.0,
+    "NEARDUP_STORE_CLASS": None,
     "NEARDUP_STORE_URL": None,
     "NEARDUP_TEMPLATE_REPEATS": 2,
     "NEARDUP_THRESHOLD": None,
@@ -217,14 +199,15 @@ class Config:
     redis_retries: int = 3
     redis_timeout_secs: float = 5.0
     reset: bool = False
-    shingle_size: int = 3
+    shingle_size: int = 2
     simhash_blocks: int | None = None
     simhash_max_distance: int | None = None
     store_commit_every: int = 500
     store_commit_secs: float = 1.0
     store_url: str | None = None
+    store_class: str | None = None
     template_repeats: int = 2
-    threshold: float = 0.5
+    threshold: float = 0.45
     worker_max_tasks: int = 1000
     worker_timeout: float | None = 60.0
     workers: int | None = None
@@ -235,32 +218,30 @@ class Config:
     @classmethod
     def from_settings(cls, settings: SettingsLike) -> Config:
         """Parse and check every ``NEARDUP_*`` setting; raises :class:`ConfigError` naming the culprit."""
-        from .engine.algorithms import MINHASH_SKETCHES, simhash_distance_for
+        from .engine.algorithms import algorithm_class
+        from .engine.algorithms.base import SettingProblem
 
-        algorithm = _choice(settings, "NEARDUP_ALGORITHM", ALGORITHMS)
+        algorithm = _choice(settings, "NEARDUP_ALGORITHM", algorithm_names())
+        kind = algorithm_class(algorithm)
         threshold = _float(settings, "NEARDUP_THRESHOLD", 0.0, 1.0, optional=True, open_low=True)
         shingle_size = _int(settings, "NEARDUP_SHINGLE_SIZE", 1, 32, optional=True)
-        max_distance = _int(settings, "NEARDUP_SIMHASH_MAX_DISTANCE", 0, SIMHASH_MOST_BITS, optional=True)
-        blocks = _int(settings, "NEARDUP_SIMHASH_BLOCKS", 2, 64, optional=True)
-        if algorithm in BANDED and threshold == 1.0:
-            raise _fail("NEARDUP_THRESHOLD", threshold, f"a number in (0, 1) for NEARDUP_ALGORITHM = {algorithm!r} "
-                        "(its LSH bands are tuned for a threshold below 1; for identical pages use 'exact')")
-        if algorithm == "simhash" and threshold is not None and threshold < SIMHASH_LOWEST_THRESHOLD:
-            raise _fail("NEARDUP_THRESHOLD", threshold, f"a number in [{SIMHASH_LOWEST_THRESHOLD}, 1.0] for "
-                        f"NEARDUP_ALGORITHM = 'simhash': {threshold} would search {simhash_distance_for(threshold)} "
-                        "of its 64 bits, too few to tell pages that similar from unrelated ones (precision 0.70 "
-                        "at 0.45 on real pages); use 'minhash' for lower thresholds")
-        if algorithm == "simhash":
-            distance = max_distance if max_distance is not None else simhash_distance_for(
-                threshold if threshold is not None else DEFAULT_THRESHOLD["simhash"]
-            )
-            if blocks is not None and blocks <= distance:
-                raise _fail(
-                    "NEARDUP_SIMHASH_BLOCKS", blocks,
-                    f"more blocks than the Hamming distance searched ({distance}); leave it None for {distance + 2}",
-                )
+        try:
+            kind.check_threshold(threshold)
+        except SettingProblem as exc:
+            raise ConfigError(str(exc)) from None
         store_url = _get(settings, "NEARDUP_STORE_URL")
-        if store_url is not None:
+        store_class = _get(settings, "NEARDUP_STORE_CLASS")
+        if store_class is not None:
+            from .store import load_store_class
+
+            try:
+                load_store_class(store_class) if isinstance(store_class, str) else None
+            except ValueError as exc:
+                raise _fail("NEARDUP_STORE_CLASS", store_class, f"the import path of a subclass of "
+                            f"scrapy_neardup.store.Store, or None ({exc})") from None
+            if not isinstance(store_class, str):
+                raise _fail("NEARDUP_STORE_CLASS", store_class, "an import path such as 'package.module.Class'")
+        elif store_url is not None:
             if not isinstance(store_url, str) or store_url.split(":", 1)[0].lower() not in STORE_SCHEMES:
                 raise _fail(
                     "NEARDUP_STORE_URL", redact_url(store_url) if isinstance(store_url, str) else store_url,
@@ -278,16 +259,10 @@ class Config:
                 "NEARDUP_REDIS_KEY", redis_key, "a non-empty key prefix; %(spider)s stands for the spider's name"
             ) from None
         lexicon = _get(settings, "NEARDUP_IMATCH_LEXICON")
-        if algorithm == "imatch" and not (isinstance(lexicon, str) and os.path.isfile(lexicon)):
-            raise _fail("NEARDUP_IMATCH_LEXICON", lexicon, "the path of a lexicon file (one term per line; make one "
-                        "with `scrapy-neardup lexicon`), required by NEARDUP_ALGORITHM = 'imatch'")
-        if algorithm in FIXED_THRESHOLD and threshold is not None:
-            raise _fail("NEARDUP_THRESHOLD", threshold,
-                        f"None: NEARDUP_ALGORITHM = {algorithm!r} has a fixed threshold")
         item_field = _get(settings, "NEARDUP_ITEM_FIELD")
         if item_field is not None and (not isinstance(item_field, str) or not item_field):
             raise _fail("NEARDUP_ITEM_FIELD", item_field, "the name of an item field holding text, or None")
-        return cls(
+        config = cls(
             enabled=_bool(settings, "NEARDUP_ENABLED"),
             action=_choice(settings, "NEARDUP_ACTION", ACTIONS),
             algorithm=algorithm,
@@ -303,25 +278,31 @@ class Config:
             min_text_length=_int(settings, "NEARDUP_MIN_TEXT_LENGTH", 0),  # type: ignore[arg-type]
             minhash_num_perm=_int(settings, "NEARDUP_MINHASH_NUM_PERM", 2, 1024),  # type: ignore[arg-type]
             minhash_seed=_int(settings, "NEARDUP_MINHASH_SEED", 0, 2**32 - 1),  # type: ignore[arg-type]
-            minhash_sketch=_choice(settings, "NEARDUP_MINHASH_SKETCH", tuple(MINHASH_SKETCHES)),
+            minhash_sketch=_get(settings, "NEARDUP_MINHASH_SKETCH"),
             on_store_error=_choice(settings, "NEARDUP_ON_STORE_ERROR", ON_STORE_ERROR),
             recheck_changed=_bool(settings, "NEARDUP_RECHECK_CHANGED"),
             redis_key=redis_key,
             redis_retries=_int(settings, "NEARDUP_REDIS_RETRIES", 0, 100),  # type: ignore[arg-type]
             redis_timeout_secs=_float(settings, "NEARDUP_REDIS_TIMEOUT_SECS", 0.0, 3600.0, open_low=True),  # type: ignore[arg-type]
             reset=_bool(settings, "NEARDUP_RESET"),
-            shingle_size=shingle_size or DEFAULT_SHINGLE_SIZE[algorithm],
-            simhash_blocks=blocks,
-            simhash_max_distance=max_distance,
+            shingle_size=shingle_size or kind.DEFAULT_SHINGLE_SIZE,
+            simhash_blocks=_int(settings, "NEARDUP_SIMHASH_BLOCKS", 2, 64, optional=True),
+            simhash_max_distance=_int(settings, "NEARDUP_SIMHASH_MAX_DISTANCE", 0, 64, optional=True),
             store_commit_every=_int(settings, "NEARDUP_STORE_COMMIT_EVERY", 1),  # type: ignore[arg-type]
             store_commit_secs=_float(settings, "NEARDUP_STORE_COMMIT_SECS", 0.0, 3600.0),  # type: ignore[arg-type]
             store_url=store_url,
+            store_class=store_class,
             template_repeats=_template_repeats(settings),
-            threshold=threshold if threshold is not None else DEFAULT_THRESHOLD[algorithm],
+            threshold=threshold if threshold is not None else kind.DEFAULT_THRESHOLD,
             worker_max_tasks=_int(settings, "NEARDUP_WORKER_MAX_TASKS", 0),  # type: ignore[arg-type]
             worker_timeout=_float(settings, "NEARDUP_WORKER_TIMEOUT", 0.0, 86400.0, optional=True, open_low=True),
             workers=_int(settings, "NEARDUP_WORKERS", 0, 256, optional=True),
         )
+        try:
+            kind.check_settings(config)
+        except SettingProblem as exc:
+            raise ConfigError(str(exc)) from None
+        return config
 
     def build_pipeline(self) -> DocumentPipeline:
         """The stateless document pipeline (extraction and fingerprinting) these settings describe; it
@@ -414,35 +395,24 @@ class Config:
                         max_age_secs=self.expiration_secs or None)
 
     def _build_algorithm(self) -> Algorithm:
-        from .engine import literature
-        from .engine.algorithms import MinHashLSH, SimHashHamming
+        from .engine.algorithms import algorithm_class
 
-        if self.algorithm == "exact":
-            return literature.ExactHash()
-        if self.algorithm == "supershingle":
-            return literature.SuperShingles(seed=self.minhash_seed, shingle_size=self.shingle_size)
-        if self.algorithm == "bottomk":
-            return literature.BottomK(self.threshold, k=self.minhash_num_perm, seed=self.minhash_seed,
-                                      shingle_size=self.shingle_size)
-        if self.algorithm == "spotsigs":
-            return literature.SpotSigs(self.threshold, num_perm=self.minhash_num_perm, seed=self.minhash_seed)
-        if self.algorithm == "imatch":
-            assert self.imatch_lexicon is not None
-            with open(self.imatch_lexicon, encoding="utf-8") as f:
-                return literature.IMatch([line.strip() for line in f if line.strip()], seed=self.minhash_seed)
-        if self.algorithm == "simhash":
-            return SimHashHamming(
-                threshold=self.threshold,
-                shingle_size=self.shingle_size,
-                max_distance=self.simhash_max_distance,
-                blocks=self.simhash_blocks,
-            )
-        return MinHashLSH(
-            threshold=self.threshold,
-            num_perm=self.minhash_num_perm,
-            seed=self.minhash_seed,
-            shingle_size=self.shingle_size,
-            sketch=self.minhash_sketch,
+        return algorithm_class(self.algorithm).from_settings(self)
+
+    def build_store(self, spider_name: str, data_dir: str) -> Store:
+        """The (not yet open) store of a spider: ``NEARDUP_STORE_URL`` or its default file, built by the
+        backend of the URL's scheme or by ``NEARDUP_STORE_CLASS``, with the store settings, and the spider's
+        Redis key prefix (``NEARDUP_REDIS_KEY``). The crawl and the CLI build stores here, and only here."""
+        from .store import store_from_url
+
+        return store_from_url(
+            self.resolve_store_url(spider_name, data_dir),
+            store_class=self.store_class,
+            commit_every=self.store_commit_every,
+            commit_secs=self.store_commit_secs,
+            prefix=self.redis_key % {"spider": spider_name},
+            retries=self.redis_retries,
+            timeout_secs=self.redis_timeout_secs,
         )
 
     def resolve_store_url(self, spider_name: str, data_dir: str) -> str:

@@ -23,12 +23,12 @@ from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
 
 from ._config import Config, ConfigError, unknown_settings
-from .engine.algorithms import Fingerprint
+from .engine.decisions import DecisionLoop
 from .engine.detector import Detector, Verdict
 from .engine.extract import quiet_trafilatura
 from .engine.pipeline import Prepared
 from .engine.template import TemplateGuard
-from .store import Store, StoreError, StoreMismatchError, StoreWriteError, redact_url, store_from_url
+from .store import Store, StoreError, StoreMismatchError, StoreWriteError, redact_url
 from .workers import IN_PROCESS, ExtractionPool, WorkerLost, WorkerTimeout, analyze_html, analyze_text
 
 if TYPE_CHECKING:
@@ -145,6 +145,7 @@ class NearDupService:
         self.algorithm = self.pipeline.algorithm
         self.guard: TemplateGuard | None = config.build_template_guard(self.algorithm)
         self.detector: Detector | None = None
+        self._decisions: DecisionLoop | None = None
         self.groups: dict[str, list[str]] = {}
         self._logged_first_duplicate = False
         self._logged_first_seen = False
@@ -191,14 +192,7 @@ class NearDupService:
         url = config.resolve_store_url(spider.name, data_path("", createdir=False))
         store: Store | None = None
         try:
-            store = store_from_url(  # a Redis URL without redis-py fails here
-                url,
-                commit_every=config.store_commit_every,
-                commit_secs=config.store_commit_secs,
-                prefix=config.redis_key % {"spider": spider.name},
-                retries=config.redis_retries,
-                timeout_secs=config.redis_timeout_secs,
-            )
+            store = config.build_store(spider.name, data_path("", createdir=False))  # no redis-py: fails here
             adopted, detector, note = config.open_detector(store, reset=config.reset)
             expired = self._expire(store) if config.expiration_secs else 0
             initial = store.count()
@@ -232,6 +226,7 @@ class NearDupService:
             self.algorithm = detector.algorithm
             self.guard = config.build_template_guard(self.algorithm)
         self.detector = detector
+        self._decisions = DecisionLoop(detector, self.guard)
         self._store_thread = ThreadPool(0, 1, name="scrapy-neardup-store")
         self._store_thread.start()
         if self.workers:
@@ -281,6 +276,7 @@ class NearDupService:
         self._closing = True
         detector, store_thread, threads, extraction = self.detector, self._store_thread, self._threads, self._extraction
         self.detector, self._store_thread, self._threads, self._extraction = None, None, None, None
+        self._decisions = None
         try:
             if store_thread is not None:
                 await _in_thread(store_thread, self._close_store, detector, extraction)
@@ -430,34 +426,20 @@ class NearDupService:
         either way, under the store lock)."""
         try:
             with self._store_lock:  # the guard's state and the store: one caller at a time
-                refile: list[tuple[str, Fingerprint]] = []
-                fetched = prepared
-                if self.guard is not None:
-                    prepared, refile = self.guard.decide(key, url, prepared)
-                fp = prepared.fingerprint
-                assert fp is not None
-                # A known page may have been filed on either of its texts (see TemplateGuard): both count.
-                also = [f.signature for f in (fetched.fingerprint, fetched.page_fingerprint)
-                        if f is not None and f is not fp]
-                refiled = 0
-                detector = self.detector
-                if detector is None:
+                decisions = self._decisions
+                if decisions is None:
                     self._reply(deferred, (prepared, None, 0))
                     return
+                if declared is not None:
+                    declared = declared or prepared.declared_canonical
                 try:
-                    for earlier, earlier_fp in refile:
-                        refiled += detector.store.refile(earlier, earlier_fp.signature, earlier_fp.buckets)
-                    if declared is not None:
-                        declared = declared or prepared.declared_canonical
-                    if declared and declared != key:
-                        outcome: Verdict | StoreError = detector.check_declared(key, declared, fp.signature,
-                                                                                fp.buckets, also)
-                    else:
-                        outcome = detector.check_fingerprint(key, fp.signature, fp.buckets, also)
+                    decision = decisions.decide(key, url, prepared, declared)[-1]
+                    outcome: Verdict | StoreError = decision.verdict
+                    prepared, refiled = decision.prepared, decision.refiled
                 except StoreError as exc:
-                    outcome = exc
+                    outcome, refiled = exc, 0
                 except Exception as exc:  # noqa: BLE001 - a backend's untranslated failure is still the store's
-                    outcome = StoreError(f"the store failed: {type(exc).__name__}: {exc}")
+                    outcome, refiled = StoreError(f"the store failed: {type(exc).__name__}: {exc}"), 0
             self._reply(deferred, (prepared, outcome, refiled))
         except Exception as exc:  # noqa: BLE001 - never leave a page waiting
             self._reply(deferred, exc)

@@ -16,15 +16,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain, islice
 
-import numpy as np
-
 from ._config import Config
-from .engine.algorithms import Fingerprint
+from .engine.algorithms.base import Fingerprint
+from .engine.decisions import Decision, DecisionLoop
 from .engine.detector import Verdict
 from .engine.extract import quiet_trafilatura
 from .engine.pipeline import DocumentPipeline, Prepared
 from .inputs import BadLine, Document, DocumentReader, RawLine, parse_line
-from .store import Store, store_from_url
+from .store import Store
 
 #: Documents decided per store round trip.
 BATCH = 256
@@ -120,10 +119,12 @@ class Progress:
 
 
 class BatchDeduplicator:
-    def __init__(self, config: Config, store_url: str = "memory://", workers: int | None = None,
+    def __init__(self, config: Config, spider: str = "dedup", workers: int | None = None,
                  reset: bool = False) -> None:
+        """``config`` names the store (``NEARDUP_STORE_URL``, ``NEARDUP_STORE_CLASS``; ``memory://`` when it
+        names none) and ``spider`` is the name its default file and Redis keys are made from, as a crawl's."""
         self.config = config
-        self.store: Store = store_from_url(store_url)
+        self.store: Store = config.build_store(spider, data_dir=".scrapy")
         self.detector = config.detector(config.build_algorithm(), self.store)
         self.guard = config.build_template_guard(self.detector.algorithm)
         self.workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
@@ -161,13 +162,15 @@ class BatchDeduplicator:
         if note:
             print(f"scrapy-neardup: {note.replace('NEARDUP_RESET = True', '--reset')}", file=sys.stderr)
             self.guard = self.config.build_template_guard(self.detector.algorithm)
-        pending: list[tuple[str, bytes, np.ndarray]] = []
+        loop = DecisionLoop(self.detector, self.guard, batch=BATCH)
 
-        def flush() -> None:
-            for verdict in self.detector.check_many(pending):
+        def report(decisions: list[Decision]) -> None:
+            for decision in decisions:
+                if on_fingerprint is not None and decision.prepared.fingerprint is not None:
+                    on_fingerprint(decision.key, decision.prepared.fingerprint)
+                verdict = decision.verdict
                 setattr(stats, verdict.status, getattr(stats, verdict.status) + 1)
                 on_verdict(verdict)
-            pending.clear()
 
         try:
             for url, wire in self._results(documents):
@@ -181,24 +184,12 @@ class BatchDeduplicator:
                     reason = prepared.skip_reason
                     stats.skipped[reason] = stats.skipped.get(reason, 0) + 1
                     continue
-                if self.guard is not None:
-                    prepared, refile = self.guard.decide(url, url, prepared)
-                    if refile:
-                        flush()  # the pages to re-file may be in the batch still waiting
-                        for key, earlier in refile:
-                            self.store.refile(key, earlier.signature, earlier.buckets)
-                fp = prepared.fingerprint
-                assert fp is not None
-                if on_fingerprint is not None:
-                    on_fingerprint(url, fp)
-                pending.append((url, fp.signature, fp.buckets))
-                if len(pending) >= BATCH:
-                    flush()
+                report(loop.decide(url, url, prepared))
                 if progress is not None:
                     progress.update(stats)
                 if should_stop is not None and should_stop():
                     break
-            flush()
+            report(loop.flush())
         finally:
             self.detector.close()
         stats.seconds = time.perf_counter() - started

@@ -17,8 +17,8 @@ import sys
 import tempfile
 from typing import Any
 
-from ._config import ALGORITHMS as ALGORITHM_CHOICES
 from ._version import __version__
+from .engine.algorithms import algorithm_names
 
 
 def _settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -46,6 +46,10 @@ def _settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         settings["NEARDUP_EXTRACT_FAVOR"] = args.extract_favor
     if getattr(args, "max_body_size", None) is not None:
         settings["NEARDUP_MAX_BODY_SIZE"] = args.max_body_size
+    for option, name in [("store", "NEARDUP_STORE_URL"), ("store_class", "NEARDUP_STORE_CLASS"),
+                         ("redis_key", "NEARDUP_REDIS_KEY")]:
+        if getattr(args, option, None) is not None:
+            settings[name] = getattr(args, option)
     return settings
 
 
@@ -79,7 +83,7 @@ def _config(settings: dict[str, Any]):  # type: ignore[no-untyped-def]
 
 def _add_algorithm_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("algorithm (defaults as in the Scrapy settings)")
-    group.add_argument("--algorithm", choices=ALGORITHM_CHOICES, help="default: minhash")
+    group.add_argument("--algorithm", choices=algorithm_names(), help="default: minhash")
     group.add_argument("--lexicon", help="I-Match lexicon file (with --algorithm imatch)")
     group.add_argument("--threshold", type=float, help="Jaccard similarity threshold, one scale for every algorithm "
                                                        "(default: 0.45 minhash, 0.97 simhash)")
@@ -123,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="strict: every member resembles the canonical; components: connected components "
                             "(default: strict)")
     dedup.add_argument("--store", default="memory://", help="store URL, as NEARDUP_STORE_URL (default: memory://)")
+    dedup.add_argument("--store-class", metavar="PATH",
+                       help="a store backend of your own, as NEARDUP_STORE_CLASS (package.module.Class)")
+    dedup.add_argument("--spider", default="dedup",
+                       help="the spider name the store's Redis keys are made from, as a crawl's (default: dedup)")
+    dedup.add_argument("--redis-key", metavar="PREFIX",
+                       help="Redis key prefix, as NEARDUP_REDIS_KEY (default: neardup:{%%(spider)s})")
     dedup.add_argument("--reset", action="store_true", help="empty the store first")
     dedup.add_argument("--workers", type=_positive_int,
                        help="processes for extraction and fingerprinting (default: CPUs)")
@@ -304,7 +314,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     stop = _StopRequest()
     stats = BatchStats()
     try:
-        runner = BatchDeduplicator(config, args.store, workers=args.workers, reset=args.reset)
+        runner = BatchDeduplicator(config, args.spider, workers=args.workers, reset=args.reset)
         with stop:
             runner.run(reader, on_verdict, Progress(args.progress), stats=stats, should_stop=stop.requested,
                        on_fingerprint=on_fingerprint if all_pairs is not None else None)
@@ -340,7 +350,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     base = _settings_from_args(args)
     if args.all:
         configurations = []
-        for name in ALGORITHM_CHOICES:
+        for name in algorithm_names():
             settings = {**base, "NEARDUP_ALGORITHM": name}
             if name != base.get("NEARDUP_ALGORITHM", "minhash"):
                 for key in ("NEARDUP_THRESHOLD", "NEARDUP_SHINGLE_SIZE", "NEARDUP_SIMHASH_MAX_DISTANCE"):
@@ -378,8 +388,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_lexicon(args: argparse.Namespace) -> int:
+    from .engine.algorithms.imatch import IMatch
     from .engine.extract import extract
-    from .engine.literature import IMatch
     from .inputs import DocumentReader, check_inputs
 
     def texts():  # type: ignore[no-untyped-def]
@@ -495,27 +505,19 @@ def cmd_store(args: argparse.Namespace) -> int:
     """``store STORE_URL ACTION``: a store opened whatever parameters it was written with; nothing is created."""
     import time
 
-    from ._config import DEFAULTS
-    from .store import redact_url, store_from_url
+    from .store import redact_url
 
     url = args.store_url
     scheme = url.split(":", 1)[0].lower()
     before = parse_date(args.before) if getattr(args, "before", None) else (
         time.time() - parse_age(args.older_than) if getattr(args, "older_than", None) else None)
     urls = _urls_to_remove(args) if args.action == "remove" else []
-    prefix = args.redis_key or DEFAULTS["NEARDUP_REDIS_KEY"]
-    if scheme in ("redis", "rediss", "unix"):
-        if args.redis_key is None and args.spider is None:
-            raise SystemExit("scrapy-neardup: a Redis store holds each spider's index under its own keys: "
-                             "pass --spider NAME, or --redis-key PREFIX as NEARDUP_REDIS_KEY names it")
-        try:
-            prefix = prefix % {"spider": args.spider or ""}
-        except (TypeError, KeyError, ValueError):
-            raise SystemExit(f"scrapy-neardup: --redis-key {prefix!r}: %(spider)s is the only placeholder") from None
-    try:
-        store = store_from_url(url, prefix=prefix)
-    except ValueError as exc:
-        raise SystemExit(f"scrapy-neardup: {exc}") from None
+    if scheme in ("redis", "rediss", "unix") and args.redis_key is None and args.spider is None:
+        raise SystemExit("scrapy-neardup: a Redis store holds each spider's index under its own keys: "
+                         "pass --spider NAME, or --redis-key PREFIX as NEARDUP_REDIS_KEY names it")
+    config = _config({"NEARDUP_ENABLED": True, "NEARDUP_STORE_URL": url, **(
+        {"NEARDUP_REDIS_KEY": args.redis_key} if args.redis_key is not None else {})})
+    store = config.build_store(args.spider or "", data_dir=".scrapy")
     store.open_existing()
     try:
         if args.action == "count":

@@ -182,6 +182,7 @@ def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, 
     import os
     import time
 
+    from .engine.decisions import DecisionLoop
     from .engine.detector import Detector
     from .store import MemoryStore
 
@@ -204,22 +205,17 @@ def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, 
         store = MemoryStore()
         detector = Detector(algorithm, store)
         detector.open()
-        guard = config.build_template_guard(algorithm)
+        loop = DecisionLoop(detector, config.build_template_guard(algorithm))
         pairs = []
         started = time.perf_counter()
         for row, got in zip(manifest, texts):
             prepared = pipeline.from_extraction(got)
             if prepared.fingerprint is None:
                 continue
-            if guard is not None:
-                prepared, refile = guard.decide(row["url"], row["url"], prepared)
-                for key, fp in refile:
-                    store.refile(key, fp.signature, fp.buckets)
-            assert prepared.fingerprint is not None
-            fp = prepared.fingerprint
-            verdict = detector.check_fingerprint(row["url"], fp.signature, fp.buckets)
-            if verdict.status == "duplicate":
-                pairs.append((row["url"], verdict.canonical, verdict.similarity))
+            for decision in loop.decide(row["url"], row["url"], prepared):
+                verdict = decision.verdict
+                if verdict.status == "duplicate":
+                    pairs.append((verdict.key, verdict.canonical, verdict.similarity))
         engine_secs = time.perf_counter() - started
         result = score(manifest, [(a, b) for a, b, _ in pairs])
         if pairs_path:
@@ -249,8 +245,8 @@ def lexicon_for_manifest(manifest_path: str, limit: int | None = None) -> str:
     import os
     import tempfile
 
+    from .engine.algorithms.imatch import IMatch
     from .engine.extract import extract
-    from .engine.literature import IMatch
 
     manifest = load_manifest(manifest_path)[:limit] if limit else load_manifest(manifest_path)
     base = os.path.dirname(os.path.abspath(manifest_path))

@@ -43,7 +43,8 @@ def test_misspelt_settings_are_named_with_the_closest_real_one():
 @pytest.mark.parametrize(
     "name,value,message",
     [
-        ("ALGORITHM", "lsh", "NEARDUP_ALGORITHM = 'lsh' is not allowed: one of 'minhash', 'simhash'"),
+        ("ALGORITHM", "lsh", "NEARDUP_ALGORITHM = 'lsh' is not allowed: one of 'minhash', 'bottomk', 'exact', "
+                             "'imatch', 'simhash', 'spotsigs', 'supershingle'"),
         ("ACTION", "delete", "NEARDUP_ACTION = 'delete' is not allowed: one of 'drop', 'tag'"),
         ("EXTRACT_FAVOR", "speed",
          "NEARDUP_EXTRACT_FAVOR = 'speed' is not allowed: one of 'recall', 'balanced', 'precision'"),
@@ -91,7 +92,7 @@ def test_simhash_threshold_maps_to_hamming_distance():
     explicit = config(ALGORITHM="simhash", SIMHASH_MAX_DISTANCE=4).build_algorithm()
     assert explicit.max_distance == 4 and explicit.threshold == pytest.approx(0.9623, abs=1e-4)
     # The threshold is a Jaccard similarity: 0.9 searches the distances whose Jaccard estimate is >= 0.9.
-    from scrapy_neardup.engine.algorithms import simhash_distance_for, simhash_jaccard
+    from scrapy_neardup.engine.algorithms.simhash import simhash_distance_for, simhash_jaccard
 
     for t in (0.55, 0.6, 0.7, 0.8, 0.9, 0.97, 1.0):
         d = simhash_distance_for(t)
@@ -102,3 +103,47 @@ def test_default_store_is_one_sqlite_file_per_spider(tmp_path):
     url = config().resolve_store_url("my spider/1", str(tmp_path))
     assert url == f"sqlite:///{tmp_path}/neardup/my_spider_1.sqlite3"
     assert config(STORE_URL="memory://").resolve_store_url("x", "/d") == "memory://"
+
+
+def test_every_algorithm_comes_from_the_registry_with_its_own_defaults():
+    from dataclasses import fields
+
+    from scrapy_neardup._config import Config
+    from scrapy_neardup.engine.algorithms import algorithm_class, algorithm_names
+
+    names = algorithm_names()
+    assert names[0] == "minhash" and len(names) == 7
+    for name in names:
+        kind = algorithm_class(name)
+        assert kind.name == name
+        settings = {"ALGORITHM": name}
+        if name == "imatch":
+            continue  # needs a lexicon file; built in test_literature and test_cli
+        built = config(**settings)
+        assert built.threshold == kind.DEFAULT_THRESHOLD and built.shingle_size == kind.DEFAULT_SHINGLE_SIZE
+        assert type(built.build_algorithm()) is kind
+    with pytest.raises(KeyError):
+        algorithm_class("base")
+    # The dataclass's own defaults are those of the settings: one set of defaults, not two.
+    plain, parsed = Config(), Config.from_settings({})
+    for field in fields(Config):
+        assert getattr(plain, field.name) == getattr(parsed, field.name), field.name
+
+
+class _CountingStore:
+    """Stands for a user's own backend in NEARDUP_STORE_CLASS (a MemoryStore underneath)."""
+
+
+def test_a_store_backend_of_ones_own_is_named_by_neardup_store_class(tmp_path):
+    from scrapy_neardup.store import MemoryStore
+
+    built = config(STORE_CLASS="scrapy_neardup.store.memory.MemoryStore", STORE_URL="custom://anything")
+    store = built.build_store("news", str(tmp_path))
+    assert type(store) is MemoryStore  # built by the class named, whatever the URL's scheme
+    with pytest.raises(ConfigError, match=r"NEARDUP_STORE_CLASS = 'test_config._CountingStore' is not allowed: "
+                                          r"the import path of a subclass of scrapy_neardup.store.Store"):
+        config(STORE_CLASS="test_config._CountingStore")
+    with pytest.raises(ConfigError, match=r"NEARDUP_STORE_CLASS = 'no.such.Module' is not allowed.*cannot import"):
+        config(STORE_CLASS="no.such.Module")
+    with pytest.raises(ConfigError, match=r"NEARDUP_STORE_URL = 'custom://anything' is not allowed"):
+        config(STORE_URL="custom://anything")

@@ -107,7 +107,7 @@ def test_changed_parameters_stop_the_crawl_with_a_clear_reason(site, tmp_path):
 
 def test_bad_setting_fails_at_start_up(site, tmp_path):
     result = run_scrapy(["crawl", "news", "-a", f"site={site}"], tmp_path, {"NEARDUP_ALGORITHM": "bogus"})
-    assert "NEARDUP_ALGORITHM = 'bogus' is not allowed: one of 'minhash', 'simhash'" in result.log
+    assert "NEARDUP_ALGORITHM = 'bogus' is not allowed: one of 'minhash', 'bottomk'" in result.log
     assert result.items == [] and "neardup/checked" not in result.stats
 
 

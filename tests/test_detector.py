@@ -3,7 +3,8 @@ import random
 import pytest
 from conftest import make_store
 
-from scrapy_neardup.engine.algorithms import MinHashLSH, SimHashHamming
+from scrapy_neardup.engine.algorithms.minhash import MinHashLSH
+from scrapy_neardup.engine.algorithms.simhash import SimHashHamming
 from scrapy_neardup.engine.detector import Detector
 from scrapy_neardup.store import StoreMismatchError
 

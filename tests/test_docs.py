@@ -9,9 +9,10 @@ import re
 
 from crawlkit import ROOT
 
-from scrapy_neardup._config import ALGORITHMS, DEFAULTS
+from scrapy_neardup._config import DEFAULTS
 from scrapy_neardup._service import SKIP_REASONS
 from scrapy_neardup.cli import build_parser
+from scrapy_neardup.engine.algorithms import algorithm_names
 
 
 def read(name: str) -> str:
@@ -59,7 +60,7 @@ def test_every_stat_skip_reason_and_algorithm_is_documented():
         assert f"`{stat}`" in reference, f"stat {stat} is not in docs/reference.md"
     for reason in SKIP_REASONS:
         assert f"`{reason}`" in reference, f"skip reason {reason} is not in docs/reference.md"
-    for algorithm in ALGORITHMS:
+    for algorithm in algorithm_names():
         assert f'`"{algorithm}"`' in reference, f"algorithm {algorithm} is not in docs/reference.md"
     for key in ("neardup_enabled", "neardup_key", "neardup"):
         assert f"| `{key}` |" in reference, f"meta key {key} is not in docs/reference.md"

@@ -305,7 +305,7 @@ def test_garbage_in_redis_keys_becomes_a_store_error_naming_the_key(tmp_path):
     import redis as redis_py
     from conftest import make_store
 
-    from scrapy_neardup.engine.algorithms import MinHashLSH
+    from scrapy_neardup.engine.algorithms.minhash import MinHashLSH
     from scrapy_neardup.engine.detector import Detector
     from scrapy_neardup.store import StoreError
     from scrapy_neardup.store.redis import pack_record

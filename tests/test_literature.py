@@ -6,8 +6,12 @@ import numpy as np
 import pytest
 from conftest import make_store
 
+from scrapy_neardup.engine.algorithms.bottomk import BottomK
+from scrapy_neardup.engine.algorithms.exact import ExactHash
+from scrapy_neardup.engine.algorithms.imatch import IMatch
+from scrapy_neardup.engine.algorithms.spotsigs import STOP_WORDS, SpotSigs
+from scrapy_neardup.engine.algorithms.supershingle import SuperShingles
 from scrapy_neardup.engine.detector import Detector
-from scrapy_neardup.engine.literature import STOP_WORDS, BottomK, ExactHash, IMatch, SpotSigs, SuperShingles
 
 WORDS = [f"w{i}" for i in range(5000)]
 STOPS = sorted(STOP_WORDS)

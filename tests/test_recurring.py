@@ -43,6 +43,8 @@ def first_pages() -> dict[str, str]:
 
 
 def crawl(server, tmp_path, name, settings=None):
+    # One request at a time: the first copy of a page fetched is its canonical, so the order must be fixed.
+    settings = {"CONCURRENT_REQUESTS": "1", **(settings or {})}
     cmd, env, stats_file, items_file = paths_crawl_command(tmp_path, server.url, PATHS, settings, name)
     proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
     result = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)

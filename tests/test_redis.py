@@ -8,7 +8,7 @@ import uuid
 import pytest
 from conftest import make_store
 
-from scrapy_neardup.engine.algorithms import MinHashLSH
+from scrapy_neardup.engine.algorithms.minhash import MinHashLSH
 from scrapy_neardup.engine.detector import Detector
 from scrapy_neardup.store import StoreError, store_from_url
 from scrapy_neardup.store.redis import RedisStore, pack_record, unpack_record

@@ -246,7 +246,7 @@ def test_store_urls(tmp_path):
 def test_sqlite_keeps_32_bits_of_bucket_keys_and_verification_rejects_the_collisions(tmp_path):
     """Bucket keys that agree in their low 32 bits meet in SQLite (4-byte rows); the detector's verification
     against the signature, not the bucket, decides."""
-    from scrapy_neardup.engine.algorithms import MinHashLSH
+    from scrapy_neardup.engine.algorithms.minhash import MinHashLSH
     from scrapy_neardup.engine.detector import Detector
 
     store = SqliteStore(str(tmp_path / "narrow.sqlite"))
@@ -274,7 +274,7 @@ def test_a_batch_never_files_a_page_ahead_of_an_earlier_near_duplicate(store_kin
     """Decided in one batch as one by one: A shares a bucket with an unrelated filed page X, so it waits
     for verification; B, a near-duplicate of A sharing none of X's buckets, must wait for A's verdict
     rather than be filed alone ahead of it (found with one-permutation MinHash on the demo site)."""
-    from scrapy_neardup.engine.algorithms import MinHashLSH
+    from scrapy_neardup.engine.algorithms.minhash import MinHashLSH
     from scrapy_neardup.engine.detector import Detector
 
     words = [f"w{i}" for i in range(300)]

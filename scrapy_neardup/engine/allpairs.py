@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..store.memory import MemoryStore
-from .algorithms import Algorithm
+from .algorithms.base import Algorithm
 
 
 class AllPairs:

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..store.base import FORMAT_VERSION, DocRecord, Store, StoreError
-from .algorithms import Algorithm
+from ..store.base import FORMAT_VERSION, Added, Candidate, DocRecord, Filing, Query, Store, StoreError
+from .algorithms.base import Algorithm
 
 Status = Literal["unique", "duplicate", "seen"]
 #: Why a known key was checked afresh instead of being *seen*: its content changed beyond the threshold,
@@ -96,15 +96,15 @@ class Detector:
             raise StoreError(f"the stored signature of {key!r} is malformed "
                              f"({len(stored or b'')} bytes: {exc})") from exc
 
-    def _best_match(self, signature: bytes, candidates) -> list[tuple[float, str]]:  # type: ignore[no-untyped-def]
+    def _best_match(self, signature: bytes, candidates: Sequence[Candidate]) -> list[tuple[float, Candidate]]:
         """Candidates at or above the threshold, most similar first (ties by key, for determinism)."""
         matches = []
         for cand in candidates:
             sim = self._similarity(signature, cand.key, cand.signature)
             if sim >= self.algorithm.threshold:
-                matches.append((-sim, cand.key))
-        matches.sort()
-        return [(-neg, k) for neg, k in matches]
+                matches.append((-sim, cand.key, cand))
+        matches.sort(key=lambda m: (m[0], m[1]))
+        return [(-neg, cand) for neg, _, cand in matches]
 
     def check_many(self, items: Sequence[tuple[str, bytes, Any] | tuple[str, bytes, Any, Sequence[bytes]]],
                    ) -> list[Verdict]:
@@ -122,9 +122,8 @@ class Detector:
         for _ in range(MAX_RETRIES):
             if not pending:
                 break
-            looked = self.store.lookup_many([tuple(items[i][:3]) for i in pending],  # type: ignore[misc]
-                                             file_alone=True)
-            adds: list[tuple[str, bytes, Any, str | None, float, Any]] = []
+            looked = self.store.lookup_many([Query(*items[i][:3]) for i in pending], file_alone=True)
+            adds: list[Filing] = []
             planned: list[tuple[int, Verdict]] = []
             waiting: list[int] = []
             stale: list[str] = []
@@ -147,14 +146,14 @@ class Detector:
                 token = found.token
                 matches = self._best_match(signature, found.candidates)
                 if matches:
-                    (sim, best), also = matches[0], tuple(k for _, k in matches[1:])
-                    adds.append((key, signature, buckets, best, sim, None))
-                    planned.append((i, Verdict("duplicate", key, best, sim, also, rechecked.get(i))))
+                    (sim, best), also = matches[0], tuple(c.key for _, c in matches[1:])
+                    adds.append(Filing(key, signature, buckets, best.key, sim, canonical_ref=best.ref))
+                    planned.append((i, Verdict("duplicate", key, best.key, sim, also, rechecked.get(i))))
                 else:
-                    adds.append((key, signature, buckets, None, 1.0, token))
+                    adds.append(Filing(key, signature, buckets, None, 1.0, token))
                     planned.append((i, Verdict("unique", key, key, 1.0, rechecked=rechecked.get(i))))
             for (i, verdict), result in zip(planned, self.store.add_many(adds) if adds else []):
-                if result == 1:
+                if result == Added.FILED:
                     verdicts[i] = verdict
                 else:
                     waiting.append(i)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .algorithms import Algorithm, Fingerprint, NoWords
+from .algorithms.base import Algorithm, Fingerprint, NoWords
 from .extract import Extraction, declared_canonical, extract
 from .template import page_sketcher, text_key
 

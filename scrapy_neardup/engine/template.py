@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 import mmh3
 
 if TYPE_CHECKING:
-    from .algorithms import Algorithm, Fingerprint
+    from .algorithms.base import Algorithm, Fingerprint
     from .pipeline import Prepared
 
 #: mmh3 seed of the main-text hash; fixed so that every process agrees on it.
@@ -62,7 +62,7 @@ def page_sketcher(algorithm=None):  # type: ignore[no-untyped-def]
     word 2-shingles (its page fingerprint then serves as the sketch, computed once), else a fixed one of
     ``SKETCH_PERM`` permutations. Either estimates the same Jaccard, so ``PAGE_TEXTS_DIFFER`` means one
     thing whatever fingerprints the pages."""
-    from .algorithms import MinHashLSH
+    from .algorithms.minhash import MinHashLSH
 
     if type(algorithm) is MinHashLSH and algorithm.shingle_size == 2:
         return algorithm

@@ -7,9 +7,12 @@ from urllib.parse import urlsplit
 
 from .base import (
     FORMAT_VERSION,
+    Added,
     Candidate,
     DocRecord,
+    Filing,
     Lookup,
+    Query,
     Store,
     StoreError,
     StoreMismatchError,
@@ -21,17 +24,31 @@ if TYPE_CHECKING:
     from .memory import MemoryStore
     from .sqlite import ForeignDatabaseError, SqliteStore, StoreLockedError
 
+#: The backends, by the URL scheme each serves: ``module:Class`` in this package, imported when a URL asks
+#: for it (reading settings needs no numpy). A backend of one's own needs no entry here:
+#: ``NEARDUP_STORE_CLASS`` names it (see :func:`store_from_url`).
+BACKENDS = {
+    "memory": "memory:MemoryStore",
+    "sqlite": "sqlite:SqliteStore",
+    "redis": "redis:RedisStore",
+    "rediss": "redis:RedisStore",
+    "unix": "redis:RedisStore",
+}
 #: URL schemes :func:`store_from_url` understands.
-STORE_SCHEMES = ("memory", "sqlite", "redis", "rediss", "unix")
+STORE_SCHEMES = tuple(BACKENDS)
 
 __all__ = [
+    "BACKENDS",
     "FORMAT_VERSION",
+    "Added",
     "STORE_SCHEMES",
     "Candidate",
     "DocRecord",
+    "Filing",
     "ForeignDatabaseError",
     "Lookup",
     "MemoryStore",
+    "Query",
     "SqliteStore",
     "Store",
     "StoreError",
@@ -40,6 +57,7 @@ __all__ = [
     "StoreWriteError",
     "redact_url",
     "sqlite_path",
+    "load_store_class",
     "store_from_url",
 ]
 
@@ -67,25 +85,40 @@ def sqlite_path(url: str) -> str:
     return path
 
 
-def store_from_url(url: str, **options: object) -> Store:
+def load_store_class(path: str) -> type[Store]:
+    """The class a ``NEARDUP_STORE_CLASS`` names (``package.module.Class``): a :class:`Store` subclass with
+    :meth:`Store.from_url`. ``ValueError`` says what is wrong with it."""
+    import importlib
+
+    module_name, _, name = path.rpartition(".")
+    try:
+        found = getattr(importlib.import_module(module_name), name) if module_name else None
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"cannot import {path!r}: {exc}") from None
+    if not (isinstance(found, type) and issubclass(found, Store)):
+        raise ValueError(f"{path!r} is not a subclass of scrapy_neardup.store.Store")
+    return found
+
+
+def store_from_url(url: str, store_class: type[Store] | str | None = None, **options: object) -> Store:
     """Build (not yet open) the store a URL names: ``memory://``, ``sqlite:///path``, ``redis://host:port/db``
-    (``rediss://`` for TLS, ``unix://`` for a socket; password and options as redis-py accepts them)."""
-    scheme = urlsplit(url).scheme.lower()
-    if scheme == "memory":
-        from .memory import MemoryStore
+    (``rediss://`` for TLS, ``unix://`` for a socket; password and options as redis-py accepts them), by
+    the backend registered for its scheme (:data:`BACKENDS`), or by ``store_class`` whatever the scheme
+    (``NEARDUP_STORE_CLASS``: a backend of one's own). ``options`` are the settings' store options; each
+    backend takes the ones it knows (:meth:`Store.from_url`)."""
+    import importlib
 
-        return MemoryStore()
-    if scheme == "sqlite":
-        from .sqlite import SqliteStore
-
-        sqlite_options = {k: v for k, v in options.items() if k in ("commit_every", "commit_secs")}
-        return SqliteStore(sqlite_path(url), **sqlite_options)  # type: ignore[arg-type]
-    if scheme in ("redis", "rediss", "unix"):
-        from .redis import RedisStore
-
-        redis_options = {k: v for k, v in options.items() if k in ("prefix", "retries", "backoff_secs", "timeout_secs")}
-        return RedisStore(url, **redis_options)  # type: ignore[arg-type]
-    raise ValueError(
-        f"Unknown store URL scheme {scheme!r} in {redact_url(url)!r}; allowed: "
-        + ", ".join(f"{s}://" for s in STORE_SCHEMES)
-    )
+    if isinstance(store_class, str):
+        backend = load_store_class(store_class)
+    elif store_class is not None:
+        backend = store_class
+    else:
+        scheme = urlsplit(url).scheme.lower()
+        if scheme not in BACKENDS:
+            raise ValueError(
+                f"Unknown store URL scheme {scheme!r} in {redact_url(url)!r}; allowed: "
+                + ", ".join(f"{s}://" for s in STORE_SCHEMES)
+            )
+        module_name, _, name = BACKENDS[scheme].partition(":")
+        backend = getattr(importlib.import_module(f"{__name__}.{module_name}"), name)
+    return backend.from_url(url, **options)

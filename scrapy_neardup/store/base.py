@@ -20,7 +20,8 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # the contract is read without numpy; backends take numpy arrays of bucket keys too
     import numpy as np
@@ -90,8 +91,47 @@ class DocRecord:
 
 @dataclass(frozen=True)
 class Candidate:
+    """A canonical document sharing a bucket with a query. ``ref`` is the backend's own handle of it (Redis:
+    its id), handed back in :attr:`Filing.canonical_ref` when a document is filed as its near-duplicate:
+    what the caller needs travels with the candidate, no state is kept between calls."""
+
     key: str
     signature: bytes
+    ref: Any = None
+
+
+class Query(NamedTuple):
+    """A document to look up: its key, signature and the bucket keys it is filed under."""
+
+    key: str
+    signature: bytes | None
+    buckets: Sequence[int] | np.ndarray
+
+
+class Filing(NamedTuple):
+    """A document to file: canonical (``canonical`` None), with the ``token`` of its lookup, or a
+    near-duplicate of ``canonical`` (the :class:`Candidate`'s key, and its ``ref``) with ``similarity``."""
+
+    key: str
+    signature: bytes | None
+    buckets: Sequence[int] | np.ndarray
+    canonical: str | None = None
+    similarity: float = 1.0
+    token: Any = None
+    canonical_ref: Any = None
+
+
+class Added(IntEnum):
+    """What became of a :class:`Filing`.
+
+    ``STALE``: nothing was filed because what the lookup saw has changed: another writer filed a document
+    in one of its buckets, or an earlier filing of the same batch did, or its canonical has been removed
+    meanwhile (the one rule for a missing canonical). The caller looks again. ``KNOWN``: the key was filed
+    meanwhile (by another writer or earlier in the batch); nothing changed."""
+
+    FILED = 1
+    STALE = 0
+    KNOWN = -1
 
 
 @dataclass(frozen=True)
@@ -110,7 +150,15 @@ class Lookup:
 
 
 class Store(ABC):
-    """Abstract store. Backends are built by :func:`scrapy_neardup.store.open_store` from a URL."""
+    """Abstract store. Backends are built from a URL by :func:`scrapy_neardup.store.store_from_url`, which
+    finds them by the URL's scheme (:data:`scrapy_neardup.store.BACKENDS`) or takes ``NEARDUP_STORE_CLASS``;
+    :meth:`from_url` builds one.
+
+    A backend implements the batch calls (:meth:`lookup_many`, :meth:`add_many`), :meth:`get`,
+    :meth:`count`, the ageing calls (:meth:`touch`, :meth:`remove`, :meth:`expire`) and the meta plumbing;
+    :meth:`lookup` and :meth:`add` are one-document conveniences over the batch calls.
+    """
+
 
     #: Human-readable location for log lines (path, URL without password, "memory").
     location: str = ""
@@ -173,65 +221,39 @@ class Store(ABC):
     def get(self, key: str) -> DocRecord | None:
         """The record of a document by key, or ``None``."""
 
-    @abstractmethod
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Store:
+        """The store ``url`` names (not yet open), with the options it takes of ``options`` (the others are
+        ignored: one call builds any backend). ``options`` come from the settings: ``commit_every``,
+        ``commit_secs`` (SQLite), ``prefix``, ``retries``, ``backoff_secs``, ``timeout_secs`` (Redis)."""
+        raise NotImplementedError(f"{cls.__name__} cannot be built from a URL")
+
     def lookup(self, buckets: Sequence[int]) -> tuple[list[Candidate], Any]:
         """Canonical documents filed under any of ``buckets`` (each once), and a concurrency token."""
+        found = self.lookup_many([Query("", None, buckets)])[0]
+        return found.candidates, found.token
+
+    def add(self, key: str, signature: bytes | None, buckets: Sequence[int], canonical: str | None = None,
+            similarity: float = 1.0, token: Any = None) -> bool:
+        """File one document (see :meth:`add_many`); ``False`` when nothing was filed because the lookup
+        the ``token`` came from is stale."""
+        return self.add_many([Filing(key, signature, buckets, canonical, similarity, token)])[0] != Added.STALE
 
     @abstractmethod
-    def add(
-        self,
-        key: str,
-        signature: bytes | None,
-        buckets: Sequence[int],
-        canonical: str | None = None,
-        similarity: float = 1.0,
-        token: Any = None,
-    ) -> bool:
-        """File a document. A canonical one (``canonical is None``) goes into ``buckets``; a near-duplicate
-        is only recorded. Returns ``False``, storing nothing, when ``token`` is stale."""
+    def lookup_many(self, queries: Sequence[Query], file_alone: bool = False) -> list[Lookup]:
+        """For each query, in order: the key's record if it is known (and its last-seen time set to now, a
+        lookup being a fetch; the record returned is the one before), else its candidates and a token. With
+        ``file_alone``, a document that shares no bucket with any filed document, nor with an earlier
+        document of the batch still waiting for its verdict, is filed as canonical on the spot (the common
+        case, settled in one step): the batch is decided as its documents would be one by one, so a page is
+        never filed ahead of an earlier near-duplicate of it. Backends with round-trip costs (Redis) answer a
+        whole batch at once."""
 
-    def lookup_many(self, items: Sequence[tuple[str, bytes | None, Sequence[int]]], file_alone: bool = False,
-                    ) -> list[Lookup]:
-        """For each ``(key, signature, buckets)``, in order: the key's record if it is known (and its
-        last-seen time set to now, a lookup being a fetch; the record returned is the one before), else its
-        candidates and a token. With ``file_alone``, a document that shares no bucket with any filed
-        document, nor with an earlier document of the batch still waiting for its verdict, is filed as
-        canonical on the spot (the common case, settled in one step): the batch is decided as its
-        documents would be one by one, so a page is never filed ahead of an earlier near-duplicate of it.
-        Backends with round-trip costs (Redis) answer a whole batch at once."""
-        out: list[Lookup] = []
-        waiting: set[int] = set()  # buckets of earlier documents of the batch not filed yet
-        for key, signature, buckets in items:
-            known = self.get(key)
-            if known is not None:
-                self.touch([key])
-                out.append(Lookup(known))
-                continue
-            candidates, token = self.lookup(buckets)
-            bucket_set = {int(b) for b in buckets}
-            if (not candidates and file_alone and waiting.isdisjoint(bucket_set)
-                    and self.add(key, signature, buckets, token=token)):
-                out.append(Lookup(filed=True))
-            else:
-                waiting |= bucket_set
-                out.append(Lookup(None, candidates, token))
-        return out
-
-    def add_many(self, items: Sequence[tuple[str, bytes | None, Sequence[int], str | None, float, Any]]) -> list[int]:
-        """:meth:`add` for a batch of ``(key, signature, buckets, canonical, similarity, token)``.
-        Per item: 1 filed, 0 refused for a stale token, -1 the key was filed meanwhile."""
-        out = []
-        filed: set[int] = set()  # buckets that canonical documents of this batch went into
-        for key, signature, buckets, canonical, similarity, token in items:
-            if self.get(key) is not None:
-                out.append(-1)
-            elif canonical is None and not filed.isdisjoint(int(b) for b in buckets):
-                out.append(0)  # an earlier document of this batch may be its near-duplicate: look again
-            else:
-                out.append(1 if self.add(key, signature, buckets, canonical, similarity, token) else 0)
-                if canonical is None:
-                    filed.update(int(b) for b in buckets)
-        return out
+    @abstractmethod
+    def add_many(self, filings: Sequence[Filing]) -> list[Added]:
+        """File documents, in order: a canonical one goes into its buckets, unless another document was
+        filed there since its lookup (its token) or earlier in this batch; a near-duplicate is only
+        recorded, unless its canonical is gone. See :class:`Added`."""
 
     def refile(self, key: str, signature: bytes, buckets: Sequence[int] | np.ndarray) -> bool:
         """Give the canonical document ``key`` a new signature and file it under ``buckets`` too.

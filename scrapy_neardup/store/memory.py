@@ -19,7 +19,7 @@ from typing import Any
 import mmh3
 import numpy as np
 
-from .base import Candidate, DocRecord, Lookup, Store
+from .base import Added, Candidate, DocRecord, Filing, Lookup, Query, Store
 from .compact import BlobArray, LevelIndex
 
 _KEY_SEED = 0x4B45_5953
@@ -34,6 +34,10 @@ def _key_hash(key: str) -> int:
 class MemoryStore(Store):
     local = True
     location = "memory"
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> MemoryStore:
+        return cls()
 
     def __init__(self) -> None:
         self._meta: dict[str, str] | None = None
@@ -100,12 +104,8 @@ class MemoryStore(Store):
         return [Candidate(self._keys[d].decode("utf-8"), self._signatures[d]) for d in docs
                 if self._canonical[d] == -1]  # a removed document's bucket entries stay: skipped here
 
-    def lookup(self, buckets: Sequence[int]) -> tuple[list[Candidate], Any]:
-        _, ids = self._buckets.lookup(np.asarray(buckets, dtype=np.int64))
-        return self._candidates(list(dict.fromkeys(ids.tolist()))), None
-
-    def lookup_many(self, items: Sequence[tuple[str, bytes | None, Sequence[int]]], file_alone: bool = False,
-                    ) -> list[Lookup]:
+    def lookup_many(self, queries: Sequence[Query], file_alone: bool = False) -> list[Lookup]:
+        items = queries
         n = len(items)
         if not n:
             return []
@@ -160,34 +160,36 @@ class MemoryStore(Store):
             )
         return out
 
-    def add_many(self, items: Sequence[tuple[str, bytes | None, Sequence[int], str | None, float, Any]]) -> list[int]:
+    def add_many(self, filings: Sequence[Filing]) -> list[Added]:
+        items = filings
         known = self._ids_of([item[0] for item in items])
         canonical_ids = self._ids_of([item[3] for item in items if item[3] is not None])
-        out: list[int] = []
+        out: list[Added] = []
         filed_now: set[str] = set()
         filed_buckets: set[int] = set()
         new: list[tuple[str, np.ndarray | None]] = []
         first = len(self._keys)
         next_canonical = iter(canonical_ids)
-        for (key, signature, buckets, canonical, similarity, _), doc in zip(items, known):
+        for (key, signature, buckets, canonical, similarity, *_), doc in zip(items, known):
             canonical_id = None if canonical is None else next(next_canonical)
             if doc >= 0 or key in filed_now:
-                out.append(-1)
+                out.append(Added.KNOWN)
                 continue
             if canonical is None:
                 keys = np.asarray(buckets, dtype=np.int64)
                 if not filed_buckets.isdisjoint(keys.tolist()):
-                    out.append(0)  # an earlier document of this batch may be its near-duplicate: look again
+                    out.append(Added.STALE)  # an earlier document of this batch may be its near-duplicate
                     continue
                 filed_buckets.update(keys.tolist())
             else:
-                if canonical_id is None or canonical_id < 0:
-                    raise KeyError(f"canonical document {canonical!r} is not in the store")
+                if canonical_id is None or canonical_id < 0 or self._canonical[canonical_id] != -1:
+                    out.append(Added.STALE)  # its canonical is gone (removed): look again
+                    continue
                 keys = None
             self._append(key, signature, canonical_id, similarity)
             filed_now.add(key)
             new.append((key, keys))
-            out.append(1)
+            out.append(Added.FILED)
         if new:
             ids = np.arange(first, len(self._keys), dtype=np.int32)
             self._key_index.add_many(np.fromiter((_key_hash(k) for k, _ in new), dtype=np.int64, count=len(new)), ids)
@@ -208,28 +210,6 @@ class MemoryStore(Store):
         self._similarity.append(similarity)
         self._seen.append(time.time())
         return doc
-
-    def add(
-        self,
-        key: str,
-        signature: bytes | None,
-        buckets: Sequence[int],
-        canonical: str | None = None,
-        similarity: float = 1.0,
-        token: Any = None,
-    ) -> bool:
-        if self._ids_of([key])[0] >= 0:
-            return True
-        canonical_id = None
-        if canonical is not None:
-            canonical_id = self._ids_of([canonical])[0]
-            if canonical_id < 0:
-                raise KeyError(f"canonical document {canonical!r} is not in the store")
-        doc = self._append(key, signature, canonical_id, similarity)
-        self._key_index.add((_key_hash(key),), doc)
-        if canonical is None:
-            self._buckets.add(buckets, doc)
-        return True
 
     def refile(self, key: str, signature: bytes, buckets: Sequence[int] | np.ndarray) -> bool:
         doc = self._ids_of([key])[0]

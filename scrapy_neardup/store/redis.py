@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Candidate, DocRecord, Lookup, Store, StoreError, check_meta, redact_url
+from .base import Added, Candidate, DocRecord, Filing, Lookup, Query, Store, StoreError, check_meta, redact_url
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +150,8 @@ return out
 
 # ARGV: prefix, n, then per document: key, canonical id ('0': file as canonical), buckets (8 bytes each),
 # lengths seen at lookup (4 bytes each; empty: do not check), record.
-# Reply: one character per document: '1' filed, '0' a bucket changed since the lookup, '-' key already filed.
+# Reply: one character per document: '1' filed, '0' a bucket changed since the lookup or the canonical is
+# gone, '-' key already filed.
 _INSERT = """
 local p, n = ARGV[1], tonumber(ARGV[2])
 local keys, docs = p .. ':keys', p .. ':docs'
@@ -164,6 +165,11 @@ for item = 1, n do
     out[item] = '-'
   else
     local fresh, fields, contents = true, {}, {}
+    if canonical ~= '0' then
+      -- a near-duplicate: its canonical must still be filed, and canonical (the one rule for a missing one)
+      local crec = redis.call('HGET', docs, canonical)
+      fresh = crec ~= false and string.len(crec) >= 9 and struct.unpack('<i8', string.sub(crec, 2, 9)) == 0
+    end
     if canonical == '0' and nb > 0 then
       for b = 1, nb do fields[b] = string.sub(buckets, b * 8 - 7, b * 8) end
       contents = redis.call('HMGET', p .. ':b', unpack(fields))
@@ -345,6 +351,12 @@ def pack_buckets(buckets: Sequence[int] | np.ndarray) -> bytes:
 class RedisStore(Store):
     """A store on a Redis server (``redis://``, ``rediss://`` for TLS, ``unix://``), via redis-py."""
 
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> RedisStore:
+        wanted = ("prefix", "retries", "backoff_secs", "timeout_secs")
+        return cls(url, **{k: v for k, v in options.items() if k in wanted})
+
     def __init__(self, url: str, prefix: str = "neardup:{spider}", retries: int = 3, backoff_secs: float = 0.2,
                  timeout_secs: float = 5.0) -> None:
         try:
@@ -361,7 +373,6 @@ class RedisStore(Store):
         self.client: Any = None
         self._lookup: Any = None
         self._insert: Any = None
-        self._ids: dict[str, int] = {}  # candidate key -> id, from the last lookup (for near-duplicates)
         self._seen_since = 0.0  # when version 1 records count as last seen
 
     # -- plumbing ----------------------------------------------------------------------------------
@@ -467,19 +478,12 @@ class RedisStore(Store):
         return int(self._call(self.client.hlen, self._key("keys")))
 
     def get(self, key: str) -> DocRecord | None:
-        return self._lookup_many([(key, None, [])], False, touch=False)[0].known
+        return self._lookup_many([Query(key, None, [])], False, touch=False)[0].known
 
-    def lookup(self, buckets: Sequence[int]) -> tuple[list[Candidate], Any]:
-        result = self.lookup_many([("", None, buckets)])[0]
-        return result.candidates, result.token
+    def lookup_many(self, queries: Sequence[Query], file_alone: bool = False) -> list[Lookup]:
+        return self._lookup_many(queries, file_alone, touch=True)
 
-    def lookup_many(self, items: Sequence[tuple[str, bytes | None, Sequence[int]]], file_alone: bool = False,
-                    ) -> list[Lookup]:
-        return self._lookup_many(items, file_alone, touch=True)
-
-    def _lookup_many(self, items: Sequence[tuple[str, bytes | None, Sequence[int]]], file_alone: bool,
-                     touch: bool) -> list[Lookup]:
-        self._ids.clear()
+    def _lookup_many(self, items: Sequence[Query], file_alone: bool, touch: bool) -> list[Lookup]:
         args: list[Any] = [self.prefix, len(items), "1" if file_alone else "0", _now() if touch else b""]
         packed = []
         for key, signature, buckets in items:
@@ -517,44 +521,34 @@ class RedisStore(Store):
                     if size:
                         cand_key, sig, *_ = unpack_record(reply[pos : pos + size],
                                                             f" ({self._key('docs')} field {cand_id})")
-                        self._ids[cand_key] = cand_id
-                        candidates.append(Candidate(cand_key, sig))
+                        candidates.append(Candidate(cand_key, sig, cand_id))
                     pos += size
                 out.append(Lookup(None, candidates, (blob, lengths)))
         return out
 
-    def add(
-        self,
-        key: str,
-        signature: bytes | None,
-        buckets: Sequence[int],
-        canonical: str | None = None,
-        similarity: float = 1.0,
-        token: Any = None,
-    ) -> bool:
-        return self.add_many([(key, signature, buckets, canonical, similarity, token)])[0] != 0
-
-    def add_many(self, items: Sequence[tuple[str, bytes | None, Sequence[int], str | None, float, Any]]) -> list[int]:
-        """File several documents in one round trip. Per item: 1 filed, 0 stale token, -1 key known."""
-        args: list[Any] = [self.prefix, len(items)]
-        for key, signature, buckets, canonical, similarity, token in items:
+    def add_many(self, filings: Sequence[Filing]) -> list[Added]:
+        """File several documents in one round trip (see :meth:`Store.add_many`)."""
+        args: list[Any] = [self.prefix, len(filings)]
+        for key, signature, buckets, canonical, similarity, token, canonical_ref in filings:
             if canonical is None:
                 blob, lengths = token if token is not None else (pack_buckets(buckets), b"")
                 args += [key, "0", blob, lengths, pack_record(key, signature, 0, similarity)]
             else:
-                canonical_id = self._ids.get(canonical)
-                if canonical_id is None:  # not from the last lookup: one more round trip
-                    raw = self._call(self.client.hget, self._key("keys"), canonical)
-                    if raw is None:
-                        raise StoreError(f"canonical {canonical!r} is not in the store")
-                    try:
-                        canonical_id = int(raw)
-                    except ValueError:
-                        raise StoreError(f"malformed document id {raw!r} in the Redis store "
-                                         f"({self._key('keys')} field {canonical!r})") from None
-                args += [key, str(canonical_id), b"", b"", pack_record(key, None, canonical_id, similarity)]
+                canonical_id = canonical_ref if canonical_ref is not None else self._id_of(canonical)
+                args += [key, str(canonical_id or -1), b"", b"", pack_record(key, None, canonical_id or 0, similarity)]
         reply = self._call(self._insert, keys=[], args=args)
-        return [{49: 1, 48: 0, 45: -1}[c] for c in reply]
+        return [{49: Added.FILED, 48: Added.STALE, 45: Added.KNOWN}[c] for c in reply]
+
+    def _id_of(self, key: str) -> int | None:
+        """The id of a filed key (one round trip), ``None`` when it is not filed."""
+        raw = self._call(self.client.hget, self._key("keys"), key)
+        if raw is None:
+            return None
+        try:
+            return int(raw)
+        except ValueError:
+            raise StoreError(f"malformed document id {raw!r} in the Redis store "
+                             f"({self._key('keys')} field {key!r})") from None
 
     def refile(self, key: str, signature: bytes, buckets: Sequence[int] | np.ndarray) -> bool:
         record = pack_record(key, signature, 0, 1.0)

@@ -70,7 +70,7 @@ from typing import Any
 import mmh3
 import numpy as np
 
-from .base import Candidate, DocRecord, Lookup, Store, StoreError, StoreWriteError
+from .base import Added, Candidate, DocRecord, Filing, Lookup, Query, Store, StoreError, StoreWriteError
 from .compact import LevelIndex
 
 try:
@@ -182,6 +182,12 @@ def _bucket_ids(buckets: Sequence[int] | np.ndarray) -> list[int]:
 
 class SqliteStore(Store):
     local = True
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> SqliteStore:
+        from . import sqlite_path
+
+        return cls(sqlite_path(url), **{k: v for k, v in options.items() if k in ("commit_every", "commit_secs")})
     def __init__(self, path: str, commit_every: int = 500, commit_secs: float = 1.0,
                  merge_min_docs: int = 20_000, merge_max_docs: int = 250_000) -> None:
         self.path = os.path.abspath(path)
@@ -406,12 +412,6 @@ class SqliteStore(Store):
     def count(self) -> int:
         return self._count
 
-    def _doc_id(self, key: str) -> int | None:
-        for doc, stored_key in self.db.execute("SELECT id, key FROM docs WHERE key_hash = ?", (_key_hash(key),)):
-            if stored_key == key:
-                return int(doc)
-        return None
-
     @_translated_read
     def get(self, key: str) -> DocRecord | None:
         rows = self.db.execute(_RECORDS + "WHERE d.key_hash = ?", (_key_hash(key),)).fetchall()
@@ -419,44 +419,6 @@ class SqliteStore(Store):
             if row[1] == key:
                 return _record(row)
         return None
-
-    @_translated_read
-    def lookup(self, buckets: Sequence[int]) -> tuple[list[Candidate], Any]:
-        if not len(buckets):
-            return [], None
-        bucket_ids = _bucket_ids(buckets)
-        marks = ",".join("?" * len(bucket_ids))
-        rows = self.db.execute(
-            "SELECT DISTINCT d.key, d.sig FROM buckets b JOIN docs d ON d.id = b.doc "
-            f"WHERE b.bucket IN ({marks}) AND d.canonical IS NULL",
-            bucket_ids,
-        ).fetchall()
-        staged = sorted({doc for _, doc in self._staged_hits(bucket_ids)})
-        if staged:
-            rows += self._select_in("SELECT key, sig FROM docs WHERE id IN ({marks}) AND canonical IS NULL", staged)
-        return [Candidate(key, sig) for key, sig in dict(rows).items()], None
-
-    @_translated
-    def add(
-        self,
-        key: str,
-        signature: bytes | None,
-        buckets: Sequence[int],
-        canonical: str | None = None,
-        similarity: float = 1.0,
-        token: Any = None,
-    ) -> bool:
-        if self._doc_id(key) is not None:
-            return True
-        canonical_id = None if canonical is None else self._doc_id(canonical)
-        doc = self._next_id
-        self._next_id += 1
-        self._insert(
-            [(doc, _key_hash(key), key, canonical_id, similarity, signature if canonical is None else None,
-              int(time.time()))],
-            [(doc, _bucket_ids(buckets))] if canonical is None else [],
-        )
-        return True
 
     @_translated
     def refile(self, key: str, signature: bytes, buckets: Sequence[int] | np.ndarray) -> bool:
@@ -493,8 +455,8 @@ class SqliteStore(Store):
         return {row[1]: (row[0], _record(row)) for row in rows if row[1] in wanted}
 
     @_translated
-    def lookup_many(self, items: Sequence[tuple[str, bytes | None, Sequence[int]]], file_alone: bool = False,
-                    ) -> list[Lookup]:
+    def lookup_many(self, queries: Sequence[Query], file_alone: bool = False) -> list[Lookup]:
+        items = queries
         if not items:
             return []
         known = self._known([key for key, _, _ in items])
@@ -542,27 +504,31 @@ class SqliteStore(Store):
         return out
 
     @_translated
-    def add_many(self, items: Sequence[tuple[str, bytes | None, Sequence[int], str | None, float, Any]]) -> list[int]:
+    def add_many(self, filings: Sequence[Filing]) -> list[Added]:
+        items = filings
         known = self._known([item[0] for item in items])
-        canonical_ids = {key: doc for key, (doc, _) in self._known([i[3] for i in items if i[3] is not None]).items()}
-        out: list[int] = []
+        wanted = [item[3] for item in items if item[3] is not None]
+        canonical_ids = {key: doc for key, (doc, record) in self._known(wanted).items()
+                         if record.canonical is None and not record.orphaned}
+        out: list[Added] = []
         filed_now: set[str] = set()
         filed_buckets: set[int] = set()
         new_docs: list[tuple[int, int, str, int | None, float, bytes | None, int]] = []
         new_buckets: list[tuple[int, list[int]]] = []
         now = int(time.time())
-        for key, signature, buckets, canonical, similarity, _ in items:
+        for key, signature, buckets, canonical, similarity, *_ in items:
             if key in known or key in filed_now:
-                out.append(-1)
+                out.append(Added.KNOWN)
                 continue
             bucket_list = _bucket_ids(buckets)
             if canonical is None:
                 if not filed_buckets.isdisjoint(bucket_list):
-                    out.append(0)  # an earlier document of this batch may be its near-duplicate: look again
+                    out.append(Added.STALE)  # an earlier document of this batch may be its near-duplicate
                     continue
                 filed_buckets.update(bucket_list)
             elif canonical not in canonical_ids:
-                raise StoreError(f"canonical document {canonical!r} is not in the store")
+                out.append(Added.STALE)  # its canonical is gone (removed): look again
+                continue
             doc = self._next_id
             self._next_id += 1
             filed_now.add(key)
@@ -571,7 +537,7 @@ class SqliteStore(Store):
                 new_buckets.append((doc, bucket_list))
             else:
                 new_docs.append((doc, _key_hash(key), key, canonical_ids[canonical], similarity, None, now))
-            out.append(1)
+            out.append(Added.FILED)
         self._insert(new_docs, new_buckets)
         return out
 
