@@ -23,11 +23,15 @@ if TYPE_CHECKING:
 DOWNLOADER_MIDDLEWARE = "scrapy_neardup.NearDupDownloaderMiddleware"
 SPIDER_MIDDLEWARE = "scrapy_neardup.NearDupSpiderMiddleware"
 PIPELINE = "scrapy_neardup.NearDupPipeline"
-ORDER = {DOWNLOADER_MIDDLEWARE: 540, SPIDER_MIDDLEWARE: 100, PIPELINE: 100}
+#: Each component: the setting that lists it, and its order there (the module's docstring says why).
+COMPONENTS = {
+    DOWNLOADER_MIDDLEWARE: ("DOWNLOADER_MIDDLEWARES", 540),
+    SPIDER_MIDDLEWARE: ("SPIDER_MIDDLEWARES", 100),
+    PIPELINE: ("ITEM_PIPELINES", 100),
+}
 
 
 class Addon:
     def update_settings(self, settings: BaseSettings) -> None:
-        settings.setdefault_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", DOWNLOADER_MIDDLEWARE, 540)  # type: ignore[arg-type]
-        settings.setdefault_in_component_priority_dict("SPIDER_MIDDLEWARES", SPIDER_MIDDLEWARE, 100)  # type: ignore[arg-type]
-        settings.setdefault_in_component_priority_dict("ITEM_PIPELINES", PIPELINE, 100)  # type: ignore[arg-type]
+        for component, (setting, order) in COMPONENTS.items():
+            settings.setdefault_in_component_priority_dict(setting, component, order)  # type: ignore[arg-type]

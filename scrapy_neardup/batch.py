@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain, islice
+from typing import NamedTuple, Union
 
 from ._config import Config
 from .engine.algorithms.base import Fingerprint
@@ -34,9 +35,14 @@ WORKER_BATCH_BYTES = 1 << 20
 
 _worker_pipeline: DocumentPipeline | None = None
 
-#: What a worker sends back: url and :meth:`Prepared.to_wire`; or, for a line that could not be read,
-#: ("", message).
-_Result = tuple[str, "tuple | str"]  # type: ignore[type-arg]
+class Unreadable(NamedTuple):
+    """What a worker sends back for an input line that could not be read: why."""
+
+    message: str
+
+
+#: What a worker sends back: a document's url and :meth:`Prepared.to_wire`, or :class:`Unreadable`.
+_Result = Union[tuple[str, tuple], Unreadable]  # type: ignore[type-arg]
 
 
 def _init_worker(config: Config, in_worker: bool = True) -> None:
@@ -53,7 +59,7 @@ def _prepare_in_worker(item: Document | RawLine) -> _Result:
         try:
             item = parse_line(item)
         except BadLine as exc:
-            return "", str(exc)
+            return Unreadable(str(exc))
     return item.url, prepare(_worker_pipeline, item).to_wire()
 
 
@@ -173,11 +179,12 @@ class BatchDeduplicator:
                 on_verdict(verdict)
 
         try:
-            for url, wire in self._results(documents):
-                if isinstance(wire, str):
+            for result in self._results(documents):
+                if isinstance(result, Unreadable):
                     if isinstance(documents, DocumentReader):
-                        documents.bad_line(wire)
+                        documents.bad_line(result.message)
                     continue
+                url, wire = result
                 stats.documents += 1
                 prepared = Prepared.from_wire(wire)
                 if prepared.fingerprint is None:

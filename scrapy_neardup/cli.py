@@ -176,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
                                            "(default: neardup:{%%(spider)s})")
     actions = store.add_subparsers(dest="action", metavar="ACTION", required=True)
     actions.add_parser("count", help="print the number of documents held")
+    actions.add_parser("export", help="print every record as JSON lines (as show does), oldest first")
     show = actions.add_parser("show", help="print the records of URLs as JSON lines")
     show.add_argument("urls", nargs="+", metavar="URL")
     remove = actions.add_parser("remove", help="forget URLs (their near-duplicates are checked afresh when "
@@ -389,12 +390,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_lexicon(args: argparse.Namespace) -> int:
     from .engine.algorithms.imatch import IMatch
-    from .engine.extract import extract
     from .inputs import DocumentReader, check_inputs
+
+    # The text the lexicon is applied to: the crawl's extraction, with the same settings.
+    pipeline = _config({"NEARDUP_ENABLED": True, "NEARDUP_EXTRACT": not args.no_extract}).build_pipeline()
 
     def texts():  # type: ignore[no-untyped-def]
         for doc in DocumentReader(args.inputs):
-            yield extract(doc.html, doc.url, use_main=not args.no_extract).text if doc.html is not None else doc.text
+            yield pipeline.text_of(doc.html, doc.url).text if doc.html is not None else doc.text
 
     check_inputs(args.inputs)
     terms = IMatch.build_lexicon(texts(), low=args.low, high=args.high, min_df=args.min_df)
@@ -490,6 +493,18 @@ def _iso(seconds: float | None) -> str | None:
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def _record_json(key: str, record: Any) -> str:
+    """One line of ``store show`` and ``store export``."""
+    status = ("unknown" if record is None else "orphaned" if record.orphaned
+              else "canonical" if record.canonical is None else "near-duplicate")
+    return json.dumps({
+        "url": key, "status": status,
+        "canonical": None if record is None else record.canonical,
+        "similarity": None if record is None or record.canonical is None else round(record.similarity, 6),
+        "last_seen": None if record is None else _iso(record.seen),
+    }, ensure_ascii=False)
+
+
 def _urls_to_remove(args: argparse.Namespace) -> list[str]:
     urls = list(args.urls)
     if args.from_file:
@@ -524,15 +539,10 @@ def cmd_store(args: argparse.Namespace) -> int:
             print(store.count())
         elif args.action == "show":
             for key in args.urls:
-                record = store.get(key)
-                status = ("unknown" if record is None else "orphaned" if record.orphaned
-                          else "canonical" if record.canonical is None else "near-duplicate")
-                print(json.dumps({
-                    "url": key, "status": status,
-                    "canonical": None if record is None else record.canonical,
-                    "similarity": None if record is None or record.canonical is None else round(record.similarity, 6),
-                    "last_seen": None if record is None else _iso(record.seen),
-                }, ensure_ascii=False))
+                print(_record_json(key, store.get(key)))
+        elif args.action == "export":
+            for record in store.iter_records():
+                print(_record_json(record.key, record))
         elif args.action == "purge":
             started = time.monotonic()
             orphans = store.purge()

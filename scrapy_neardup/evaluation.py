@@ -240,17 +240,19 @@ def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, 
     return rows
 
 
-def lexicon_for_manifest(manifest_path: str, limit: int | None = None) -> str:
-    """An I-Match lexicon built from a labelled set's own pages (main text), in a temporary file."""
+def lexicon_for_manifest(manifest_path: str, limit: int | None = None, config: Any = None) -> str:
+    """An I-Match lexicon built from a labelled set's own pages, in a temporary file: their text as
+    ``config``'s pipeline extracts it (the default settings' when None), the text it is then applied to."""
     import os
     import tempfile
 
+    from ._config import Config
     from .engine.algorithms.imatch import IMatch
-    from .engine.extract import extract
 
+    pipeline = (config or Config.from_settings({"NEARDUP_ENABLED": True})).build_pipeline()
     manifest = load_manifest(manifest_path)[:limit] if limit else load_manifest(manifest_path)
     base = os.path.dirname(os.path.abspath(manifest_path))
-    texts = (extract(_read_page(os.path.join(base, r["file"])), r["url"]).text for r in manifest)
+    texts = (pipeline.text_of(_read_page(os.path.join(base, r["file"])), r["url"]).text for r in manifest)
     terms = IMatch.build_lexicon(texts)
     fd, path = tempfile.mkstemp(prefix="neardup-lexicon-", suffix=".txt")
     with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -119,6 +119,10 @@ def test_store_command_counts_shows_removes_and_expires(tmp_path):
         assert before[f"{base}/print/1"] == {**before[f"{base}/print/1"], "status": "near-duplicate",
                                              "canonical": f"{base}/a/1"}
         assert before[f"{base}/nowhere"]["status"] == "unknown"
+        code, out, _ = cli("store", store, "export")
+        exported = [json.loads(line) for line in out.splitlines()]
+        assert code == 0 and [r["url"] for r in exported] == [base + p for p in PATHS]  # in filing order
+        assert exported[3] == before[f"{base}/print/1"]
         # Removing a canonical page removes its near-duplicate's ground too: the purge deletes it.
         code, out, _ = cli("store", store, "remove", f"{base}/a/1", f"{base}/nowhere")
         assert code == 0 and "removed 1 of the 2 URLs given" in out and "1 orphaned near-duplicates" in out

@@ -55,9 +55,6 @@ class BlobArray:
         else:
             self._replaced[i] = bytes(blob)
 
-    def nbytes(self) -> int:
-        return len(self._data) + 8 * len(self._offsets)
-
 
 def _merge_sorted(
     keys_a: np.ndarray, ids_a: np.ndarray, keys_b: np.ndarray, ids_b: np.ndarray
@@ -154,5 +151,3 @@ class LevelIndex:
         levels = [*self._levels, self._buffer]
         return np.concatenate([k for k, _ in levels]), np.concatenate([i for _, i in levels])
 
-    def nbytes(self) -> int:
-        return sum(k.nbytes + i.nbytes for k, i in self._levels) + self._buffer[0].nbytes + self._buffer[1].nbytes

@@ -68,13 +68,6 @@ class MemoryStore(Store):
     def count(self) -> int:
         return len(self._keys) - self._removed
 
-    def nbytes(self) -> int:
-        """Bytes held by the arrays (for capacity planning)."""
-        return (
-            self._keys.nbytes() + self._signatures.nbytes() + 8 * len(self._canonical)
-            + self._key_index.nbytes() + self._buckets.nbytes()
-        )
-
     # -- documents ---------------------------------------------------------------------------------
     def _ids_of(self, keys: Sequence[str]) -> list[int]:
         """Document id of each key, -1 where unknown."""
