@@ -44,7 +44,7 @@ def median_seconds(fn: Callable[[], object], repeat: int) -> float:
 
 def cli_seconds(corpus: str, workers: int, repeat: int) -> float:
     out = os.path.join(os.path.dirname(corpus), "floor-pairs.tsv")
-    cmd = [sys.executable, "-m", "scrapy_neardup.cli", "dedup", corpus, "-o", out, "--workers", str(workers),
+    cmd = [sys.executable, "-m", "scrapy_neardup.offline.cli", "dedup", corpus, "-o", out, "--workers", str(workers),
            "--threshold", "0.8", "--shingle-size", "5", "--min-text-length", "1", "--no-progress"]
     return median_seconds(lambda: subprocess.run(cmd, check=True, capture_output=True), repeat)
 
@@ -96,7 +96,7 @@ def main() -> int:
         seconds = cli_seconds(corpus, workers, max(3, args.repeat // 2))
         print(f"| whole CLI job, {workers} worker{'s' if workers > 1 else ''} (start-up, store, output included) | "
               f"{seconds:.3f} | {seconds / n * 1e6:.1f} | {megabytes / seconds:,.0f} |", flush=True)
-    start = median_seconds(lambda: subprocess.run([sys.executable, "-m", "scrapy_neardup.cli", "--version"],
+    start = median_seconds(lambda: subprocess.run([sys.executable, "-m", "scrapy_neardup.offline.cli", "--version"],
                                                   check=True, capture_output=True), args.repeat)
     print(f"| CLI start-up (`scrapy-neardup --version`) | {start:.3f} | | |")
     return 0

@@ -124,7 +124,7 @@ def job_simhash_package(path: str, out: str) -> int:
 
 
 def job_neardup_cli(path: str, out: str, algorithm: str, workers: int) -> int:
-    cli = [sys.executable, "-m", "scrapy_neardup.cli", "dedup", path, "-o", out, "--workers", str(workers),
+    cli = [sys.executable, "-m", "scrapy_neardup.offline.cli", "dedup", path, "-o", out, "--workers", str(workers),
            "--algorithm", algorithm, "--no-progress"]
     if algorithm == "minhash":
         cli += ["--threshold", "0.8", "--shingle-size", "5", "--min-text-length", "1"]

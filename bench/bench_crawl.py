@@ -43,7 +43,7 @@ sys.path.insert(0, ROOT)
 
 import localsite  # noqa: E402  (bench/, the script's own folder)
 
-from scrapy_neardup.evaluation import load_manifest, score  # noqa: E402
+from scrapy_neardup.offline.evaluation import load_manifest, score  # noqa: E402
 
 
 def site_path(url: str) -> str:
@@ -109,7 +109,7 @@ def crawl_child(base: str, paths: list[str], settings: dict, out: str) -> None:
     workers: dict[int, tuple[float, int]] = {}
 
     def sample() -> None:
-        from scrapy_neardup._service import _services
+        from scrapy_neardup.crawl.service import _services
 
         service = _services.get(crawler)
         pool = getattr(service, "_extraction", None) if service else None
@@ -259,7 +259,7 @@ def quality(args: argparse.Namespace, base: str, paths: list[str], pages: dict[s
         for path in paths:
             f.write(json.dumps({"url": base + path, "html": pages[path].decode("utf-8", "replace")}) + "\n")
     tsv = os.path.join(workdir, "pairs.tsv")
-    subprocess.run([sys.executable, "-m", "scrapy_neardup.cli", "dedup", jsonl, "-o", tsv], check=True,
+    subprocess.run([sys.executable, "-m", "scrapy_neardup.offline.cli", "dedup", jsonl, "-o", tsv], check=True,
                    cwd=ROOT)
     with open(tsv, encoding="utf-8") as f:
         cli_pairs = [tuple(line.split("\t")[:2]) for line in f if line.strip() and not line.startswith("#")]

@@ -39,7 +39,7 @@ from scrapy.crawler import CrawlerProcess
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import localsite  # noqa: E402  (bench/, the script's own folder)
 
-from scrapy_neardup.evaluation import load_manifest, score  # noqa: E402
+from scrapy_neardup.offline.evaluation import load_manifest, score  # noqa: E402
 
 
 def serve(directory: str, manifest: list[dict]) -> tuple[str, multiprocessing.Process]:
@@ -119,8 +119,8 @@ class Timings:
             setattr(owner, name, timed)
 
     def install(self) -> None:
-        from scrapy_neardup._middleware import NearDupDownloaderMiddleware
-        from scrapy_neardup._service import NearDupService
+        from scrapy_neardup.crawl.downloader import NearDupDownloaderMiddleware
+        from scrapy_neardup.crawl.service import NearDupService
 
         self.wrap(NearDupService, "check", "check")
         self.wrap(NearDupService, "_decide_and_file", "store")  # the store thread: template guard and store

@@ -29,7 +29,7 @@ from collections import Counter, defaultdict
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from scrapy_neardup._config import Config  # noqa: E402
 from scrapy_neardup.engine.text import shingle_set  # noqa: E402
-from scrapy_neardup.evaluation import _extract_job, error_report, load_manifest, score  # noqa: E402
+from scrapy_neardup.offline.evaluation import _extract_job, error_report, load_manifest, score  # noqa: E402
 
 THRESHOLDS = (0.3, 0.35, 0.4, 0.45, 0.5)
 

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from scrapy_neardup._config import Config  # noqa: E402
 from scrapy_neardup.engine.extract import TEMPLATE_MAX_SHARE, decode_html, main_text, page_text  # noqa: E402
-from scrapy_neardup.evaluation import load_manifest  # noqa: E402
+from scrapy_neardup.offline.evaluation import load_manifest  # noqa: E402
 
 
 def main() -> int:

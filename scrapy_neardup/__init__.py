@@ -14,10 +14,10 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from ._config import Config, ConfigError
-    from ._middleware import NearDupDownloaderMiddleware
-    from ._pipeline import NearDupPipeline
-    from ._spidermiddleware import NearDupSpiderMiddleware
     from .addon import Addon
+    from .crawl.downloader import NearDupDownloaderMiddleware
+    from .crawl.items import NearDupPipeline
+    from .crawl.spider import NearDupSpiderMiddleware
 
 __all__ = ["Addon", "Config", "ConfigError", "NearDupDownloaderMiddleware", "NearDupPipeline",
            "NearDupSpiderMiddleware", "__version__"]
@@ -26,9 +26,9 @@ _EXPORTS = {
     "Addon": ".addon",
     "Config": "._config",
     "ConfigError": "._config",
-    "NearDupDownloaderMiddleware": "._middleware",
-    "NearDupPipeline": "._pipeline",
-    "NearDupSpiderMiddleware": "._spidermiddleware",
+    "NearDupDownloaderMiddleware": ".crawl.downloader",
+    "NearDupPipeline": ".crawl.items",
+    "NearDupSpiderMiddleware": ".crawl.spider",
 }
 assert set(__all__) == {*_EXPORTS, "__version__"}  # one list for readers and linters, checked against the map
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the engine (numpy) is imported when a setting needs it, not
 
     from .engine.algorithms.base import Algorithm
     from .engine.detector import Detector
-    from .engine.pipeline import DocumentPipeline
+    from .engine.prepare import DocumentPipeline
     from .engine.template import TemplateGuard
     from .store import Store, StoreMismatchError
 
@@ -307,7 +307,7 @@ class Config:
     def build_pipeline(self) -> DocumentPipeline:
         """The stateless document pipeline (extraction and fingerprinting) these settings describe; it
         reads page texts too when the template guard is on."""
-        from .engine.pipeline import DocumentPipeline
+        from .engine.prepare import DocumentPipeline
 
         return DocumentPipeline(
             self.build_algorithm(),

@@ -20,18 +20,19 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-DOWNLOADER_MIDDLEWARE = "scrapy_neardup.NearDupDownloaderMiddleware"
-SPIDER_MIDDLEWARE = "scrapy_neardup.NearDupSpiderMiddleware"
-PIPELINE = "scrapy_neardup.NearDupPipeline"
 #: Each component: the setting that lists it, and its order there (the module's docstring says why).
 COMPONENTS = {
-    DOWNLOADER_MIDDLEWARE: ("DOWNLOADER_MIDDLEWARES", 540),
-    SPIDER_MIDDLEWARE: ("SPIDER_MIDDLEWARES", 100),
-    PIPELINE: ("ITEM_PIPELINES", 100),
+    "scrapy_neardup.NearDupDownloaderMiddleware": ("DOWNLOADER_MIDDLEWARES", 540),
+    "scrapy_neardup.NearDupSpiderMiddleware": ("SPIDER_MIDDLEWARES", 100),
+    "scrapy_neardup.NearDupPipeline": ("ITEM_PIPELINES", 100),
 }
 
 
 class Addon:
     def update_settings(self, settings: BaseSettings) -> None:
+        from scrapy.utils.misc import load_object
+
         for component, (setting, order) in COMPONENTS.items():
-            settings.setdefault_in_component_priority_dict(setting, component, order)  # type: ignore[arg-type]
+            # The class, not its path: Scrapy compares what a project lists, loaded, with it (a path never
+            # matched, and the project's own order was overwritten).
+            settings.setdefault_in_component_priority_dict(setting, load_object(component), order)

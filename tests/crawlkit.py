@@ -129,7 +129,7 @@ class WorkerWatch:
     def tick(self):
         import signal as _signal
 
-        from scrapy_neardup._service import NearDupService
+        from scrapy_neardup.crawl.service import NearDupService
 
         extraction = NearDupService.for_crawler(self.crawler)._extraction
         if extraction is None:

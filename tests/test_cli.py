@@ -12,13 +12,13 @@ from demo_site import build_site
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from scrapy_neardup.evaluation import score
+from scrapy_neardup.offline.evaluation import score
 
 SITE = "http://demo.test"
 
 
 def run_cli(*args, check=True):
-    proc = subprocess.run([sys.executable, "-m", "scrapy_neardup.cli", *args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "scrapy_neardup.offline.cli", *args], capture_output=True, text=True,
                           timeout=300)
     if check:
         assert proc.returncode == 0, proc.stderr
@@ -240,7 +240,7 @@ def test_score_matches_a_brute_force_pair_count():
 
 
 def test_error_report_lists_false_merges_with_their_cost_and_missed_pages():
-    from scrapy_neardup.evaluation import error_report
+    from scrapy_neardup.offline.evaluation import error_report
 
     manifest = [{"url": f"a{i}", "cluster": "A", "kind": "original" if i == 0 else "edit"} for i in range(3)]
     manifest += [{"url": f"b{i}", "cluster": "B", "kind": "original" if i == 0 else "print"} for i in range(2)]

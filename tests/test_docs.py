@@ -10,9 +10,9 @@ import re
 from crawlkit import ROOT
 
 from scrapy_neardup._config import DEFAULTS
-from scrapy_neardup._service import SKIP_REASONS
-from scrapy_neardup.cli import build_parser
+from scrapy_neardup.crawl.service import SKIP_REASONS
 from scrapy_neardup.engine.algorithms import algorithm_names
+from scrapy_neardup.offline.cli import build_parser
 
 
 def read(name: str) -> str:

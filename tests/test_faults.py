@@ -394,7 +394,7 @@ def test_pages_without_words_are_skipped_and_utf16_pages_are_read(tmp_path):
 
 # -- 6. the batch CLI under hostile input -----------------------------------------------------------------
 def cli(*args, timeout=120, **kwargs):
-    return subprocess.run([sys.executable, "-m", "scrapy_neardup.cli", *map(str, args)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "scrapy_neardup.offline.cli", *map(str, args)], capture_output=True,
                           text=True, timeout=timeout, **kwargs)
 
 
@@ -442,7 +442,7 @@ def test_ctrl_c_stops_the_batch_cli_cleanly_with_consistent_files(tmp_path):
         for i in range(total):
             f.write(json.dumps({"url": f"http://a/{i}", "html": article(i // 2, words=400)}) + "\n")
     out, clusters, store = tmp_path / "pairs.tsv", tmp_path / "clusters.jsonl", tmp_path / "store.sqlite3"
-    proc = subprocess.Popen([sys.executable, "-m", "scrapy_neardup.cli", "dedup", str(source), "-o", str(out),
+    proc = subprocess.Popen([sys.executable, "-m", "scrapy_neardup.offline.cli", "dedup", str(source), "-o", str(out),
                              "--clusters", str(clusters), "--store", f"sqlite:///{store}", "--workers", "2",
                              "--progress"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)

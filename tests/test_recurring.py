@@ -53,7 +53,7 @@ def crawl(server, tmp_path, name, settings=None):
 
 
 def cli(*args):
-    proc = subprocess.run([sys.executable, "-m", "scrapy_neardup.cli", *args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "scrapy_neardup.offline.cli", *args], capture_output=True, text=True,
                           timeout=60)
     return proc.returncode, proc.stdout, proc.stderr
 

@@ -157,7 +157,7 @@ def test_a_crawl_stopped_at_open_by_its_store_starts_no_worker(tmp_path):
 @pytest.fixture
 def pool():
     from scrapy_neardup._config import Config
-    from scrapy_neardup.workers import ExtractionPool
+    from scrapy_neardup.crawl.workers import ExtractionPool
 
     extraction = ExtractionPool(Config.from_settings({}), 1, timeout=5.0)
     extraction.start()
@@ -172,7 +172,7 @@ def page_result(pool, fn, *args, timeout=60):
 def test_a_real_segfault_costs_one_page(pool):
     from crawlkit import segfault
 
-    from scrapy_neardup.workers import WorkerLost, analyze_html
+    from scrapy_neardup.crawl.workers import WorkerLost, analyze_html
 
     with pytest.raises(WorkerLost, match="SIGSEGV"):
         page_result(pool, segfault)
@@ -199,7 +199,7 @@ def test_a_worker_killed_holding_the_pipe_lock_costs_the_pages_in_flight_not_the
     other worker for good. The watchdog finds the stall, fails the pages in flight and starts a new pool."""
     from crawlkit import die_holding_the_pipe_lock, sleepy
 
-    from scrapy_neardup.workers import WorkerLost
+    from scrapy_neardup.crawl.workers import WorkerLost
 
     with pytest.raises(WorkerLost):
         page_result(pool, die_holding_the_pipe_lock)
@@ -215,7 +215,7 @@ def test_a_worker_killed_holding_the_pipe_lock_costs_the_pages_in_flight_not_the
 def test_a_page_past_the_timeout_fails_and_the_worker_is_replaced(pool):
     from crawlkit import sleepy
 
-    from scrapy_neardup.workers import WorkerTimeout
+    from scrapy_neardup.crawl.workers import WorkerTimeout
 
     pool.timeout = 0.3
     with pytest.raises(WorkerTimeout):

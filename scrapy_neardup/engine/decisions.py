@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .detector import Detector, Verdict
-from .pipeline import Prepared
+from .prepare import Prepared
 from .template import TemplateGuard
 
 

@@ -41,7 +41,7 @@ import mmh3
 
 if TYPE_CHECKING:
     from .algorithms.base import Algorithm, Fingerprint
-    from .pipeline import Prepared
+    from .prepare import Prepared
 
 #: mmh3 seed of the main-text hash; fixed so that every process agrees on it.
 _SEED = 0x7E3A

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .engine.cluster import UnionFind
+from ..engine.cluster import UnionFind
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,7 @@ def _read_page(path: str) -> bytes:
 def _extract_job(job: tuple[str, str, bool, int, bool, str, bool]) -> tuple[Any, float]:
     import time
 
-    from .engine.extract import extract
+    from ..engine.extract import extract
 
     path, url, use_main, min_length, fast, favor, with_page_text = job
     started = time.perf_counter()
@@ -182,9 +182,9 @@ def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, 
     import os
     import time
 
-    from .engine.decisions import DecisionLoop
-    from .engine.detector import Detector
-    from .store import MemoryStore
+    from ..engine.decisions import DecisionLoop
+    from ..engine.detector import Detector
+    from ..store import MemoryStore
 
     manifest = load_manifest(manifest_path)[:limit] if limit else load_manifest(manifest_path)
     judged = load_judged(judged_path) if judged_path else None
@@ -246,8 +246,8 @@ def lexicon_for_manifest(manifest_path: str, limit: int | None = None, config: A
     import os
     import tempfile
 
-    from ._config import Config
-    from .engine.algorithms.imatch import IMatch
+    from .._config import Config
+    from ..engine.algorithms.imatch import IMatch
 
     pipeline = (config or Config.from_settings({"NEARDUP_ENABLED": True})).build_pipeline()
     manifest = load_manifest(manifest_path)[:limit] if limit else load_manifest(manifest_path)

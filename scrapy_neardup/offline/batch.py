@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from itertools import chain, islice
 from typing import NamedTuple, Union
 
-from ._config import Config
-from .engine.algorithms.base import Fingerprint
-from .engine.decisions import Decision, DecisionLoop
-from .engine.detector import Verdict
-from .engine.extract import quiet_trafilatura
-from .engine.pipeline import DocumentPipeline, Prepared
+from .._config import Config
+from ..engine.algorithms.base import Fingerprint
+from ..engine.decisions import Decision, DecisionLoop
+from ..engine.detector import Verdict
+from ..engine.extract import quiet_trafilatura
+from ..engine.prepare import DocumentPipeline, Prepared
+from ..store import Store
 from .inputs import BadLine, Document, DocumentReader, RawLine, parse_line
-from .store import Store
 
 #: Documents decided per store round trip.
 BATCH = 256

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, TextResponse
 
-from ._service import NearDupService, verdict_meta
-from .engine.extract import link_header_canonical
+from ..engine.extract import link_header_canonical
+from .service import NearDupService, verdict_meta
 
 if TYPE_CHECKING:
     from scrapy import Request

@@ -22,13 +22,13 @@ from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
 
-from ._config import Config, ConfigError, unknown_settings
-from .engine.decisions import DecisionLoop
-from .engine.detector import Detector, Verdict
-from .engine.extract import quiet_trafilatura
-from .engine.pipeline import Prepared
-from .engine.template import TemplateGuard
-from .store import Store, StoreError, StoreMismatchError, StoreWriteError, redact_url
+from .._config import Config, ConfigError, unknown_settings
+from ..engine.decisions import DecisionLoop
+from ..engine.detector import Detector, Verdict
+from ..engine.extract import quiet_trafilatura
+from ..engine.prepare import Prepared
+from ..engine.template import TemplateGuard
+from ..store import Store, StoreError, StoreMismatchError, StoreWriteError, redact_url
 from .workers import IN_PROCESS, ExtractionPool, WorkerLost, WorkerTimeout, analyze_html, analyze_text
 
 if TYPE_CHECKING:
@@ -53,7 +53,6 @@ SKIP_REASONS = {
     "no_text": "it has no visible text",
     "no_words": "its text has no words (only symbols, punctuation, emoji or invisible characters)",
     "not_html": "it is not HTML",
-    "not_text": "its body cannot be decoded as text",
     "status": "its HTTP status is not 2xx",
     "store_closed": "the store is not open",
     "timeout": "its extraction took longer than NEARDUP_WORKER_TIMEOUT",

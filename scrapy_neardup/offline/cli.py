@@ -17,8 +17,8 @@ import sys
 import tempfile
 from typing import Any
 
-from ._version import __version__
-from .engine.algorithms import algorithm_names
+from .._version import __version__
+from ..engine.algorithms import algorithm_names
 
 
 def _settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -73,7 +73,7 @@ def tsv_field(url: str) -> str:
 
 
 def _config(settings: dict[str, Any]):  # type: ignore[no-untyped-def]
-    from ._config import Config, ConfigError
+    from .._config import Config, ConfigError
 
     try:
         return Config.from_settings(settings)  # a plain mapping: the CLI does not import Scrapy
@@ -272,8 +272,8 @@ class _StopRequest:
 
 
 def cmd_dedup(args: argparse.Namespace) -> int:
+    from ..engine.cluster import clusters
     from .batch import BatchDeduplicator, BatchStats, Progress
-    from .engine.cluster import clusters
     from .inputs import DocumentReader, check_inputs
 
     config = _config(_settings_from_args(args))
@@ -294,7 +294,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
 
     all_pairs = None
     if args.all_pairs:
-        from .engine.allpairs import AllPairs
+        from ..engine.allpairs import AllPairs
 
         all_pairs = AllPairs(config.build_algorithm())
 
@@ -389,7 +389,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_lexicon(args: argparse.Namespace) -> int:
-    from .engine.algorithms.imatch import IMatch
+    from ..engine.algorithms.imatch import IMatch
     from .inputs import DocumentReader, check_inputs
 
     # The text the lexicon is applied to: the crawl's extraction, with the same settings.
@@ -412,7 +412,7 @@ def cmd_lexicon(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from .engine.lsh import candidate_probability, error_areas, optimal_bands
+    from ..engine.lsh import candidate_probability, error_areas, optimal_bands
 
     if not 0 < args.threshold < 1:
         raise SystemExit("scrapy-neardup: --threshold must be between 0 and 1 (exclusive)")
@@ -520,7 +520,7 @@ def cmd_store(args: argparse.Namespace) -> int:
     """``store STORE_URL ACTION``: a store opened whatever parameters it was written with; nothing is created."""
     import time
 
-    from .store import redact_url
+    from ..store import redact_url
 
     url = args.store_url
     scheme = url.split(":", 1)[0].lower()
@@ -572,8 +572,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    from ..store.base import StoreError, StoreMismatchError
     from .inputs import InputError
-    from .store.base import StoreError, StoreMismatchError
 
     try:
         commands = {"dedup": cmd_dedup, "evaluate": cmd_evaluate, "tune": cmd_tune, "lexicon": cmd_lexicon,

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter, is_item
 
-from ._middleware import META_VERDICT
-from ._service import NearDupService
+from .downloader import META_VERDICT
+from .service import NearDupService
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

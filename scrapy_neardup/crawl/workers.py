@@ -10,7 +10,7 @@ so a worker that dies (SIGSEGV, SIGABRT, SIGKILL, the kernel's out-of-memory kil
 page it held, with :class:`~pebble.ProcessExpired`, and is replaced; a task past its timeout has its
 worker stopped and replaced; ``max_tasks`` recycles each worker after so many pages, which bounds the
 memory a long crawl lets a worker grow to. What crosses to a worker is a page's body, URL and
-``Content-Type``; what comes back is :meth:`Prepared.to_wire <scrapy_neardup.engine.pipeline.Prepared.to_wire>`.
+``Content-Type``; what comes back is :meth:`Prepared.to_wire <scrapy_neardup.engine.prepare.Prepared.to_wire>`.
 
 Workers start from a fork server (a clean single-threaded process started once, with the extraction
 modules imported), never by forking the crawler, whose threads may hold locks at fork time. Each worker
@@ -33,11 +33,11 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .engine.extract import decode_html, quiet_trafilatura
+from ..engine.extract import decode_html, quiet_trafilatura
 
 if TYPE_CHECKING:
-    from ._config import Config
-    from .engine.pipeline import DocumentPipeline, Prepared
+    from .._config import Config
+    from ..engine.prepare import DocumentPipeline, Prepared
 
 logger = logging.getLogger("scrapy_neardup")
 
@@ -117,7 +117,7 @@ def _context() -> Any:
     if "forkserver" in methods:
         ctx = multiprocessing.get_context("forkserver")
         # Imported once in the fork server, shared by every worker forked from it.
-        ctx.set_forkserver_preload(["scrapy_neardup.workers", "scrapy_neardup.engine.pipeline", "trafilatura"])
+        ctx.set_forkserver_preload(["scrapy_neardup.crawl.workers", "scrapy_neardup.engine.prepare", "trafilatura"])
         return ctx
     return multiprocessing.get_context("spawn")
 

@@ -14,8 +14,8 @@ import mmh3
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem, NotConfigured
 
-from ._service import NearDupService
-from ._spidermiddleware import ItemTagger
+from .service import NearDupService
+from .spider import ItemTagger
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

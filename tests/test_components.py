@@ -1,0 +1,119 @@
+"""The Scrapy components in-process (``scrapy.utils.test.get_crawler``), beside the real crawls: the add-on's
+orders, the meta keys, the skip reasons decided before a page reaches a worker, untaggable items and the item
+pipeline's switch. What needs the reactor and the workers is tested by real crawls (test_crawl and others)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+import scrapy
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.http import HtmlResponse, Request, TextResponse
+from scrapy.utils.test import get_crawler
+
+from scrapy_neardup import Addon, NearDupDownloaderMiddleware, NearDupPipeline
+from scrapy_neardup.crawl.service import NearDupService
+from scrapy_neardup.crawl.spider import ItemTagger
+
+
+def crawler_with(**settings):
+    crawler = get_crawler(settings_dict={"ADDONS": {Addon: 300}, "NEARDUP_ENABLED": True,
+                                         "NEARDUP_STORE_URL": "memory://", **settings})
+    return crawler
+
+
+def html(url="http://a.test/x", body=b"<html><body><p>Some text</p></body></html>", **kwargs):
+    return HtmlResponse(url, body=body, **kwargs)
+
+
+def respond(middleware, request, response):
+    return asyncio.run(middleware.process_response(request, response))
+
+
+def test_the_addon_adds_each_component_at_its_order_and_keeps_a_projects_own():
+    from scrapy_neardup import NearDupSpiderMiddleware
+
+    settings = crawler_with().settings
+    assert settings.getdict("DOWNLOADER_MIDDLEWARES")[NearDupDownloaderMiddleware] == 540
+    assert settings.getdict("SPIDER_MIDDLEWARES")[NearDupSpiderMiddleware] == 100
+    assert settings.getdict("ITEM_PIPELINES")[NearDupPipeline] == 100
+    # A project that lists a component itself keeps its own order (by path or by class).
+    own = crawler_with(DOWNLOADER_MIDDLEWARES={"scrapy_neardup.NearDupDownloaderMiddleware": 800}).settings
+    assert own.getdict("DOWNLOADER_MIDDLEWARES") == {"scrapy_neardup.NearDupDownloaderMiddleware": 800}
+
+
+def test_responses_skipped_before_any_work_are_counted_by_reason():
+    crawler = crawler_with()
+    middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
+    disabled = Request("http://a.test/off", meta={"neardup_enabled": False})
+    assert respond(middleware, disabled, html("http://a.test/off")).url == "http://a.test/off"
+    assert respond(middleware, Request("http://a.test/404"), html("http://a.test/404", status=404)).status == 404
+    feed = TextResponse("http://a.test/feed", body=b'{"a": 1}', headers={"Content-Type": "application/json"})
+    respond(middleware, Request("http://a.test/feed"), feed)
+    # The spider has not opened, so the store is not open: the page passes unchecked, never blocked.
+    request = Request("http://a.test/page")
+    respond(middleware, request, html("http://a.test/page"))
+    assert request.meta["neardup"] == {"status": "skipped", "reason": "store_closed"}
+    stats = crawler.stats.get_stats()
+    assert {k: v for k, v in stats.items() if k.startswith("neardup/skipped/")} == {
+        "neardup/skipped/disabled": 1, "neardup/skipped/status": 1, "neardup/skipped/not_html": 1,
+        "neardup/skipped/store_closed": 1}
+    assert "neardup" not in disabled.meta  # an unchecked request gets no verdict
+
+
+def test_a_store_that_could_not_be_opened_lets_no_response_through():
+    crawler = crawler_with()
+    middleware = NearDupDownloaderMiddleware.from_crawler(crawler)
+    NearDupService.for_crawler(crawler).refused = "neardup_store_error"
+    with pytest.raises(IgnoreRequest, match="the store could not be opened"):
+        respond(middleware, Request("http://a.test/x"), html())
+
+
+def test_bodies_that_cannot_be_fingerprinted_are_skipped_before_a_worker():
+    service = NearDupService.for_crawler(crawler_with(NEARDUP_MAX_BODY_SIZE=100))
+    assert service.response_job(html(body=b"   \n")) == "empty"
+    assert service.response_job(html(body=b"<p>" + b"x" * 200 + b"</p>")) == "too_large"
+    assert service.response_job(html(body=b"%PDF-1.7 ...")) == "binary"
+    assert service.response_job(html(body=b"<p>\x00\x00</p>")) == "binary"
+    assert isinstance(service.response_job(html()), tuple)
+
+
+class Untaggable(scrapy.Item):
+    title = scrapy.Field()
+
+
+class Taggable(scrapy.Item):
+    title = scrapy.Field()
+    near_duplicate_of = scrapy.Field()
+    near_duplicate_similarity = scrapy.Field()
+
+
+def test_items_without_the_tag_fields_pass_untagged_with_one_warning(caplog):
+    crawler = crawler_with()
+    tagger = ItemTagger(NearDupService.for_crawler(crawler))
+    with caplog.at_level(logging.WARNING, logger="scrapy_neardup"):
+        for _ in range(3):
+            tagger.tag(Untaggable(title="t"), "http://a.test/c", 0.9)
+    tagged = Taggable(title="t")
+    tagger.tag(tagged, "http://a.test/c", 0.9)
+    tagger.tag({"title": "a dict takes any field"}, "http://a.test/c", 0.8)
+    stats = crawler.stats.get_stats()
+    assert stats["neardup/items/untaggable"] == 3 and stats["neardup/items/tagged"] == 2
+    assert [r.message.count("cannot tag Untaggable items") for r in caplog.records] == [1]
+    assert tagged["near_duplicate_of"] == "http://a.test/c" and tagged["near_duplicate_similarity"] == 0.9
+
+
+def test_the_item_pipeline_is_on_only_with_neardup_item_field():
+    with pytest.raises(NotConfigured):
+        NearDupPipeline.from_crawler(crawler_with())
+    crawler = crawler_with(NEARDUP_ITEM_FIELD="body")
+    pipeline = NearDupPipeline.from_crawler(crawler)
+    item = {"url": "http://a.test/1", "title": "no body field"}
+    assert asyncio.run(pipeline.process_item(item)) is item
+    assert crawler.stats.get_value("neardup/skipped/item_without_text") == 1
+    # With items carrying the text, pages are not fingerprinted as well.
+    request = Request("http://a.test/page")
+    respond(NearDupDownloaderMiddleware.from_crawler(crawler), request, html("http://a.test/page"))
+    assert "neardup" not in request.meta

@@ -1,0 +1,71 @@
+"""The package's rooms, and the one direction its imports go: ``crawl`` and ``offline`` use ``_config``, which
+uses ``engine`` and ``store``; the engine and the stores import neither Scrapy nor the rooms above them, and
+the offline side does not import the Scrapy side."""
+
+from __future__ import annotations
+
+import ast
+import os
+
+from crawlkit import ROOT
+
+PACKAGE = os.path.join(ROOT, "scrapy_neardup")
+
+
+def imports_of(path: str, module: str) -> set[str]:
+    """Absolute names of every module ``path`` (the module ``module``) imports, at any depth of the file."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    found: set[str] = set()
+    package = module.rsplit(".", 1)[0] if not path.endswith("__init__.py") else module
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            found.add(base)
+    return found
+
+
+def modules() -> dict[str, str]:
+    out = {}
+    for folder, _, files in os.walk(PACKAGE):
+        for file in files:
+            if file.endswith(".py"):
+                path = os.path.join(folder, file)
+                rel = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+                out[rel.removesuffix(".__init__")] = path
+    return out
+
+
+def test_imports_point_one_way():
+    rules = {
+        "scrapy_neardup.engine": ("scrapy", "twisted", "scrapy_neardup.crawl", "scrapy_neardup.offline",
+                                  "scrapy_neardup._config"),
+        "scrapy_neardup.store": ("scrapy", "twisted", "scrapy_neardup.crawl", "scrapy_neardup.offline",
+                                 "scrapy_neardup._config", "scrapy_neardup.engine"),
+        "scrapy_neardup.offline": ("scrapy", "twisted", "scrapy_neardup.crawl"),
+        "scrapy_neardup._config": ("scrapy_neardup.crawl", "scrapy_neardup.offline"),
+    }
+    checked = 0
+    for module, path in modules().items():
+        for room, forbidden in rules.items():
+            if module == room or module.startswith(room + "."):
+                checked += 1
+                for name in imports_of(path, module):
+                    assert not any(name == f or name.startswith(f + ".") for f in forbidden), (module, name)
+    assert checked >= 30
+
+
+def test_every_algorithm_module_registers_one_algorithm_of_its_name():
+    from scrapy_neardup.engine.algorithms import algorithm_class, algorithm_names
+
+    folder = os.path.join(PACKAGE, "engine", "algorithms")
+    files = {f[:-3] for f in os.listdir(folder) if f.endswith(".py") and f not in ("__init__.py", "base.py")}
+    assert set(algorithm_names()) == files
+    for name in files:
+        assert algorithm_class(name).name == name
