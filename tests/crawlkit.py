@@ -277,3 +277,18 @@ def assert_no_process_left(info, within=10.0):
             return
         time.sleep(0.05)
     raise AssertionError(f"processes still running after the crawl: {left}")
+
+
+def wait_until(condition, timeout=60.0, what="the condition"):
+    """Poll ``condition`` until it is true: faults are injected on an event of the crawl (pages filed),
+    not after a guessed delay."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except Exception:  # noqa: BLE001 - not ready yet (a file not created, a server starting)
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+

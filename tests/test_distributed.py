@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from crawlkit import HERE, ROOT, ServerThread, assert_no_process_left, run_scrapy
+from crawlkit import HERE, ROOT, ServerThread, assert_no_process_left, run_scrapy, wait_until
 from demo_site import build_site, make_server
 
 pytestmark = pytest.mark.slow
@@ -92,9 +92,12 @@ def test_redis_restart_mid_crawl_loses_nothing_acknowledged(site, redis_server, 
                             NEARDUP_REDIS_RETRIES="8", NEARDUP_ON_STORE_ERROR="pass")
     proc, stats_file, _ = popen_scrapy(spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path, settings,
                                        "restart")
-    time.sleep(2.5)
+    import redis
+
+    client = redis.Redis.from_url(redis_server.url)
+    wait_until(lambda: client.hlen("neardup:{paths}:keys") >= 8, what="8 pages filed")
     redis_server.stop()
-    time.sleep(0.3)
+    time.sleep(0.3)  # down for a while: calls in flight fail and are retried
     redis_server.start()
     assert proc.wait(120) == 0
     stats = json.loads(stats_file.read_text())
@@ -103,9 +106,6 @@ def test_redis_restart_mid_crawl_loses_nothing_acknowledged(site, redis_server, 
     acknowledged = stats["neardup/unique"] + stats["neardup/duplicate"] + stats.get("neardup/seen", 0)
     neardup = {k: v for k, v in stats.items() if k.startswith("neardup/")}
     assert acknowledged + stats.get("neardup/store_error", 0) == len(paths), neardup
-    import redis
-
-    client = redis.Redis.from_url(redis_server.url)
     assert client.hlen("neardup:{paths}:keys") == acknowledged
 
 
@@ -118,7 +118,10 @@ def test_lost_redis_stops_the_crawl_when_told_to(site, redis_server, tmp_path):
                             TEST_PIDS_FILE=str(tmp_path / "pids.json"))
     proc, stats_file, _ = popen_scrapy(spider_args(site, write_paths(tmp_path, "all", paths * 3)), tmp_path,
                                        settings, "stop")
-    time.sleep(2.0)
+    import redis
+
+    client = redis.Redis.from_url(redis_server.url)
+    wait_until(lambda: client.hlen("neardup:{paths}:keys") >= 5, what="5 pages filed")
     redis_server.stop()
     assert proc.wait(60) == 0  # never hangs
     stats = json.loads(stats_file.read_text())
@@ -168,7 +171,12 @@ def test_second_process_on_one_sqlite_file_gets_a_clear_error(site, tmp_path):
     db = tmp_path / "store.sqlite3"
     settings = settings_for(f"sqlite:///{db}", DOWNLOAD_DELAY="0.2", CONCURRENT_REQUESTS="1")
     first, _, _ = popen_scrapy(spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path, settings, "first")
-    time.sleep(2.0)
+
+    def first_has_it_open():
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            return conn.execute("SELECT COUNT(*) FROM docs").fetchone()[0] >= 1
+
+    wait_until(first_has_it_open, what="the first crawl to file a page")
     second = run_scrapy(spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path, settings,
                         cwd=str(tmp_path), name="second")
     assert second.stats["finish_reason"] == "neardup_store_error"
