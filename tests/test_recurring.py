@@ -169,3 +169,4 @@ def test_store_command_on_a_redis_store_of_a_crawl(tmp_path, redis_server):
         code, out, _ = cli("store", redis_server.url, "--redis-key", "neardup:{paths}", "expire", "--before",
                            "2999-01-01T00:00:00Z")
         assert code == 0 and out.startswith("expired 3 of 3 documents")
+
