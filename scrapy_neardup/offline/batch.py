@@ -13,7 +13,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import chain, islice
 from typing import NamedTuple, Union
 
@@ -129,6 +129,8 @@ class BatchDeduplicator:
                  reset: bool = False) -> None:
         """``config`` names the store (``NEARDUP_STORE_URL``, ``NEARDUP_STORE_CLASS``; ``memory://`` when it
         names none) and ``spider`` is the name its default file and Redis keys are made from, as a crawl's."""
+        if config.store_url is None and config.store_class is None:
+            config = replace(config, store_url="memory://")
         self.config = config
         self.store: Store = config.build_store(spider, data_dir=".scrapy")
         self.detector = config.detector(config.build_algorithm(), self.store)
