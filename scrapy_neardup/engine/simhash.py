@@ -60,11 +60,6 @@ class SimHasher:
         return (a ^ b).bit_count()
 
     @staticmethod
-    def similarity(a: int, b: int) -> float:
-        """``1 - hamming / 64``."""
-        return 1.0 - (a ^ b).bit_count() / 64.0
-
-    @staticmethod
     def to_bytes(fp: int) -> bytes:
         return fp.to_bytes(8, "little")
 
