@@ -58,7 +58,16 @@ class RedisCluster:
 
     def start(self, timeout: float = 60.0) -> RedisCluster:
         count = self.masters * (1 + self.replicas)
-        self.nodes = [ClusterNode(os.path.join(self.directory, f"node{i}")).start() for i in range(count)]
+        try:
+            for i in range(count):
+                self.nodes.append(ClusterNode(os.path.join(self.directory, f"node{i}")).start())
+            self._create(timeout)
+        except BaseException:
+            self.stop()  # no node outlives a cluster that could not be made
+            raise
+        return self
+
+    def _create(self, timeout: float) -> None:
         subprocess.run(
             [redis_cli_binary(), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes),
              "--cluster-replicas", str(self.replicas), "--cluster-yes"],
@@ -73,7 +82,7 @@ class RedisCluster:
                 ok = info.get("cluster_state") == "ok" if isinstance(info, dict) else b"cluster_state:ok" in info
                 states.append(ok)
             if all(states):
-                return self
+                return
             time.sleep(0.1)
         raise RuntimeError("the cluster did not reach cluster_state:ok")
 
