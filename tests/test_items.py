@@ -32,11 +32,14 @@ def test_items_carrying_their_own_text_are_checked_on_it(tmp_path):
             results[action] = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
             assert results[action].returncode == 0, results[action].log[-2000:]
     base = server.url.rstrip("/")
+    copies = {f"{base}/a/1", f"{base}/print/1"}  # one story under two URLs; which is checked first may vary
     dropped = results["drop"]
-    assert sorted(i["url"] for i in dropped.items) == sorted(base + p for p in PATHS if p != "/print/1")
+    kept = {i["url"] for i in dropped.items}
+    assert len(kept & copies) == 1 and kept - copies == {base + p for p in PATHS} - copies
     assert dropped.stats["neardup/duplicate"] == 1 and dropped.stats["neardup/dropped"] == 1
     assert "neardup/skipped/not_html" not in dropped.stats  # pages are not fingerprinted as well
-    tagged = {i["url"]: i for i in results["tag"].items}
-    assert tagged[f"{base}/print/1"]["near_duplicate_of"] == f"{base}/a/1"
-    assert tagged[f"{base}/a/3"]["near_duplicate_of"] is None
+    tagged = {i["url"]: i["near_duplicate_of"] for i in results["tag"].items}
+    assert {(url, tagged[url]) for url in copies if tagged[url]} in (
+        {(f"{base}/print/1", f"{base}/a/1")}, {(f"{base}/a/1", f"{base}/print/1")})
+    assert all(tagged[url] is None for url in tagged if url not in copies)
     assert results["tag"].stats["neardup/items/tagged"] == 1
