@@ -161,3 +161,37 @@ def test_restart_keeps_acknowledged_documents(redis_server):
     assert store.count() == 50  # reconnects by itself
     assert [c.key for c in store.lookup([7])[0]] == ["k7"]
     store.close()
+
+
+def test_records_written_before_last_seen_times_are_read_touched_and_expired(tmp_path):
+    """A store written by a version without last-seen times (records of version 1, no ``records_seen_since``):
+    its records count as seen when this version first opened the store, a fetch rewrites them as version 2
+    with the time, and expiry reads both kinds."""
+    import time
+
+    import redis
+    from conftest import shared_redis
+
+    server = shared_redis(tmp_path.parent)
+    prefix = "old:{v1}"
+    store = RedisStore(server.url, prefix=prefix)
+    store.open({"format_version": 2, "algorithm": "x"})
+    store.add("http://a/", b"sig-a", [1])
+    store.add("http://b/", b"sig-b", [2])
+    store.close()
+    client = redis.Redis.from_url(server.url)
+    for doc_id, raw in client.hgetall(f"{prefix}:docs").items():  # rewrite as the older version wrote them
+        client.hset(f"{prefix}:docs", doc_id, b"\x01" + raw[1:13] + raw[17:])
+    client.hdel(f"{prefix}:meta", "records_seen_since")
+    opened_at = time.time()
+    store = RedisStore(server.url, prefix=prefix)
+    store.open({"format_version": 2, "algorithm": "x"})
+    old = store.get("http://a/")
+    assert old.signature == b"sig-a" and opened_at - 2 <= old.seen <= time.time() + 1
+    store.lookup_many([("http://b/", b"sig-b", [2])])  # fetched again: rewritten as version 2
+    raw_b = client.hget(f"{prefix}:docs", client.hget(f"{prefix}:keys", "http://b/"))
+    assert raw_b[0] == 2 and unpack_record(raw_b)[:2] == ("http://b/", b"sig-b")
+    assert client.hget(f"{prefix}:docs", client.hget(f"{prefix}:keys", "http://a/"))[0] == 1
+    assert store.expire(time.time() + 10) == 2  # both kinds are read by expiry
+    assert store.count() == 0
+    store.close()
