@@ -184,3 +184,59 @@ def test_second_process_on_one_sqlite_file_gets_a_clear_error(site, tmp_path):
     assert first.wait(120) == 0
     with sqlite3.connect(str(db)) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+@pytest.fixture
+def redis_cluster(tmp_path):
+    """A real Redis Cluster: three masters with a replica each (tests/redis_cluster.py)."""
+    from redis_cluster import RedisCluster
+
+    cluster = RedisCluster(str(tmp_path / "cluster"), masters=3, replicas=1).start()
+    yield cluster
+    cluster.stop()
+
+
+def test_three_processes_on_a_redis_cluster_keep_what_one_process_keeps(site, redis_cluster, tmp_path):
+    paths, groups = article_paths()
+    parts = [paths[i::3] for i in range(3)]
+    runs = [popen_scrapy(spider_args(site, write_paths(tmp_path, f"part{i}", part)), tmp_path,
+                         settings_for(redis_cluster.url), f"c{i}") for i, part in enumerate(parts)]
+    for proc, _, _ in runs:
+        assert proc.wait(180) == 0
+    kept, stats = set(), []
+    for _, stats_file, items_file in runs:
+        stats.append(json.loads(stats_file.read_text()))
+        assert stats[-1]["finish_reason"] == "finished" and "neardup/store_error" not in stats[-1]
+        kept |= {json.loads(line)["path"] for line in items_file.read_text().splitlines()}
+    for group in groups:
+        assert len([p for p in group if p in kept]) == 1, (group, kept)
+    single = run_scrapy(spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path,
+                        settings_for(f"sqlite:///{tmp_path}/single.sqlite3"), cwd=str(tmp_path), name="single")
+    assert sum(s.get("neardup/duplicate", 0) for s in stats) == single.stats["neardup/duplicate"]
+    assert len(kept) == len(single.items)
+
+
+def test_a_cluster_master_killed_mid_crawl_is_replaced_and_the_crawl_goes_on(site, redis_cluster, tmp_path):
+    from redis.cluster import ClusterNode, RedisCluster
+
+    paths, _ = article_paths()
+    settings = settings_for(redis_cluster.url, DOWNLOAD_DELAY="0.1", CONCURRENT_REQUESTS="1",
+                            NEARDUP_REDIS_RETRIES="8", NEARDUP_ON_STORE_ERROR="pass")
+    proc, stats_file, _ = popen_scrapy(spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path, settings,
+                                       "failover")
+    client = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", n.port) for n in redis_cluster.nodes])
+    wait_until(lambda: client.hlen("neardup:{paths}:keys") >= 8, what="8 pages filed")
+    master = client.get_node_from_key("neardup:{paths}:keys")
+    next(n for n in redis_cluster.nodes if n.port == master.port).stop()  # its replica takes over
+    assert proc.wait(180) == 0  # never hangs
+    stats = json.loads(stats_file.read_text())
+    assert stats["finish_reason"] == "finished"
+    decided = stats["neardup/unique"] + stats["neardup/duplicate"] + stats.get("neardup/seen", 0)
+    assert decided + stats.get("neardup/store_error", 0) == len(paths)
+    assert decided > len(paths) // 2  # the crawl went on checking on the promoted replica
+    client.close()
+    survivors = [ClusterNode("127.0.0.1", n.port) for n in redis_cluster.nodes if n.port != master.port]
+    fresh = RedisCluster(startup_nodes=survivors)  # a new view of the cluster: the replica is the master now
+    assert fresh.get_node_from_key("neardup:{paths}:keys").port != master.port
+    assert fresh.hlen("neardup:{paths}:keys") >= 8
+    fresh.close()

@@ -527,7 +527,7 @@ def cmd_store(args: argparse.Namespace) -> int:
     before = parse_date(args.before) if getattr(args, "before", None) else (
         time.time() - parse_age(args.older_than) if getattr(args, "older_than", None) else None)
     urls = _urls_to_remove(args) if args.action == "remove" else []
-    if scheme in ("redis", "rediss", "unix") and args.redis_key is None and args.spider is None:
+    if scheme in ("redis", "rediss", "unix", "redis+cluster") and args.redis_key is None and args.spider is None:
         raise SystemExit("scrapy-neardup: a Redis store holds each spider's index under its own keys: "
                          "pass --spider NAME, or --redis-key PREFIX as NEARDUP_REDIS_KEY names it")
     config = _config({"NEARDUP_ENABLED": True, "NEARDUP_STORE_URL": url, **(

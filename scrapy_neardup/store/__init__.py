@@ -33,6 +33,7 @@ BACKENDS = {
     "redis": "redis:RedisStore",
     "rediss": "redis:RedisStore",
     "unix": "redis:RedisStore",
+    "redis+cluster": "redis:RedisStore",
 }
 #: URL schemes :func:`store_from_url` understands.
 STORE_SCHEMES = tuple(BACKENDS)

@@ -50,6 +50,7 @@ import struct
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import numpy as np
 
@@ -301,9 +302,9 @@ return 0
 """
 
 _WRITE_META = """
-local key = ARGV[1]
+local key = KEYS[1]
 if redis.call('EXISTS', key) == 0 then
-  for i = 2, #ARGV, 2 do redis.call('HSET', key, ARGV[i], ARGV[i + 1]) end
+  for i = 1, #ARGV, 2 do redis.call('HSET', key, ARGV[i], ARGV[i + 1]) end
 end
 return redis.call('HGETALL', key)
 """
@@ -370,6 +371,11 @@ class RedisStore(Store):
         self.backoff_secs = backoff_secs
         self.timeout_secs = timeout_secs
         self.location = redact_url(url) + f" (keys {prefix}:*)"
+        #: ``redis+cluster://host:port[,host:port...]/``: a Redis Cluster through redis-py's cluster client.
+        #: Every key of a spider shares the prefix's hash tag, so one slot (one shard) holds its index.
+        self.cluster = url.lower().startswith("redis+cluster://")
+        #: The key every script declares: a cluster client sends the script to the node of its slot.
+        self._slot_key = [f"{prefix}:meta"]
         self.client: Any = None
         self._lookup: Any = None
         self._insert: Any = None
@@ -378,9 +384,23 @@ class RedisStore(Store):
     # -- plumbing ----------------------------------------------------------------------------------
     def _connect(self) -> None:
         redis = self._redis_module
-        self.client = redis.Redis.from_url(
-            self.url, socket_timeout=self.timeout_secs, socket_connect_timeout=self.timeout_secs
-        )
+        if self.cluster:
+            from redis.cluster import ClusterNode, RedisCluster
+
+            parts = urlsplit(self.url)
+            user, _, password = parts.netloc.rpartition("@")[0].partition(":")
+            nodes = []
+            for address in parts.netloc.rpartition("@")[2].split(","):
+                host, _, port = address.rpartition(":")
+                nodes.append(ClusterNode(host or "127.0.0.1", int(port or 6379)))
+            self.client = RedisCluster(
+                startup_nodes=nodes, username=unquote(user) or None, password=unquote(password) or None,
+                socket_timeout=self.timeout_secs, socket_connect_timeout=self.timeout_secs,
+            )
+        else:
+            self.client = redis.Redis.from_url(
+                self.url, socket_timeout=self.timeout_secs, socket_connect_timeout=self.timeout_secs
+            )
         self._lookup = self.client.register_script(_LOOKUP)
         self._insert = self.client.register_script(_INSERT)
         self._refile = self.client.register_script(_REFILE)
@@ -389,6 +409,8 @@ class RedisStore(Store):
         self._purge_buckets = self.client.register_script(_PURGE_BUCKETS)
         self._touch = self.client.register_script(_TOUCH)
         self._call(self.client.ping)
+        if self.cluster:
+            return  # the cluster client sends writes to the masters
         # A store that cannot be written is found now, not after pages were given verdicts it cannot keep.
         replication = self._call(self.client.info, "replication")
         if replication.get("role") in ("slave", "replica"):
@@ -405,6 +427,9 @@ class RedisStore(Store):
         redis = self._redis_module
         refused = (redis.exceptions.AuthenticationError,
                    getattr(redis.exceptions, "AuthorizationError", redis.exceptions.AuthenticationError))
+        errors = redis.exceptions
+        transient = tuple(getattr(errors, name) for name in ("ClusterDownError", "TryAgainError", "MasterDownError")
+                          if hasattr(errors, name))
         delay = self.backoff_secs
         for attempt in range(self.retries + 1):
             try:
@@ -415,7 +440,13 @@ class RedisStore(Store):
             except redis.ResponseError as exc:
                 if str(exc).startswith(("NOAUTH", "WRONGPASS", "NOPERM")):
                     raise StoreError(f"Redis at {self.location} refused the credentials: {exc}") from exc
-                raise StoreError(f"Redis error at {self.location}: {exc}") from exc
+                if not isinstance(exc, transient):
+                    raise StoreError(f"Redis error at {self.location}: {exc}") from exc
+                if attempt == self.retries:  # a cluster in failover: a master down, slots moving
+                    raise StoreError(f"Redis at {self.location} unavailable after {attempt + 1} tries: {exc}") from exc
+                logger.debug("Redis cluster busy (%s); retrying in %.2fs", exc, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
             except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
                 if attempt == self.retries:
                     raise StoreError(f"Redis at {self.location} unreachable after {attempt + 1} tries: {exc}") from exc
@@ -465,10 +496,10 @@ class RedisStore(Store):
     def _write_meta(self, meta: Mapping[str, str]) -> None:
         # One script: when several processes open an empty store at once, the first one's meta is
         # written whole, and every other process is checked against it, never against half of it.
-        args: list[str] = [self._key("meta")]
+        args: list[str] = []
         for name, value in meta.items():
             args += [name, value]
-        raw = self._call(self.client.eval, _WRITE_META, 0, *args)
+        raw = self._call(self.client.eval, _WRITE_META, 1, self._key("meta"), *args)
         stored = self._decode_meta(zip(raw[0::2], raw[1::2]))
         stored.pop(_SEEN_SINCE, None)
         check_meta(stored, meta, self.location)
@@ -490,7 +521,7 @@ class RedisStore(Store):
             blob = pack_buckets(buckets)
             packed.append(blob)
             args += [key, blob, pack_record(key, signature, 0, 1.0) if file_alone else b""]
-        replies = self._call(self._lookup, keys=[], args=args)
+        replies = self._call(self._lookup, keys=self._slot_key, args=args)
         out: list[Lookup] = []
         for (key, _, _), blob, reply in zip(items, packed, replies):
             kind = reply[:1]
@@ -536,7 +567,7 @@ class RedisStore(Store):
             else:
                 canonical_id = canonical_ref if canonical_ref is not None else self._id_of(canonical)
                 args += [key, str(canonical_id or -1), b"", b"", pack_record(key, None, canonical_id or 0, similarity)]
-        reply = self._call(self._insert, keys=[], args=args)
+        reply = self._call(self._insert, keys=self._slot_key, args=args)
         return [{49: Added.FILED, 48: Added.STALE, 45: Added.KNOWN}[c] for c in reply]
 
     def _id_of(self, key: str) -> int | None:
@@ -553,7 +584,7 @@ class RedisStore(Store):
     def refile(self, key: str, signature: bytes, buckets: Sequence[int] | np.ndarray) -> bool:
         record = pack_record(key, signature, 0, 1.0)
         args = [self.prefix, key, record, pack_buckets(buckets)]
-        return bool(self._call(self._refile, keys=[], args=args))
+        return bool(self._call(self._refile, keys=self._slot_key, args=args))
 
     def _records(self) -> dict[int, tuple[str, bytes, int, float, float | None]]:
         """Every record by id (one pass over ``P:docs``)."""
@@ -575,14 +606,14 @@ class RedisStore(Store):
 
     def touch(self, keys: Sequence[str]) -> None:
         if keys:
-            self._call(self._touch, keys=[], args=[self.prefix, _now(), *keys])
+            self._call(self._touch, keys=self._slot_key, args=[self.prefix, _now(), *keys])
 
     def remove(self, keys: Sequence[str]) -> int:
-        return sum(int(self._call(self._remove, keys=[], args=[self.prefix, *keys[i : i + self._BATCH]]))
+        return sum(int(self._call(self._remove, keys=self._slot_key, args=[self.prefix, *keys[i : i + self._BATCH]]))
                    for i in range(0, len(keys), self._BATCH))
 
     def _expire_ids(self, before: str, ids: list[int]) -> int:
-        return sum(int(self._call(self._expire, keys=[],
+        return sum(int(self._call(self._expire, keys=self._slot_key,
                                   args=[self.prefix, before, int(self._seen_since), *ids[i : i + self._BATCH]]))
                    for i in range(0, len(ids), self._BATCH))
 
@@ -598,6 +629,6 @@ class RedisStore(Store):
         buckets = self._key("b")
         fields = [field for field, _ in self._call(lambda: list(self.client.hscan_iter(buckets, count=10_000)))]
         for i in range(0, len(fields), self._BATCH):
-            self._call(self._purge_buckets, keys=[], args=[self.prefix, *fields[i : i + self._BATCH]])
+            self._call(self._purge_buckets, keys=self._slot_key, args=[self.prefix, *fields[i : i + self._BATCH]])
         return orphans
 
