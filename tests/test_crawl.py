@@ -155,7 +155,10 @@ def test_one_threshold_means_the_same_for_simhash_and_minhash_in_a_crawl(site, g
     # Pages of each group of copies kept (which copy comes first varies with the crawl's concurrency).
     per_group = {name: [len(set(group) & paths) for group in groups] for name, paths in kept.items()}
     assert sum(a != b for a, b in zip(per_group["simhash"], per_group["minhash"])) <= 1, per_group
-    assert abs(simhash.stats["neardup/duplicate"] - minhash.stats["neardup/duplicate"]) <= 2
+    # The same number of near-duplicates within the crawl order's noise (the old scale, 25 bits at 0.6,
+    # matched most pages of the site to each other).
+    duplicates = {name: result.stats["neardup/duplicate"] for name, result in (("s", simhash), ("m", minhash))}
+    assert abs(duplicates["s"] - duplicates["m"]) <= 0.2 * duplicates["m"], duplicates
 
 
 def test_junk_responses_pass_through_counted_and_logged(site, tmp_path):
