@@ -234,13 +234,13 @@ class Config:
         if store_class is not None:
             from .store import load_store_class
 
+            if not isinstance(store_class, str):
+                raise _fail("NEARDUP_STORE_CLASS", store_class, "an import path such as 'package.module.Class'")
             try:
-                load_store_class(store_class) if isinstance(store_class, str) else None
+                load_store_class(store_class)
             except ValueError as exc:
                 raise _fail("NEARDUP_STORE_CLASS", store_class, f"the import path of a subclass of "
                             f"scrapy_neardup.store.Store, or None ({exc})") from None
-            if not isinstance(store_class, str):
-                raise _fail("NEARDUP_STORE_CLASS", store_class, "an import path such as 'package.module.Class'")
         elif store_url is not None:
             if not isinstance(store_url, str) or store_url.split(":", 1)[0].lower() not in STORE_SCHEMES:
                 raise _fail(

@@ -365,6 +365,12 @@ class RedisStore(Store):
         except ImportError as exc:
             raise StoreError("The Redis store requires redis-py: pip install 'scrapy-neardup[redis]'") from exc
         self._redis_module = redis
+        errors = redis.exceptions
+        #: A refused login (redis-py files it under ConnectionError): never retried.
+        self._refused = (errors.AuthenticationError, getattr(errors, "AuthorizationError", errors.AuthenticationError))
+        #: Replies of a cluster in failover: retried like a lost connection.
+        self._transient = tuple(getattr(errors, name) for name in ("ClusterDownError", "TryAgainError",
+                                                                     "MasterDownError") if hasattr(errors, name))
         self.url = url
         self.prefix = prefix
         self.retries = retries
@@ -425,36 +431,28 @@ class RedisStore(Store):
         attempt whose reply was lost is then *known* to the next attempt, never filed twice.
         """
         redis = self._redis_module
-        refused = (redis.exceptions.AuthenticationError,
-                   getattr(redis.exceptions, "AuthorizationError", redis.exceptions.AuthenticationError))
-        errors = redis.exceptions
-        transient = tuple(getattr(errors, name) for name in ("ClusterDownError", "TryAgainError", "MasterDownError")
-                          if hasattr(errors, name))
         delay = self.backoff_secs
         for attempt in range(self.retries + 1):
             try:
                 return fn(*args, **kwargs)
-            except refused as exc:
+            except self._refused as exc:
                 # redis-py files a refused login under ConnectionError: retrying cannot help, say what it is.
                 raise StoreError(f"Redis at {self.location} refused the credentials: {exc}") from exc
             except redis.ResponseError as exc:
                 if str(exc).startswith(("NOAUTH", "WRONGPASS", "NOPERM")):
                     raise StoreError(f"Redis at {self.location} refused the credentials: {exc}") from exc
-                if not isinstance(exc, transient):
+                if not isinstance(exc, self._transient):
                     raise StoreError(f"Redis error at {self.location}: {exc}") from exc
-                if attempt == self.retries:  # a cluster in failover: a master down, slots moving
-                    raise StoreError(f"Redis at {self.location} unavailable after {attempt + 1} tries: {exc}") from exc
-                logger.debug("Redis cluster busy (%s); retrying in %.2fs", exc, delay)
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                failure, state = exc, "unavailable"  # a cluster in failover: a master down, slots moving
             except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
-                if attempt == self.retries:
-                    raise StoreError(f"Redis at {self.location} unreachable after {attempt + 1} tries: {exc}") from exc
-                logger.debug("Redis call failed (%s); retrying in %.2fs", exc, delay)
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                failure, state = exc, "unreachable"
             except redis.RedisError as exc:
                 raise StoreError(f"Redis error at {self.location}: {exc}") from exc
+            if attempt == self.retries:
+                raise StoreError(f"Redis at {self.location} {state} after {attempt + 1} tries: {failure}") from failure
+            logger.debug("Redis call failed (%s); retrying in %.2fs", failure, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
         raise AssertionError("unreachable")
 
     def _key(self, name: str) -> str:
@@ -620,7 +618,7 @@ class RedisStore(Store):
     def expire(self, before: float) -> int:
         since = self._seen_since
         old = [doc for doc, (*_, seen) in self._records().items() if (since if seen is None else seen) < before]
-        return self._expire_ids(str(int(before) if before == int(before) else before), old)
+        return self._expire_ids(str(before), old)
 
     def purge(self) -> int:
         by_id = self._records()
