@@ -471,11 +471,8 @@ class SqliteStore(Store):
         # Canonical documents only: a bucket entry of a removed document joins nothing (see the docstring).
         found = {doc: Candidate(key, sig) for doc, key, sig in self._select_in(
             "SELECT id, key, sig FROM docs WHERE id IN ({marks}) AND canonical IS NULL", list(wanted))}
-        touched = [doc for doc, _ in known.values()]
-        if touched:
-            self._select_in(f"UPDATE docs SET seen = {int(time.time())} WHERE id IN ({{marks}})", touched)
-            self._wrote(0)
         now = int(time.time())
+        self._touch_ids([doc for doc, _ in known.values()], now)
         out: list[Lookup] = []
         filed_now: dict[str, int] = {}
         new_docs: list[tuple[int, int, str, int | None, float, bytes | None, int]] = []
@@ -633,9 +630,12 @@ class SqliteStore(Store):
     # -- ageing --------------------------------------------------------------------------------------
     @_translated
     def touch(self, keys: Sequence[str]) -> None:
-        ids = [doc for doc, _ in self._known(keys).values()]
+        self._touch_ids([doc for doc, _ in self._known(keys).values()], int(time.time()))
+
+    def _touch_ids(self, ids: list[int], now: int) -> None:
+        """Set the last-seen time of documents ``ids`` to ``now`` (a lookup or :meth:`touch`)."""
         if ids:
-            self._select_in(f"UPDATE docs SET seen = {int(time.time())} WHERE id IN ({{marks}})", ids)
+            self._select_in(f"UPDATE docs SET seen = {now} WHERE id IN ({{marks}})", ids)
             self._wrote(0)
 
     @_translated
