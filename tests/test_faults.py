@@ -19,6 +19,7 @@ import re
 import resource
 import signal
 import sqlite3
+import struct
 import subprocess
 import sys
 import time
@@ -318,19 +319,20 @@ def test_garbage_in_redis_keys_becomes_a_store_error_naming_the_key(tmp_path):
     fp = algorithm.fingerprint(text)
     assert detector.check_fingerprint("http://a/1", fp.signature, fp.buckets).status == "unique"
     client = redis_py.Redis.from_url(store.url)
-    doc_id = client.hget(f"{store.prefix}:keys", "http://a/1")
+    doc_id = store._id_of("http://a/1")
+    record_bin = f"{store.layout.tags[store.layout.record_group(doc_id)]}:r:{doc_id // 64}"
     for damage, named in [(pack_record("x", fp.signature, 0, 1.0)[:-1] + b"\xff\xfe", "not UTF-8"),
                           (pack_record("http://a/1", b"abc", 0, 1.0), "malformed"),
-                          (b"\x01\x02", "too short")]:
-        client.hset(f"{store.prefix}:docs", doc_id, damage)
+                          (b"\x03\x02", "too short")]:
+        client.set(record_bin, bytes([doc_id % 64]) + struct.pack("<H", len(damage)) + damage)
         with pytest.raises(StoreError, match=named) as caught:
             detector.check_fingerprint(f"http://a/{uuid.uuid4().hex}", fp.signature, fp.buckets)
-        assert f"{store.prefix}:docs" in str(caught.value) or "http://a/1" in str(caught.value)
+        assert record_bin in str(caught.value) or "http://a/1" in str(caught.value)
     detector.close()
 
     # A key of the wrong type stops a crawl at open, with the reason, and lets no page through unchecked.
     prefix = f"wrongtype:{{{uuid.uuid4().hex}}}"
-    client.set(f"{prefix}:keys", "a string, not a hash")
+    client.set(f"{prefix}:meta", "a string, not a hash")
     result = crawl(tmp_path, distinct_pages(10), {"NEARDUP_STORE_URL": store.url, "NEARDUP_REDIS_KEY": prefix})
     assert result.stats["finish_reason"] == "neardup_store_error", result.log[-3000:]
     assert "WRONGTYPE" in result.log and "Traceback" not in result.log

@@ -93,26 +93,34 @@ def test_batches_decide_as_one_by_one(store_kind, tmp_path):
 
 def test_record_layout_roundtrip_and_malformed_records():
     record = pack_record("http://ä.example/", b"\x01\x02\x03", 42, 0.75, seen=1_700_000_000)
-    assert record[0] == 2 and len(record) == 1 + 8 + 4 + 4 + 2 + 3 + len("http://ä.example/".encode())
+    assert record[0] == 3 and len(record) == 1 + 4 + 4 + 4 + 2 + 3 + len("http://ä.example/".encode())
     assert unpack_record(record) == ("http://ä.example/", b"\x01\x02\x03", 42, 0.75, 1_700_000_000.0)
-    version_1 = b"\x01" + record[1:13] + record[17:]  # as written before last-seen times: no u32
-    assert unpack_record(version_1) == ("http://ä.example/", b"\x01\x02\x03", 42, 0.75, None)
-    with pytest.raises(StoreError, match="malformed"):
-        unpack_record(b"\x01\x00")
-    with pytest.raises(StoreError, match="version 9"):
-        unpack_record(b"\x09" + record[1:])
+    with pytest.raises(StoreError, match="too short"):
+        unpack_record(b"\x03\x00")
+    with pytest.raises(StoreError, match="version 2"):
+        unpack_record(b"\x02" + record[1:])
 
 
-def test_all_keys_of_a_spider_share_one_cluster_slot(tmp_path):
+def test_one_spiders_keys_spread_over_groups_of_their_own_slots(tmp_path):
+    """Buckets, keys and records sit in 64 hash-tagged groups (one slot each, spread by a cluster over its
+    masters); only the four small keys of the prefix share the spider's own slot."""
     from redis.crc import key_slot
 
     store = make_store("redis", tmp_path)
     store.open({"format_version": 1})
-    for i in range(20):
-        store.add(f"http://x/{i}", b"s", [i * 7919, -i])
-    keys = list(store.client.scan_iter(match=store.prefix.replace("{", "\\{").replace("}", "\\}") + ":*"))
-    assert {k.rsplit(b":", 1)[1] for k in keys} == {b"meta", b"seq", b"keys", b"docs", b"b"}
-    assert len({key_slot(k) for k in keys}) == 1
+    rng = random.Random(3)
+    for i in range(300):
+        store.add(f"http://x/{i}", b"s" * 16, [rng.getrandbits(63) for _ in range(8)])
+    keys = [k.decode() for k in store.client.scan_iter(count=10_000)
+            if k.decode().startswith((store.prefix, "{" + store.prefix.replace("{", "").replace("}", "")))]
+    own = [k for k in keys if k.startswith(store.prefix + ":")]
+    assert {k.rsplit(":", 1)[1] for k in own} == {"meta", "seq", "count"}  # P:flight is empty between batches
+    assert len({key_slot(k.encode()) for k in own}) == 1
+    grouped = [k for k in keys if k not in own]
+    assert {k.split("}:")[1][0] for k in grouped} == {"b", "k", "r"}
+    assert len({k.split("}:")[0] for k in grouped}) == 64  # every group used
+    assert len({key_slot(k.encode()) for k in grouped}) == 64
+    assert store.count() == 300
     store.close()
 
 
@@ -163,35 +171,18 @@ def test_restart_keeps_acknowledged_documents(redis_server):
     store.close()
 
 
-def test_records_written_before_last_seen_times_are_read_touched_and_expired(tmp_path):
-    """A store written by a version without last-seen times (records of version 1, no ``records_seen_since``):
-    its records count as seen when this version first opened the store, a fetch rewrites them as version 2
-    with the time, and expiry reads both kinds."""
-    import time
-
+def test_a_store_of_layout_2_is_refused_with_what_to_do(tmp_path):
+    """A store written before layout 3 (one hash of records, keys and buckets each, all on one slot) is
+    refused at open in one message naming the upgrade command and NEARDUP_RESET; nothing is changed."""
     import redis
     from conftest import shared_redis
 
     server = shared_redis(tmp_path.parent)
-    prefix = "old:{v1}"
-    store = RedisStore(server.url, prefix=prefix)
-    store.open({"format_version": 2, "algorithm": "x"})
-    store.add("http://a/", b"sig-a", [1])
-    store.add("http://b/", b"sig-b", [2])
-    store.close()
+    prefix = f"old:{{{uuid.uuid4().hex}}}"
     client = redis.Redis.from_url(server.url)
-    for doc_id, raw in client.hgetall(f"{prefix}:docs").items():  # rewrite as the older version wrote them
-        client.hset(f"{prefix}:docs", doc_id, b"\x01" + raw[1:13] + raw[17:])
-    client.hdel(f"{prefix}:meta", "records_seen_since")
-    opened_at = time.time()
+    client.hset(f"{prefix}:meta", mapping={"format_version": "2", "algorithm": '"x"'})
+    client.hset(f"{prefix}:keys", "http://a/", 1)
     store = RedisStore(server.url, prefix=prefix)
-    store.open({"format_version": 2, "algorithm": "x"})
-    old = store.get("http://a/")
-    assert old.signature == b"sig-a" and opened_at - 2 <= old.seen <= time.time() + 1
-    store.lookup_many([("http://b/", b"sig-b", [2])])  # fetched again: rewritten as version 2
-    raw_b = client.hget(f"{prefix}:docs", client.hget(f"{prefix}:keys", "http://b/"))
-    assert raw_b[0] == 2 and unpack_record(raw_b)[:2] == ("http://b/", b"sig-b")
-    assert client.hget(f"{prefix}:docs", client.hget(f"{prefix}:keys", "http://a/"))[0] == 1
-    assert store.expire(time.time() + 10) == 2  # both kinds are read by expiry
-    assert store.count() == 0
-    store.close()
+    with pytest.raises(StoreError, match="layout 2.*store URL upgrade.*NEARDUP_RESET"):
+        store.open({"format_version": 2, "algorithm": "x"})
+    assert client.hlen(f"{prefix}:keys") == 1 and client.hget(f"{prefix}:meta", "redis_layout") is None

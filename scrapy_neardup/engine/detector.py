@@ -147,7 +147,7 @@ class Detector:
                 matches = self._best_match(signature, found.candidates)
                 if matches:
                     (sim, best), also = matches[0], tuple(c.key for _, c in matches[1:])
-                    adds.append(Filing(key, signature, buckets, best.key, sim, canonical_ref=best.ref))
+                    adds.append(Filing(key, signature, buckets, best.key, sim, token, best.ref))
                     planned.append((i, Verdict("duplicate", key, best.key, sim, also, rechecked.get(i))))
                 else:
                     adds.append(Filing(key, signature, buckets, None, 1.0, token))

@@ -109,8 +109,8 @@ class Query(NamedTuple):
 
 
 class Filing(NamedTuple):
-    """A document to file: canonical (``canonical`` None), with the ``token`` of its lookup, or a
-    near-duplicate of ``canonical`` (the :class:`Candidate`'s key, and its ``ref``) with ``similarity``."""
+    """A document to file: canonical (``canonical`` None) or a near-duplicate of ``canonical`` (the
+    :class:`Candidate`'s key, and its ``ref``) with ``similarity``; either with the ``token`` of its lookup."""
 
     key: str
     signature: bytes | None

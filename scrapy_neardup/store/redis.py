@@ -1,304 +1,381 @@
-"""Redis store: one fingerprint index shared by many crawler processes and machines.
+"""Redis store: one fingerprint index shared by many crawler processes and machines, one Redis server or
+a Redis Cluster, in about 500 bytes of Redis memory per page (MinHash-128).
 
-Key design (``P`` is the prefix from ``NEARDUP_REDIS_KEY``, by default ``neardup:{<spider>}``)::
+Layout 3. ``P`` is the prefix from ``NEARDUP_REDIS_KEY`` (by default ``neardup:{<spider>}``; its braces are a
+Redis Cluster *hash tag*), ``B`` the same prefix without its braces. Four small keys share ``P``'s slot::
 
-    P:meta        hash    name -> value       format version and algorithm parameters (JSON strings)
-    P:seq         string  last document id (INCR)
-    P:keys        hash    key (URL) -> document id (decimal)
-    P:docs        hash    document id -> record (binary, below)
-    P:b           hash    bucket (its 8-byte key, little-endian) -> ids of its canonical documents
-                          (8 bytes each, little-endian)
+    P:meta     hash    name -> value: the algorithm parameters (JSON), the layout (below)
+    P:seq      string  the last document id given out (INCRBY)
+    P:count    string  documents filed
+    P:flight   hash    first id of a batch being filed -> "last id, lease deadline (ms)", or "void ..."
 
-One hash holds every bucket, so a document's buckets are read with one HMGET and extended with one HSET.
+Everything else lives in *groups*, 64 hash tags ``{B:g}`` that a cluster spreads over its masters (each
+group is one slot), in strings packed end to end (bins), every one written at its exact size::
 
-The braces in the default prefix are a Redis Cluster *hash tag*: every key of one spider maps to the same
-slot, so the Lua scripts below can touch them all atomically on a cluster too. (One spider's index then
-lives on one shard; spread load across spiders, or across several ``NEARDUP_REDIS_KEY`` prefixes.)
+    {B:g}:b:<bin>   buckets: 7-byte entries, 3 bytes of the bucket key (below) and the u32 id of a document
+    {B:g}:k:<bin>   keys: 12-byte entries, the 64-bit MurmurHash3 of a key (the URL) and its u32 id
+    {B:g}:r:<n>     records of ids 64n … 64n+63 (group n mod 64): u8 id mod 64, u16 length, the record
 
-Record layout (version 2), little-endian::
+A bucket key is spread by Fibonacci hashing (``m = key * 0x9E3779B97F4A7C15 mod 2^64``): its top 6 bits pick
+the group, the next 12 the bin, the next 24 are the entry's 3 bytes. Two bucket keys that share those 42
+bits share entries; a candidate is always verified against its signature, so that costs a comparison,
+never a verdict. A record (little-endian)::
 
-    u8 version | u64 canonical id (0: canonical itself) | f32 similarity | u32 last seen (Unix seconds) |
+    u8 version (3) | u32 canonical id (0: canonical itself) | f32 similarity | u32 last seen (Unix seconds) |
     u16 signature length | signature bytes | key (UTF-8, to the end)
 
-Version 1 records (written before last-seen times existed) lack the ``u32``; they are read as seen when the
-store was first opened by a version that knows them (``P:meta`` field ``records_seen_since``), and are
-rewritten as version 2 when they are next fetched. Nothing is pickled; a record that does not parse is an
-error, never code.
+Measured at a million pages (``bench/redis_layouts.py``): Redis keeps a hash field in 82 bytes of overhead
+and a string key in ~70, a byte of a string in one; hence bins, and bins written whole (``APPEND`` grows a
+string by doubling it). Nothing is pickled; a record that does not parse is an error, never code.
 
-Removal deletes a document's ``P:keys`` field and record; its id stays in the bucket strings it was filed
-in, where lookups skip it (the id has no record), until :meth:`RedisStore.purge` rewrites them. Ids come
-from ``INCR`` and are never reused.
+**Check-and-insert across shards.** Lua scripts are atomic on one slot only, so a batch goes in steps, each
+one script call per group touched, all of a step in one pipeline (the shards work in parallel):
 
-Atomic check-and-insert, in at most two script calls per batch of documents:
+1. *Lookup* (``_LOOKUP``, then ``_RECORDS``): each key's id; each bucket's entries and the length of its bin
+   (the *token*); then the records of the known ids and of the candidates. Nothing is written.
+2. *Ids* (``_ALLOC``, ``P``'s slot): INCRBY gives the batch consecutive ids, and the batch is entered in
+   ``P:flight`` with a lease. The reply names the batches in flight with lower ids.
+3. *Claim and append* (``_CLAIM``): each key claims its key entry (refused if another id holds it: KNOWN);
+   each canonical document appends its id to its buckets and gets back what other documents appended there
+   since its lookup; near-duplicates check that their canonical is still canonical.
+4. *Wait* (``_WAIT``): if batches with lower ids were in flight at step 2, until they are done (committed, or
+   past their lease: then marked void), then the buckets are read again since the lookup (``_DELTA``).
+5. *Verdicts*: a canonical document with an entry of a *lower* id in one of its buckets that its lookup did
+   not see is STALE (the detector looks again and finds that document); otherwise it is filed. Higher ids
+   are not its business: their owners wait for this batch and will see it.
+6. *Records* (``_WRITE``): the records of the filed documents; the claims of the others are released.
+7. *Commit* (``_COMMIT``, ``P``'s slot): the batch leaves ``P:flight``. If a waiter had marked it void (its
+   lease ran out), its records are deleted again and every document is STALE.
 
-1. ``_LOOKUP`` answers each document: *known* (its key is filed: the record and its canonical's), *filed*
-   (no document at all shares a bucket with it, so it was filed as canonical right there, atomically), or
-   *candidates* (their records, and each bucket's length, ``STRLEN``, as the token).
-2. The client verifies the candidates; ``_INSERT`` files the near-duplicates, and files a canonical only
-   if its buckets still have the lengths seen in step 1. Otherwise another process filed a document there
-   meanwhile, and the detector looks again.
+Why one canonical survives two processes filing near-duplicates ``d`` (id i) and ``e`` (id j < i) at the
+same instant: they share a bucket. If ``e``'s batch was in flight when ``d`` got its ids, ``d`` waits for it
+and reads the bucket again, finding j; if ``e``'s batch was done, ``e`` had appended j before ``d`` got its
+ids, so ``d``'s append returns j. Either way ``d`` is STALE and its next lookup finds ``e``'s record
+(written before ``e``'s commit). Ids are ordered by one counter, so every pair is decided like this: the
+batches are serialised by their ids, not by a lock.
 
-Most documents of a crawl are settled in step 1. Arguments and replies travel as one binary string per
-document (bucket keys packed 8 bytes each), so a batch costs a few large messages, not thousands of small
-ones.
+What a crash leaves: a batch that dies between steps 2 and 7 stays in ``P:flight`` until its lease runs out
+(``lease_secs``, 30 s by default); a waiter then marks it void and goes on. Its bucket entries and key
+claims stay behind: bucket entries without a record are skipped by every lookup, a claim without a record
+is taken over by the next writer of that key once no batch below it is in flight, and :meth:`purge`
+deletes both. Every script is idempotent, so a step whose reply was lost is retried whole.
+
+Removal deletes a document's key entry and record; its bucket entries stay (skipped) until :meth:`purge`.
+Ids are never reused. Stores of layout 2 (one hash per kind, every key on one slot) are refused at open
+with what to do: ``scrapy-neardup store URL upgrade`` rewrites one in place.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import struct
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+import mmh3
 import numpy as np
 
 from .base import Added, Candidate, DocRecord, Filing, Lookup, Query, Store, StoreError, check_meta, redact_url
 
 logger = logging.getLogger(__name__)
 
-RECORD_VERSION = 2
-_HEADER = struct.Struct("<BQfIH")
-_HEADER_V1 = struct.Struct("<BQfH")
-#: ``P:meta`` field: when version 1 records count as last seen (not one of the parameters checked at open).
-_SEEN_SINCE = "records_seen_since"
+#: Version of the Redis layout (``P:meta`` field ``redis_layout``); layout 2 stores are refused at open.
+LAYOUT = 3
+RECORD_VERSION = 3
+_LAYOUT_FIELD = "redis_layout"
+_HEADER = struct.Struct("<BIfIH")
 _U32 = struct.Struct("<I")
-_CANDIDATE = struct.Struct("<qI")
-_BUCKETS = np.dtype("<i8")
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_KEY_SEED = 0x4B45_5953
+#: Defaults of a new store (a store keeps the values it was made with, in ``P:meta``).
+GROUP_BITS, BUCKET_BIN_BITS, KEY_BIN_BITS = 6, 12, 8
+RECORDS_PER_BIN = 64
 
-# Lua: a record with its last-seen time set to ``now`` (4 bytes), a version 1 record rewritten as version 2.
-_WITH_SEEN = """
-local function with_seen(record, now)
-  if string.byte(record, 1) == 1 then
-    return string.char(2) .. string.sub(record, 2, 13) .. now .. string.sub(record, 14)
+# --- Lua ---------------------------------------------------------------------------------------------
+# Every group script gets the group's tag '{B:g}' as ARGV[1] and one of the group's keys as KEYS[1] (what
+# a cluster client routes by). Blobs pack fixed-size entries; struct is Redis's Lua struct library.
+_FIND = """
+local function find_entry(s, needle, width, from)
+  local pos = from
+  while true do
+    local at = string.find(s, needle, pos, true)
+    if not at then return nil end
+    if (at - 1) % width == 0 then return at end
+    pos = at + 1
   end
-  return string.sub(record, 1, 13) .. now .. string.sub(record, 18)
+end
+local function record_at(bin, slot)  -- 1-based position of the entry of `slot` in a record bin, or nil
+  local pos, len = 1, string.len(bin)
+  while pos + 2 <= len do
+    local size = struct.unpack('<I2', string.sub(bin, pos + 1, pos + 2))
+    if string.byte(bin, pos) == slot then return pos, size end
+    pos = pos + 3 + size
+  end
+  return nil
 end
 """
 
-# ARGV: prefix, n, file_alone ('1' or '0'), now (4 bytes; empty: leave last-seen times alone), then per
-# document: key, buckets (8 bytes each), record. A known document's last-seen time is set to now.
-# A document is filed alone only if no bucket of it is filed nor shared with an earlier document of the
-# call that was not filed (it waits for its verdict and may be a near-duplicate of that one).
-# Reply per document, one string: 'K' u32 len, record, canonical record | 'F' | 'C' u32 nb, nb x u32 lengths,
-# then per candidate: i8 id, u32 len, record.
-_LOOKUP = _WITH_SEEN + """
-local p, n, file_alone, now = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1', ARGV[4]
-local keys, docs = p .. ':keys', p .. ':docs'
-local out, waiting = {}, {}
-for item = 1, n do
-  local base = 5 + (item - 1) * 3
-  local key, buckets, record = ARGV[base], ARGV[base + 1], ARGV[base + 2]
-  local nb = string.len(buckets) / 8
-  local id = redis.call('HGET', keys, key)
-  if id then
-    local known = redis.call('HGET', docs, id) or ''
-    if string.len(known) >= 15 and string.len(now) == 4 then
-      redis.call('HSET', docs, id, with_seen(known, now))  -- the reply keeps the record as it was
-    end
-    local canon = ''
-    if string.len(known) >= 9 then
-      local cid = struct.unpack('<i8', string.sub(known, 2, 9))
-      if cid ~= 0 then canon = redis.call('HGET', docs, tostring(cid)) or '' end
-    end
-    out[item] = 'K' .. struct.pack('<I4', string.len(known)) .. known .. canon
-  else
-    local fields = {}
-    for b = 1, nb do fields[b] = string.sub(buckets, b * 8 - 7, b * 8) end
-    local contents = nb > 0 and redis.call('HMGET', p .. ':b', unpack(fields)) or {}
-    local lengths, total = {}, 0
-    for b = 1, nb do
-      local ids = contents[b] or ''
-      contents[b] = ids
-      lengths[b] = struct.pack('<I4', string.len(ids))
-      total = total + string.len(ids)
-    end
-    local free = true
-    for b = 1, nb do
-      if waiting[fields[b]] then free = false end
-    end
-    if total == 0 and file_alone and free then
-      local new = redis.call('INCR', p .. ':seq')
-      redis.call('HSET', keys, key, new)
-      redis.call('HSET', docs, new, record)
-      if nb > 0 then
-        local packed, update = struct.pack('<i8', new), {}
-        for b = 1, nb do update[2 * b - 1] = fields[b]; update[2 * b] = packed end
-        redis.call('HSET', p .. ':b', unpack(update))
-      end
-      out[item] = 'F'
-    else
-      for b = 1, nb do waiting[fields[b]] = true end
-      local parts, seen = {'C', struct.pack('<I4', nb), table.concat(lengths)}, {}
-      for b = 1, nb do
-        local ids = contents[b]
-        for off = 1, string.len(ids), 8 do
-          local raw = string.sub(ids, off, off + 7)
-          if not seen[raw] then
-            seen[raw] = true
-            local cand = redis.call('HGET', docs, tostring(struct.unpack('<i8', raw))) or ''
-            parts[#parts + 1] = raw .. struct.pack('<I4', string.len(cand)) .. cand
-          end
-        end
-      end
-      out[item] = table.concat(parts)
-    end
-  end
+# ARGV: tag, key queries (10 bytes each: u16 key bin, 8-byte key hash), bucket queries (5 bytes each: u16
+# bin, 3-byte rest). Reply: {u32 id per key query (0: none), per bucket query: u32 bin length, u16 n, n u32 ids}.
+_LOOKUP = _FIND + """
+local tag, kq, bq = ARGV[1], ARGV[2], ARGV[3]
+local cache, ids, found = {}, {}, {}
+for q = 1, string.len(kq), 10 do
+  local name = tag .. ':k:' .. struct.unpack('<I2', string.sub(kq, q, q + 1))
+  cache[name] = cache[name] or redis.call('GET', name) or ''
+  local at = find_entry(cache[name], string.sub(kq, q + 2, q + 9), 12, 1)
+  ids[#ids + 1] = at and string.sub(cache[name], at + 8, at + 11) or struct.pack('<I4', 0)
 end
-return out
+for q = 1, string.len(bq), 5 do
+  local name = tag .. ':b:' .. struct.unpack('<I2', string.sub(bq, q, q + 1))
+  cache[name] = cache[name] or redis.call('GET', name) or ''
+  local bin, rest, hits = cache[name], string.sub(bq, q + 2, q + 4), {}
+  local at = find_entry(bin, rest, 7, 1)
+  while at do
+    hits[#hits + 1] = string.sub(bin, at + 3, at + 6)
+    at = find_entry(bin, rest, 7, at + 7)
+  end
+  found[#found + 1] = struct.pack('<I4I2', string.len(bin), #hits) .. table.concat(hits)
+end
+return {table.concat(ids), table.concat(found)}
 """
 
-# ARGV: prefix, n, then per document: key, canonical id ('0': file as canonical), buckets (8 bytes each),
-# lengths seen at lookup (4 bytes each; empty: do not check), record.
-# Reply: one character per document: '1' filed, '0' a bucket changed since the lookup or the canonical is
-# gone, '-' key already filed.
-_INSERT = """
-local p, n = ARGV[1], tonumber(ARGV[2])
-local keys, docs = p .. ':keys', p .. ':docs'
-local out = {}
-for item = 1, n do
-  local base = 3 + (item - 1) * 5
-  local key, canonical, buckets = ARGV[base], ARGV[base + 1], ARGV[base + 2]
-  local lengths, record = ARGV[base + 3], ARGV[base + 4]
-  local nb = string.len(buckets) / 8
-  if redis.call('HEXISTS', keys, key) == 1 then
-    out[item] = '-'
+# ARGV: tag, now (4 bytes; empty: no touch), queries (5 bytes each: u32 id, u8 touch). Reply: per query u32
+# length and the record (length 0: no record). A touched record's last-seen time is set to now in place
+# (the reply has the record as it was).
+_RECORDS = _FIND + """
+local tag, now, q = ARGV[1], ARGV[2], ARGV[3]
+local cache, out = {}, {}
+for i = 1, string.len(q), 5 do
+  local id = struct.unpack('<I4', string.sub(q, i, i + 3))
+  local name = tag .. ':r:' .. math.floor(id / 64)
+  cache[name] = cache[name] or redis.call('GET', name) or ''
+  local at, size = record_at(cache[name], id % 64)
+  if at then
+    out[#out + 1] = struct.pack('<I4', size) .. string.sub(cache[name], at + 3, at + 2 + size)
+    if string.byte(q, i + 4) == 1 and string.len(now) == 4 and size >= 15 then
+      redis.call('SETRANGE', name, at + 2 + 9, now)
+    end
   else
-    local fresh, fields, contents = true, {}, {}
-    if canonical ~= '0' then
-      -- a near-duplicate: its canonical must still be filed, and canonical (the one rule for a missing one)
-      local crec = redis.call('HGET', docs, canonical)
-      fresh = crec ~= false and string.len(crec) >= 9 and struct.unpack('<i8', string.sub(crec, 2, 9)) == 0
-    end
-    if canonical == '0' and nb > 0 then
-      for b = 1, nb do fields[b] = string.sub(buckets, b * 8 - 7, b * 8) end
-      contents = redis.call('HMGET', p .. ':b', unpack(fields))
-      if string.len(lengths) > 0 then
-        for b = 1, nb do
-          if string.len(contents[b] or '') ~= struct.unpack('<I4', string.sub(lengths, b * 4 - 3, b * 4)) then
-            fresh = false
-            break
-          end
-        end
-      end
-    end
-    if fresh then
-      local new = redis.call('INCR', p .. ':seq')
-      redis.call('HSET', keys, key, new)
-      redis.call('HSET', docs, new, record)
-      if canonical == '0' and nb > 0 then
-        local packed, update = struct.pack('<i8', new), {}
-        for b = 1, nb do update[2 * b - 1] = fields[b]; update[2 * b] = (contents[b] or '') .. packed end
-        redis.call('HSET', p .. ':b', unpack(update))
-      end
-      out[item] = '1'
-    else
-      out[item] = '0'
-    end
+    out[#out + 1] = struct.pack('<I4', 0)
   end
 end
 return table.concat(out)
 """
 
-# ARGV: prefix, key, record, buckets (8 bytes each). Reply: 1 re-filed, 0 unknown key or a near-duplicate.
-_REFILE = """
-local p, key, record, buckets = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local id = redis.call('HGET', p .. ':keys', key)
-if not id then return 0 end
-local old = redis.call('HGET', p .. ':docs', id) or ''
-if string.len(old) < 9 or struct.unpack('<i8', string.sub(old, 2, 9)) ~= 0 then return 0 end
-redis.call('HSET', p .. ':docs', id, record)
-local packed = struct.pack('<i8', tonumber(id))
-for b = 1, string.len(buckets) / 8 do
-  local field = string.sub(buckets, b * 8 - 7, b * 8)
-  local ids = redis.call('HGET', p .. ':b', field) or ''
-  local present = false
-  for off = 1, string.len(ids), 8 do
-    if string.sub(ids, off, off + 7) == packed then present = true; break end
+# KEYS[1]: P:meta. ARGV: P, n, now (ms), lease (ms). Reply: {first id, batches with lower ids in flight
+# ("first last deadline")}. Void marks older than their expiry are dropped here.
+_ALLOC = """
+local p, n, now, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local last = redis.call('INCRBY', p .. ':seq', n)
+local first = last - n + 1
+local flight = redis.call('HGETALL', p .. ':flight')
+local lower = {}
+for i = 1, #flight, 2 do
+  local v = flight[i + 1]
+  if string.sub(v, 1, 4) == 'void' then
+    if tonumber(string.sub(v, 6)) < now then redis.call('HDEL', p .. ':flight', flight[i]) end
+  elseif tonumber(flight[i]) < first then
+    lower[#lower + 1] = flight[i] .. ' ' .. v
   end
-  if not present then redis.call('HSET', p .. ':b', field, ids .. packed) end
 end
+redis.call('HSET', p .. ':flight', first, last .. ' ' .. (now + lease))
+return {first, lower}
+"""
+
+# KEYS[1]: P:meta. ARGV: P, now (ms), then first ids of batches. Reply: those still in flight. One past its
+# lease deadline is marked void (its owner's commit will fail) and no longer waited for.
+_WAIT = """
+local p, now, pending = ARGV[1], tonumber(ARGV[2]), {}
+for i = 3, #ARGV do
+  local v = redis.call('HGET', p .. ':flight', ARGV[i])
+  if v and string.sub(v, 1, 4) ~= 'void' then
+    local deadline = tonumber(string.match(v, ' (%d+)$'))
+    if deadline < now then
+      redis.call('HSET', p .. ':flight', ARGV[i], 'void ' .. (now + 3600000))
+    else
+      pending[#pending + 1] = ARGV[i]
+    end
+  end
+end
+return pending
+"""
+
+# KEYS[1]: P:meta. ARGV: P, first id, documents filed. Reply: 1 committed (or committed by an earlier try
+# whose reply was lost), 0 the batch was made void.
+_COMMIT = """
+local p, first = ARGV[1], ARGV[2]
+local v = redis.call('HGET', p .. ':flight', first)
+if not v then return 1 end
+redis.call('HDEL', p .. ':flight', first)
+if string.sub(v, 1, 4) == 'void' then return 0 end
+redis.call('INCRBY', p .. ':count', tonumber(ARGV[3]))
 return 1
 """
 
-# ARGV: prefix, then keys. Reply: how many were filed (and are now removed).
-_REMOVE = """
-local p, removed = ARGV[1], 0
-for i = 2, #ARGV do
-  local id = redis.call('HGET', p .. ':keys', ARGV[i])
-  if id then
-    redis.call('HDEL', p .. ':keys', ARGV[i])
-    redis.call('HDEL', p .. ':docs', id)
-    removed = removed + 1
+# ARGV: tag, claims (18 bytes each: u16 key bin, 8-byte hash, u32 id, u32 id it may replace (0: none)),
+# appends (13 bytes each: u16 bin, 3-byte rest, u32 id, u32 bin length seen at lookup), checks (u32 ids of
+# canonicals that must still be canonical). Reply: {per claim '1' claimed | 'K' held by another id, per
+# append: u32 length (0xFFFFFFFF: the bin shrank since the lookup) and the bytes appended since the lookup
+# before this entry, per check '1' | '0'}.
+_CLAIM = _FIND + """
+local tag, claims, appends, checks = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local bins, dirty, out_c, out_a, out_k = {}, {}, {}, {}, {}
+local function get(name)
+  if bins[name] == nil then bins[name] = redis.call('GET', name) or '' end
+  return bins[name]
+end
+for i = 1, string.len(claims), 18 do
+  local name = tag .. ':k:' .. struct.unpack('<I2', string.sub(claims, i, i + 1))
+  local bin, hash, id = get(name), string.sub(claims, i + 2, i + 9), string.sub(claims, i + 10, i + 13)
+  local replace = string.sub(claims, i + 14, i + 17)
+  local at = find_entry(bin, hash, 12, 1)
+  if not at then
+    bins[name] = bin .. hash .. id; dirty[name] = true; out_c[#out_c + 1] = '1'
+  else
+    local holder = string.sub(bin, at + 8, at + 11)
+    if holder == id then
+      out_c[#out_c + 1] = '1'
+    elseif holder == replace then
+      bins[name] = string.sub(bin, 1, at + 7) .. id .. string.sub(bin, at + 12); dirty[name] = true
+      out_c[#out_c + 1] = '1'
+    else
+      out_c[#out_c + 1] = 'K'
+    end
   end
 end
-return removed
+for i = 1, string.len(appends), 13 do
+  local name = tag .. ':b:' .. struct.unpack('<I2', string.sub(appends, i, i + 1))
+  local bin, entry = get(name), string.sub(appends, i + 2, i + 8)
+  local seen = struct.unpack('<I4', string.sub(appends, i + 9, i + 12))
+  local mine = find_entry(bin, entry, 7, 1)
+  local upto = mine and mine - 1 or string.len(bin)
+  if seen > upto then
+    out_a[#out_a + 1] = struct.pack('<I4', 4294967295)
+  else
+    out_a[#out_a + 1] = struct.pack('<I4', upto - seen) .. string.sub(bin, seen + 1, upto)
+  end
+  if not mine then bins[name] = bin .. entry; dirty[name] = true end
+end
+for i = 1, string.len(checks), 4 do
+  local id = struct.unpack('<I4', string.sub(checks, i, i + 3))
+  local name = tag .. ':r:' .. math.floor(id / 64)
+  local rbin = get(name)
+  local at, size = record_at(rbin, id % 64)
+  out_k[#out_k + 1] = (at and size >= 15 and string.sub(rbin, at + 4, at + 7) == struct.pack('<I4', 0)) and '1' or '0'
+end
+for name in pairs(dirty) do redis.call('SET', name, bins[name]) end
+return {table.concat(out_c), table.concat(out_a), table.concat(out_k)}
 """
 
-# ARGV: prefix, before (Unix seconds), seen since (for version 1 records), then ids. Removes each of those
-# documents still last seen before ``before`` (checked here, atomically: a fetch may have touched it since
-# the scan), and near-duplicates whose canonical is gone (orphans) when ``before`` is 'orphans'.
+# ARGV: tag, reads (6 bytes each: u16 bin, u32 from). Reply: per read u32 length and the bytes from there on.
+_DELTA = """
+local tag, reads, out = ARGV[1], ARGV[2], {}
+for i = 1, string.len(reads), 6 do
+  local bin = redis.call('GET', tag .. ':b:' .. struct.unpack('<I2', string.sub(reads, i, i + 1))) or ''
+  local from = struct.unpack('<I4', string.sub(reads, i + 2, i + 5))
+  local part = from <= string.len(bin) and string.sub(bin, from + 1) or ''
+  out[#out + 1] = struct.pack('<I4', string.len(part)) .. part
+end
+return table.concat(out)
+"""
+
+# ARGV: tag, records to write (u32 id, u32 length, record: each replaces the id's record, if any), ids whose
+# records are deleted (u32 each), key entries to release (14 bytes each: u16 key bin, 8-byte hash, u32 id:
+# deleted if that id still holds it). Reply: {records deleted, key entries released}.
+_WRITE = _FIND + """
+local tag, writes, drops, releases = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local bins, dirty, dropped, released = {}, {}, 0, 0
+local function get(name)
+  if bins[name] == nil then bins[name] = redis.call('GET', name) or '' end
+  return bins[name]
+end
+local function cut(name, id)
+  local bin = get(name)
+  local at, size = record_at(bin, id % 64)
+  if at then bins[name] = string.sub(bin, 1, at - 1) .. string.sub(bin, at + 3 + size); dirty[name] = true end
+  return at ~= nil
+end
+local pos = 1
+while pos <= string.len(writes) do
+  local id, size = struct.unpack('<I4I4', string.sub(writes, pos, pos + 7))
+  local name = tag .. ':r:' .. math.floor(id / 64)
+  cut(name, id)
+  local record = string.sub(writes, pos + 8, pos + 7 + size)
+  bins[name] = bins[name] .. string.char(id % 64) .. struct.pack('<I2', size) .. record
+  dirty[name] = true
+  pos = pos + 8 + size
+end
+for i = 1, string.len(drops), 4 do
+  local id = struct.unpack('<I4', string.sub(drops, i, i + 3))
+  if cut(tag .. ':r:' .. math.floor(id / 64), id) then dropped = dropped + 1 end
+end
+for i = 1, string.len(releases), 14 do
+  local name = tag .. ':k:' .. struct.unpack('<I2', string.sub(releases, i, i + 1))
+  local bin = get(name)
+  local at = find_entry(bin, string.sub(releases, i + 2, i + 9), 12, 1)
+  if at and string.sub(bin, at + 8, at + 11) == string.sub(releases, i + 10, i + 13) then
+    bins[name] = string.sub(bin, 1, at - 1) .. string.sub(bin, at + 12); dirty[name] = true
+    released = released + 1
+  end
+end
+for name in pairs(dirty) do
+  if string.len(bins[name]) == 0 then redis.call('DEL', name) else redis.call('SET', name, bins[name]) end
+end
+return {dropped, released}
+"""
+
+# ARGV: tag, before (Unix seconds), record bin numbers (u32 each). Deletes the records last seen before
+# `before`, atomically (a fetch may have touched one since it was listed). Reply: their ids and records.
 _EXPIRE = """
-local p, before, since = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local removed = 0
-for i = 4, #ARGV do
-  local id = ARGV[i]
-  local record = redis.call('HGET', p .. ':docs', id)
-  if record and string.len(record) >= 15 then
-    local gone
-    if before == 'orphans' then
-      local cid = struct.unpack('<i8', string.sub(record, 2, 9))
-      gone = cid ~= 0 and redis.call('HEXISTS', p .. ':docs', tostring(cid)) == 0
+local tag, before, nums, out = ARGV[1], tonumber(ARGV[2]), ARGV[3], {}
+for i = 1, string.len(nums), 4 do
+  local name = tag .. ':r:' .. struct.unpack('<I4', string.sub(nums, i, i + 3))
+  local bin = redis.call('GET', name) or ''
+  local kept, pos, changed = {}, 1, false
+  while pos + 2 <= string.len(bin) do
+    local size = struct.unpack('<I2', string.sub(bin, pos + 1, pos + 2))
+    local entry = string.sub(bin, pos, pos + 2 + size)
+    if size >= 15 and struct.unpack('<I4', string.sub(entry, 13, 16)) < before then
+      local id = struct.unpack('<I4', string.sub(nums, i, i + 3)) * 64 + string.byte(entry, 1)
+      out[#out + 1] = struct.pack('<I4I4', id, size) .. string.sub(entry, 4)
+      changed = true
     else
-      local seen = since
-      if string.byte(record, 1) ~= 1 then seen = struct.unpack('<I4', string.sub(record, 14, 17)) end
-      gone = seen < tonumber(before)
+      kept[#kept + 1] = entry
     end
-    if gone then
-      local header = string.byte(record, 1) == 1 and 15 or 19
-      local key = string.sub(record, header + 1 + struct.unpack('<I2', string.sub(record, header - 1, header)))
-      if redis.call('HGET', p .. ':keys', key) == id then redis.call('HDEL', p .. ':keys', key) end
-      redis.call('HDEL', p .. ':docs', id)
-      removed = removed + 1
-    end
+    pos = pos + 3 + size
+  end
+  if changed then
+    if #kept == 0 then redis.call('DEL', name) else redis.call('SET', name, table.concat(kept)) end
   end
 end
-return removed
+return table.concat(out)
 """
 
-# ARGV: prefix, then bucket fields. Drops from each bucket the ids that have no record; an empty bucket goes.
-_PURGE_BUCKETS = """
-local p, dropped = ARGV[1], 0
+# ARGV: tag, then per bin: u16 bin number and the ids (u32 each) whose entries go, as one string each.
+# Reply: entries dropped. A bin left empty is deleted.
+_PURGE = """
+local tag, dropped = ARGV[1], 0
 for i = 2, #ARGV do
-  local ids = redis.call('HGET', p .. ':b', ARGV[i]) or ''
-  local kept = {}
-  for off = 1, string.len(ids), 8 do
-    local raw = string.sub(ids, off, off + 7)
-    if redis.call('HEXISTS', p .. ':docs', tostring(struct.unpack('<i8', raw))) == 1 then
-      kept[#kept + 1] = raw
-    else
+  local arg = ARGV[i]
+  local name = tag .. ':b:' .. struct.unpack('<I2', string.sub(arg, 1, 2))
+  local gone = {}
+  for j = 3, string.len(arg), 4 do gone[string.sub(arg, j, j + 3)] = true end
+  local bin, kept = redis.call('GET', name) or '', {}
+  for pos = 1, string.len(bin), 7 do
+    if gone[string.sub(bin, pos + 3, pos + 6)] then
       dropped = dropped + 1
+    else
+      kept[#kept + 1] = string.sub(bin, pos, pos + 6)
     end
   end
-  if #kept == 0 then
-    redis.call('HDEL', p .. ':b', ARGV[i])
-  elseif #kept * 8 < string.len(ids) then
-    redis.call('HSET', p .. ':b', ARGV[i], table.concat(kept))
-  end
+  if #kept == 0 then redis.call('DEL', name) elseif dropped > 0 then redis.call('SET', name, table.concat(kept)) end
 end
 return dropped
-"""
-
-# ARGV: prefix, now (4 bytes), then keys: their last-seen times set to now.
-_TOUCH = _WITH_SEEN + """
-local p, now = ARGV[1], ARGV[2]
-for i = 3, #ARGV do
-  local id = redis.call('HGET', p .. ':keys', ARGV[i])
-  local record = id and redis.call('HGET', p .. ':docs', id)
-  if record and string.len(record) >= 15 then redis.call('HSET', p .. ':docs', id, with_seen(record, now)) end
-end
-return 0
 """
 
 _WRITE_META = """
@@ -309,9 +386,8 @@ end
 return redis.call('HGETALL', key)
 """
 
-
-def _now() -> bytes:
-    return _U32.pack(int(time.time()))
+_SCRIPTS = {"lookup": _LOOKUP, "records": _RECORDS, "alloc": _ALLOC, "wait": _WAIT, "commit": _COMMIT,
+            "claim": _CLAIM, "delta": _DELTA, "write": _WRITE, "expire": _EXPIRE, "purge": _PURGE}
 
 
 def pack_record(key: str, signature: bytes | None, canonical_id: int, similarity: float,
@@ -321,37 +397,102 @@ def pack_record(key: str, signature: bytes | None, canonical_id: int, similarity
     return _HEADER.pack(RECORD_VERSION, canonical_id, similarity, int(seen), len(sig)) + sig + key.encode("utf-8")
 
 
-def unpack_record(data: bytes, where: str = "") -> tuple[str, bytes, int, float, float | None]:
-    """``(key, signature, canonical id, similarity, last seen)`` of a record (last seen ``None`` for a
-    version 1 record); raises :class:`StoreError` naming ``where`` (the hash and field it was read from)
-    if it is malformed in any way."""
-    version = data[0] if data else 0
-    header = _HEADER_V1 if version == 1 else _HEADER
-    if len(data) < header.size:
+def unpack_record(data: bytes, where: str = "") -> tuple[str, bytes, int, float, float]:
+    """``(key, signature, canonical id, similarity, last seen)`` of a record; raises :class:`StoreError`
+    naming ``where`` (the bin and id it was read from) if it is malformed in any way."""
+    if len(data) < _HEADER.size:
         raise StoreError(f"malformed record in the Redis store{where} (too short: {len(data)} bytes)")
-    if version == 1:
-        _, canonical_id, similarity, sig_len = _HEADER_V1.unpack_from(data)
-        seen: float | None = None
-    else:
-        version, canonical_id, similarity, seen_secs, sig_len = _HEADER.unpack_from(data)
-        seen = float(seen_secs)
-    if version not in (1, RECORD_VERSION) or len(data) < header.size + sig_len:
+    version, canonical_id, similarity, seen, sig_len = _HEADER.unpack_from(data)
+    if version != RECORD_VERSION or len(data) < _HEADER.size + sig_len:
         raise StoreError(f"unknown or malformed record in the Redis store{where} (version {version})")
-    start = header.size
+    start = _HEADER.size
     try:
         key = data[start + sig_len :].decode("utf-8")
     except UnicodeDecodeError as exc:
         raise StoreError(f"malformed record in the Redis store{where} (its key is not UTF-8: {exc})") from None
-    return key, data[start : start + sig_len], canonical_id, similarity, seen
+    return key, data[start : start + sig_len], canonical_id, similarity, float(seen)
 
 
-def pack_buckets(buckets: Sequence[int] | np.ndarray) -> bytes:
-    return np.asarray(buckets, dtype=np.int64).astype(_BUCKETS, copy=False).tobytes()
+def _lower_entry(delta: bytes, rest: bytes, doc: int) -> bool:
+    """Whether ``delta`` (7-byte bucket entries) holds an entry of this bucket with an id below ``doc``."""
+    for pos in range(0, len(delta) - 6, 7):
+        if delta[pos : pos + 3] == rest and _U32.unpack_from(delta, pos + 3)[0] < doc:
+            return True
+    return False
+
+
+def _parts(reply: bytes, allow_shrunk: bool = False) -> list[bytes | None]:
+    """A reply of length-prefixed parts (u32 each); with ``allow_shrunk``, 0xFFFFFFFF stands for ``None``."""
+    pos, parts = 0, []  # type: tuple[int, list[bytes | None]]
+    while pos < len(reply):
+        (size,) = _U32.unpack_from(reply, pos)
+        pos += 4
+        if allow_shrunk and size == 0xFFFFFFFF:
+            parts.append(None)
+        else:
+            parts.append(reply[pos : pos + size])
+            pos += size
+    return parts
+
+
+class _Layout:
+    """Where a bucket, a key and a record live: groups (hash tags) and bins, from the store's parameters."""
+
+    def __init__(self, prefix: str, group_bits: int = GROUP_BITS, bucket_bin_bits: int = BUCKET_BIN_BITS,
+                 key_bin_bits: int = KEY_BIN_BITS) -> None:
+        self.group_bits, self.bucket_bin_bits, self.key_bin_bits = group_bits, bucket_bin_bits, key_bin_bits
+        self.groups = 1 << group_bits
+        base = prefix.replace("{", "").replace("}", "")
+        self.tags = [f"{{{base}:{g}}}" for g in range(self.groups)]
+        #: One key of each group, for a cluster client to route the group's scripts by.
+        self.route = [f"{tag}:r" for tag in self.tags]
+        self.pattern = "".join("\\" + c if c in "*?[]\\" else c for c in f"{{{base}:") + "*}:*"
+
+    def params(self) -> str:
+        return json.dumps({"version": LAYOUT, "group_bits": self.group_bits, "bucket_bin_bits": self.bucket_bin_bits,
+                           "key_bin_bits": self.key_bin_bits}, sort_keys=True)
+
+    def buckets(self, keys: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
+        """Group, bin and 3-byte entry prefix of each bucket key."""
+        with np.errstate(over="ignore"):
+            m = np.asarray(keys, dtype=np.int64).view(np.uint64) * _GOLDEN
+        top = 64 - self.group_bits
+        groups = (m >> np.uint64(top)).astype(np.int64)
+        low = np.uint64((1 << self.bucket_bin_bits) - 1)
+        bins = ((m >> np.uint64(top - self.bucket_bin_bits)) & low).astype(np.int64)
+        rests = ((m >> np.uint64(top - self.bucket_bin_bits - 24)) & np.uint64(0xFFFFFF)).astype("<u4")
+        raw = rests.tobytes()
+        return groups, bins, [raw[4 * i : 4 * i + 3] for i in range(len(rests))]
+
+    def key(self, key: str) -> tuple[int, int, bytes]:
+        """Group, bin and 8-byte hash of a key."""
+        h = mmh3.hash64(key, _KEY_SEED, signed=False)[0]
+        return h >> (64 - self.group_bits), (h >> (64 - self.group_bits - self.key_bin_bits)) & (
+            (1 << self.key_bin_bits) - 1), h.to_bytes(8, "little")
+
+    def record_group(self, doc: int) -> int:
+        return (doc // RECORDS_PER_BIN) % self.groups
+
+
+class _Buckets:
+    """A canonical filing's view of its buckets: group, bin, entry prefix and the bin's length at lookup."""
+
+    __slots__ = ("groups", "bins", "rests", "lengths", "stale_claim")
+
+    def __init__(self, groups: np.ndarray, bins: np.ndarray, rests: list[bytes], lengths: list[int] | None,
+                 stale_claim: int = 0) -> None:
+        #: ``lengths`` None: filed without a lookup (no check of what others filed meanwhile).
+        self.groups, self.bins, self.rests, self.lengths = groups, bins, rests, lengths
+        #: The id that held the key's entry at lookup without a record (a claim left by a crash), or 0.
+        self.stale_claim = stale_claim
 
 
 class RedisStore(Store):
-    """A store on a Redis server (``redis://``, ``rediss://`` for TLS, ``unix://``), via redis-py."""
+    """A store on a Redis server (``redis://``, ``rediss://`` for TLS, ``unix://``) or a Redis Cluster
+    (``redis+cluster://``), via redis-py."""
 
+    #: How long a batch may stay in flight before a waiting writer takes it for dead (its owner crashed).
+    lease_secs = 30.0
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisStore:
@@ -378,14 +519,10 @@ class RedisStore(Store):
         self.timeout_secs = timeout_secs
         self.location = redact_url(url) + f" (keys {prefix}:*)"
         #: ``redis+cluster://host:port[,host:port...]/``: a Redis Cluster through redis-py's cluster client.
-        #: Every key of a spider shares the prefix's hash tag, so one slot (one shard) holds its index.
         self.cluster = url.lower().startswith("redis+cluster://")
-        #: The key every script declares: a cluster client sends the script to the node of its slot.
-        self._slot_key = [f"{prefix}:meta"]
+        self.layout = _Layout(prefix)
         self.client: Any = None
-        self._lookup: Any = None
-        self._insert: Any = None
-        self._seen_since = 0.0  # when version 1 records count as last seen
+        self._sha: dict[str, str] = {}
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _connect(self) -> None:
@@ -393,6 +530,9 @@ class RedisStore(Store):
         if self.cluster:
             from redis.cluster import ClusterNode, RedisCluster
 
+            if "{" not in self.prefix or "}" not in self.prefix.partition("{")[2]:
+                raise StoreError(f"NEARDUP_REDIS_KEY {self.prefix!r} has no hash tag: on a Redis Cluster the "
+                                 "prefix must hold one, such as 'neardup:{%(spider)s}'")
             parts = urlsplit(self.url)
             user, _, password = parts.netloc.rpartition("@")[0].partition(":")
             nodes = []
@@ -407,14 +547,8 @@ class RedisStore(Store):
             self.client = redis.Redis.from_url(
                 self.url, socket_timeout=self.timeout_secs, socket_connect_timeout=self.timeout_secs
             )
-        self._lookup = self.client.register_script(_LOOKUP)
-        self._insert = self.client.register_script(_INSERT)
-        self._refile = self.client.register_script(_REFILE)
-        self._remove = self.client.register_script(_REMOVE)
-        self._expire = self.client.register_script(_EXPIRE)
-        self._purge_buckets = self.client.register_script(_PURGE_BUCKETS)
-        self._touch = self.client.register_script(_TOUCH)
         self._call(self.client.ping)
+        self._load_scripts()
         if self.cluster:
             return  # the cluster client sends writes to the masters
         # A store that cannot be written is found now, not after pages were given verdicts it cannot keep.
@@ -424,12 +558,15 @@ class RedisStore(Store):
                              f"{replication.get('master_host')}:{replication.get('master_port')}): point "
                              "NEARDUP_STORE_URL at the master")
 
-    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def _load_scripts(self) -> None:
+        """Load the scripts on every master (a cluster client sends SCRIPT LOAD to all of them)."""
+        self._sha = {name: self._call(self.client.script_load, body) for name, body in _SCRIPTS.items()}
+
+    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a Redis call with bounded retries and exponential back-off on connection faults.
 
-        Retrying a script is safe: a lookup changes nothing but what it files, and a document filed by an
-        attempt whose reply was lost is then *known* to the next attempt, never filed twice.
-        """
+        Retrying is safe: every script is idempotent (a step whose reply was lost finds its own writes
+        and returns what the first try would have)."""
         redis = self._redis_module
         delay = self.backoff_secs
         for attempt in range(self.retries + 1):
@@ -439,11 +576,17 @@ class RedisStore(Store):
                 # redis-py files a refused login under ConnectionError: retrying cannot help, say what it is.
                 raise StoreError(f"Redis at {self.location} refused the credentials: {exc}") from exc
             except redis.ResponseError as exc:
-                if str(exc).startswith(("NOAUTH", "WRONGPASS", "NOPERM")):
+                message = str(exc)
+                if message.startswith(("NOAUTH", "WRONGPASS", "NOPERM")):
                     raise StoreError(f"Redis at {self.location} refused the credentials: {exc}") from exc
-                if not isinstance(exc, self._transient):
+                if message.startswith("NOSCRIPT") and self._sha:
+                    self._sha = {}  # a master that lost its script cache (a restart, a promoted replica)
+                    self._load_scripts()
+                    failure, state = exc, "without its scripts"
+                elif isinstance(exc, self._transient):
+                    failure, state = exc, "unavailable"  # a cluster in failover: a master down, slots moving
+                else:
                     raise StoreError(f"Redis error at {self.location}: {exc}") from exc
-                failure, state = exc, "unavailable"  # a cluster in failover: a master down, slots moving
             except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
                 failure, state = exc, "unreachable"
             except redis.RedisError as exc:
@@ -455,6 +598,26 @@ class RedisStore(Store):
             delay = min(delay * 2, 5.0)
         raise AssertionError("unreachable")
 
+    def _scripts(self, name: str, calls: Mapping[int, Sequence[Any]]) -> dict[int, Any]:
+        """Run script ``name`` once per group of ``calls`` (group -> arguments after the tag), in one
+        pipeline; the replies by group."""
+        if not calls:
+            return {}
+        groups = list(calls)
+
+        def run() -> list[Any]:
+            pipe = self.client.pipeline(transaction=False)
+            for g in groups:
+                pipe.execute_command("EVALSHA", self._sha[name], 1, self.layout.route[g], self.layout.tags[g],
+                                     *calls[g])
+            return pipe.execute()
+
+        return dict(zip(groups, self._call(run)))
+
+    def _meta_script(self, name: str, *args: Any) -> Any:
+        return self._call(lambda: self.client.execute_command("EVALSHA", self._sha[name], 1, self._key("meta"),
+                                                              self.prefix, *args))
+
     def _key(self, name: str) -> str:
         return f"{self.prefix}:{name}"
 
@@ -464,26 +627,40 @@ class RedisStore(Store):
             self.client = None
 
     # -- meta --------------------------------------------------------------------------------------
+    def _group_keys(self) -> list[bytes]:
+        """Every key of the store's groups (a SCAN of every master)."""
+        return self._call(lambda: list(self.client.scan_iter(match=self.layout.pattern, count=10_000)))
+
     def _clear(self) -> None:
-        self._call(self.client.delete, *(self._key(n) for n in ("meta", "seq", "keys", "docs", "b")))
+        own = [self._key(n) for n in ("meta", "seq", "count", "flight", "keys", "docs", "b")]  # and layout 2's
+        keys = self._group_keys()
+        self._call(self.client.delete, *own)
+        for key in keys:  # one by one: a cluster refuses a DEL across slots
+            self._call(self.client.unlink, key)
 
     def _read_meta(self) -> dict[str, str] | None:
         raw = self._call(self.client.hgetall, self._key("meta"))
         if not raw:
             return None
         meta = self._decode_meta(raw.items())
-        since = meta.pop(_SEEN_SINCE, None)
-        try:
-            self._seen_since = float(since) if since is not None else time.time()
-        except ValueError:
-            raise StoreError(f"malformed {_SEEN_SINCE} in {self._key('meta')}: {since!r}") from None
+        self._use_layout(meta.pop(_LAYOUT_FIELD, None))
+        meta.pop("records_seen_since", None)
         return meta
 
-    def _opened(self) -> None:
-        # Version 1 records (from before last-seen times) count as seen now: the first time a version that
-        # keeps the times opened the store. HSETNX: the first process to get here sets it for all.
-        self._call(self.client.hsetnx, self._key("meta"), _SEEN_SINCE, str(int(time.time())))
-        self._seen_since = float(self._call(self.client.hget, self._key("meta"), _SEEN_SINCE))
+    def _use_layout(self, stored: str | None) -> None:
+        if stored is None:
+            raise StoreError(
+                f"The Redis store at {self.location} has layout 2 (written by scrapy-neardup 0.x before 2026-11-24: "
+                "every key on one shard, 2.5 KB per page). Run `scrapy-neardup store URL upgrade --redis-key "
+                f"'{self.prefix}'` to rewrite it in layout {LAYOUT}, or set NEARDUP_RESET = True to start afresh.")
+        try:
+            params = json.loads(stored)
+            if params.get("version") != LAYOUT:
+                raise ValueError(f"layout {params.get('version')}, this version reads {LAYOUT}")
+            self.layout = _Layout(self.prefix, int(params["group_bits"]), int(params["bucket_bin_bits"]),
+                                  int(params["key_bin_bits"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise StoreError(f"unreadable {_LAYOUT_FIELD} in {self._key('meta')}: {stored!r} ({exc})") from None
 
     def _decode_meta(self, pairs: Any) -> dict[str, str]:
         try:
@@ -494,139 +671,399 @@ class RedisStore(Store):
     def _write_meta(self, meta: Mapping[str, str]) -> None:
         # One script: when several processes open an empty store at once, the first one's meta is
         # written whole, and every other process is checked against it, never against half of it.
-        args: list[str] = []
+        args: list[str] = [_LAYOUT_FIELD, self.layout.params()]
         for name, value in meta.items():
             args += [name, value]
         raw = self._call(self.client.eval, _WRITE_META, 1, self._key("meta"), *args)
         stored = self._decode_meta(zip(raw[0::2], raw[1::2]))
-        stored.pop(_SEEN_SINCE, None)
+        self._use_layout(stored.pop(_LAYOUT_FIELD, None))
         check_meta(stored, meta, self.location)
 
-    # -- documents ---------------------------------------------------------------------------------
+    # -- lookups -----------------------------------------------------------------------------------
     def count(self) -> int:
-        return int(self._call(self.client.hlen, self._key("keys")))
+        return int(self._call(self.client.get, self._key("count")) or 0)
 
     def get(self, key: str) -> DocRecord | None:
-        return self._lookup_many([Query(key, None, [])], False, touch=False)[0].known
+        return self._lookup_many([Query(key, None, [])], touch=False)[0].known
 
     def lookup_many(self, queries: Sequence[Query], file_alone: bool = False) -> list[Lookup]:
-        return self._lookup_many(queries, file_alone, touch=True)
+        # file_alone is a one-slot shortcut: across shards a canonical is always filed by add_many.
+        return self._lookup_many(queries, touch=True)
 
-    def _lookup_many(self, items: Sequence[Query], file_alone: bool, touch: bool) -> list[Lookup]:
-        args: list[Any] = [self.prefix, len(items), "1" if file_alone else "0", _now() if touch else b""]
-        packed = []
-        for key, signature, buckets in items:
-            blob = pack_buckets(buckets)
-            packed.append(blob)
-            args += [key, blob, pack_record(key, signature, 0, 1.0) if file_alone else b""]
-        replies = self._call(self._lookup, keys=self._slot_key, args=args)
-        out: list[Lookup] = []
-        for (key, _, _), blob, reply in zip(items, packed, replies):
-            kind = reply[:1]
-            if kind == b"F":
-                out.append(Lookup(None, [], None, filed=True))
-            elif kind == b"K":
-                (size,) = _U32.unpack_from(reply, 1)
-                where = f" ({self._key('docs')}, the record of {key!r})"
-                _, sig, canonical_id, sim, seen = unpack_record(reply[5 : 5 + size], where)
-                seen = self._seen_since if seen is None else seen
-                canon = reply[5 + size :]
-                if not canonical_id:
-                    record = DocRecord(key, None, sim, sig or None, seen)
-                elif not canon:
-                    record = DocRecord(key, None, sim, None, seen, orphaned=True)
-                else:
-                    canonical, canonical_sig, *_ = unpack_record(
-                        canon, f" ({self._key('docs')}, the canonical of {key!r})")
-                    record = DocRecord(key, canonical, sim, None, seen, canonical_sig or None)
-                out.append(Lookup(record))
-            else:
-                (nb,) = _U32.unpack_from(reply, 1)
-                lengths = reply[5 : 5 + 4 * nb]
-                pos, candidates = 5 + 4 * nb, []
-                while pos < len(reply):
-                    cand_id, size = _CANDIDATE.unpack_from(reply, pos)
-                    pos += _CANDIDATE.size
-                    if size:
-                        cand_key, sig, *_ = unpack_record(reply[pos : pos + size],
-                                                            f" ({self._key('docs')} field {cand_id})")
-                        candidates.append(Candidate(cand_key, sig, cand_id))
-                    pos += size
-                out.append(Lookup(None, candidates, (blob, lengths)))
+    def _records(self, wanted: Mapping[int, bool]) -> dict[int, bytes]:
+        """The records of ids (id -> touch it), one script call per group; missing ids are left out."""
+        calls: dict[int, list[bytes]] = defaultdict(list)
+        for doc, touch in wanted.items():
+            calls[self.layout.record_group(doc)].append(struct.pack("<IB", doc, 1 if touch else 0))
+        now = _U32.pack(int(time.time()))
+        replies = self._scripts("records", {g: [now, b"".join(parts)] for g, parts in calls.items()})
+        out: dict[int, bytes] = {}
+        for g, parts in calls.items():
+            reply, pos = replies[g], 0
+            for part in parts:
+                (size,) = _U32.unpack_from(reply, pos)
+                if size:
+                    out[_U32.unpack_from(part)[0]] = reply[pos + 4 : pos + 4 + size]
+                pos += 4 + size
         return out
 
-    def add_many(self, filings: Sequence[Filing]) -> list[Added]:
-        """File several documents in one round trip (see :meth:`Store.add_many`)."""
-        args: list[Any] = [self.prefix, len(filings)]
-        for key, signature, buckets, canonical, similarity, token, canonical_ref in filings:
-            if canonical is None:
-                blob, lengths = token if token is not None else (pack_buckets(buckets), b"")
-                args += [key, "0", blob, lengths, pack_record(key, signature, 0, similarity)]
-            else:
-                canonical_id = canonical_ref if canonical_ref is not None else self._id_of(canonical)
-                args += [key, str(canonical_id or -1), b"", b"", pack_record(key, None, canonical_id or 0, similarity)]
-        reply = self._call(self._insert, keys=self._slot_key, args=args)
-        return [{49: Added.FILED, 48: Added.STALE, 45: Added.KNOWN}[c] for c in reply]
+    def _where(self, doc: int) -> str:
+        return f" ({self.layout.tags[self.layout.record_group(doc)]}:r:{doc // RECORDS_PER_BIN}, id {doc})"
 
-    def _id_of(self, key: str) -> int | None:
-        """The id of a filed key (one round trip), ``None`` when it is not filed."""
-        raw = self._call(self.client.hget, self._key("keys"), key)
-        if raw is None:
-            return None
+    def _lookup_many(self, items: Sequence[Query], touch: bool) -> list[Lookup]:
+        layout = self.layout
+        calls: dict[int, list[list[bytes]]] = defaultdict(lambda: [[], []])
+        where_key: list[tuple[int, int]] = []
+        where_buckets: list[list[tuple[int, int]]] = []
+        bucket_views: list[tuple[np.ndarray, np.ndarray, list[bytes]]] = []
+        items = [Query(*query) for query in items]
+        for query in items:
+            g, kbin, khash = layout.key(query.key)
+            where_key.append((g, len(calls[g][0])))
+            calls[g][0].append(struct.pack("<H", kbin) + khash)
+            groups, bins, rests = layout.buckets(query.buckets)
+            bucket_views.append((groups, bins, rests))
+            spots = []
+            for bg, bb, rest in zip(groups.tolist(), bins.tolist(), rests):
+                spots.append((bg, len(calls[bg][1])))
+                calls[bg][1].append(struct.pack("<H", bb) + rest)
+            where_buckets.append(spots)
+        replies = self._scripts("lookup", {g: [b"".join(k), b"".join(b)] for g, (k, b) in calls.items()})
+        # Unpack: key ids, and per bucket query its bin length and ids.
+        key_ids = {g: np.frombuffer(replies[g][0], dtype="<u4") for g in replies}
+        bucket_hits: dict[int, list[tuple[int, list[int]]]] = {}
+        for g, reply in replies.items():
+            raw, pos, hits = reply[1], 0, []
+            while pos < len(raw):
+                length, n = struct.unpack_from("<IH", raw, pos)
+                pos += 6
+                hits.append((length, list(struct.unpack_from(f"<{n}I", raw, pos)) if n else []))
+                pos += 4 * n
+            bucket_hits[g] = hits
+        known_ids = [int(key_ids[g][i]) for g, i in where_key]
+        wanted: dict[int, bool] = {}
+        for doc in known_ids:
+            if doc:
+                wanted[doc] = touch
+        for spots in where_buckets:
+            for g, i in spots:
+                for doc in bucket_hits[g][i][1]:
+                    wanted.setdefault(doc, False)
+        records = self._records(wanted) if wanted else {}
+        # Known near-duplicates: their canonicals' records, one more step.
+        parsed: dict[int, tuple[str, bytes, int, float, float]] = {}
+
+        def parse(doc: int) -> tuple[str, bytes, int, float, float]:
+            if doc not in parsed:
+                parsed[doc] = unpack_record(records[doc], self._where(doc))
+            return parsed[doc]
+
+        canonicals = {}
+        for query, doc in zip(items, known_ids):
+            if doc in records and parse(doc)[0] == query.key and parse(doc)[2]:
+                canonicals[parse(doc)[2]] = False
+        missing = {c: t for c, t in canonicals.items() if c not in records}
+        if missing:
+            records.update(self._records(missing))
+        out: list[Lookup] = []
+        for query, doc, spots, view in zip(items, known_ids, where_buckets, bucket_views):
+            if doc in records and parse(doc)[0] == query.key:
+                _, sig, canonical_id, sim, seen = parse(doc)
+                if not canonical_id:
+                    out.append(Lookup(DocRecord(query.key, None, sim, sig or None, seen)))
+                elif canonical_id not in records:
+                    out.append(Lookup(DocRecord(query.key, None, sim, None, seen, orphaned=True)))
+                else:
+                    canonical, canonical_sig, *_ = parse(canonical_id)
+                    out.append(Lookup(DocRecord(query.key, canonical, sim, None, seen, canonical_sig or None)))
+                continue
+            candidates, seen_ids = [], set()
+            for g, i in spots:
+                for cand in bucket_hits[g][i][1]:
+                    if cand in seen_ids or cand not in records:
+                        continue  # a removed document, or one whose batch never wrote its record
+                    seen_ids.add(cand)
+                    cand_key, sig, canonical_id, *_ = parse(cand)
+                    if not canonical_id:
+                        candidates.append(Candidate(cand_key, sig, cand))
+            lengths = [bucket_hits[g][i][0] for g, i in spots]
+            # A key entry whose id has no record: a claim left behind (crash, or a batch still in flight).
+            stale_claim = doc if doc and doc not in records else 0
+            out.append(Lookup(None, candidates, _Buckets(*view, lengths, stale_claim)))
+        return out
+
+    # -- filing ------------------------------------------------------------------------------------
+    def add_many(self, filings: Sequence[Filing]) -> list[Added]:
+        """File several documents (see :meth:`Store.add_many`) in the steps the module describes."""
+        if not filings:
+            return []
+        first, lower = self._meta_script("alloc", len(filings), int(time.time() * 1000), int(self.lease_secs * 1000))
+        first = int(first)
+        lower_batches = [tuple(int(n) for n in entry.split(b" ")[:2]) for entry in lower]
         try:
-            return int(raw)
-        except ValueError:
-            raise StoreError(f"malformed document id {raw!r} in the Redis store "
-                             f"({self._key('keys')} field {key!r})") from None
+            return self._file(filings, first, lower_batches)  # type: ignore[arg-type]
+        except StoreError:
+            try:  # let waiters go on at once rather than after the lease (best effort: Redis may be gone)
+                self.client.hset(self._key("flight"), first, f"void {int(time.time() * 1000) + 3_600_000}")
+            except self._redis_module.RedisError:
+                pass
+            raise
+
+    @staticmethod
+    def _key_entry(where: tuple[int, int, bytes], doc: int, replace: int | None = None) -> bytes:
+        """A key bin entry of a claim (with the id it may replace) or a release."""
+        entry = struct.pack("<H", where[1]) + where[2] + _U32.pack(doc)
+        return entry if replace is None else entry + _U32.pack(replace)
+
+    def _file(self, filings: Sequence[Filing], first: int, lower: list[tuple[int, int]]) -> list[Added]:
+        layout = self.layout
+        ids = [first + k for k in range(len(filings))]
+        claims: dict[int, list[bytes]] = defaultdict(list)
+        appends: dict[int, list[bytes]] = defaultdict(list)
+        checks: dict[int, list[bytes]] = defaultdict(list)
+        keys = [layout.key(f.key) for f in filings]
+        # Per filing: where its claim, its appends (canonical) or its check (near-duplicate) sit in the calls.
+        claim_at, append_at, check_at, views, canonical_ids = [], [], [], [], []
+        for filing, doc, where in zip(filings, ids, keys):
+            token = filing.token if isinstance(filing.token, _Buckets) else None
+            replace = 0
+            if token is not None and token.stale_claim and token.stale_claim < first and not any(
+                    lo <= token.stale_claim <= hi for lo, hi in lower):
+                replace = token.stale_claim  # its batch is over and wrote no record: a claim left behind
+            claim_at.append((where[0], len(claims[where[0]])))
+            claims[where[0]].append(self._key_entry(where, doc, replace))
+            spots: list[tuple[int, int]] = []
+            canonical_id = 0
+            if filing.canonical is None:
+                view = token if token is not None else _Buckets(*layout.buckets(filing.buckets), None)
+                for bg, bb, rest, seen in zip(view.groups.tolist(), view.bins.tolist(), view.rests,
+                                              view.lengths or [0xFFFFFFFF] * len(view.rests)):
+                    spots.append((bg, len(appends[bg])))
+                    appends[bg].append(struct.pack("<H", bb) + rest + struct.pack("<II", doc, seen))
+                check_at.append((-1, -1))
+            else:
+                view = None
+                ref = filing.canonical_ref
+                canonical_id = int(ref) if isinstance(ref, int) else (self._id_of(filing.canonical) or 0)
+                cg = layout.record_group(canonical_id)
+                check_at.append((cg, len(checks[cg])) if canonical_id else (-1, -1))
+                if canonical_id:
+                    checks[cg].append(_U32.pack(canonical_id))
+            views.append(view)
+            canonical_ids.append(canonical_id)
+            append_at.append(spots)
+        groups = set(claims) | set(appends) | set(checks)
+        replies = self._scripts("claim", {g: [b"".join(claims.get(g, [])), b"".join(appends.get(g, [])),
+                                               b"".join(checks.get(g, []))] for g in groups})
+        deltas = {g: _parts(reply[1], allow_shrunk=True) for g, reply in replies.items()}
+        if lower:
+            # Wait for the batches with lower ids, then read the buckets again since the lookup: whatever
+            # those batches appended is there now.
+            self._wait([lo for lo, _ in lower])
+            reads: dict[int, list[bytes]] = defaultdict(list)
+            for k, view in enumerate(views):
+                if view is not None and view.lengths is not None:
+                    spots = []
+                    for (bg, _), bb, seen in zip(append_at[k], view.bins.tolist(), view.lengths):
+                        spots.append((bg, len(reads[bg])))
+                        reads[bg].append(struct.pack("<HI", bb, seen))
+                    append_at[k] = spots
+            deltas = {g: _parts(reply) for g, reply in
+                      self._scripts("delta", {g: [b"".join(parts)] for g, parts in reads.items()}).items()}
+        results: list[Added] = []
+        writes: dict[int, list[bytes]] = defaultdict(list)
+        releases: dict[int, list[bytes]] = defaultdict(list)
+        written: list[int] = []
+        for k, (filing, doc, where, view) in enumerate(zip(filings, ids, keys, views)):
+            g, i = claim_at[k]
+            if replies[g][0][i : i + 1] == b"K":
+                results.append(Added.KNOWN)  # the key is filed, or being filed, under another id
+                continue
+            if view is None:
+                cg, ci = check_at[k]
+                filed = cg >= 0 and replies[cg][2][ci : ci + 1] == b"1"  # its canonical is still canonical
+            else:
+                filed = view.lengths is None or not any(
+                    deltas[bg][bi] is None or _lower_entry(deltas[bg][bi], rest, doc)  # type: ignore[arg-type]
+                    for (bg, bi), rest in zip(append_at[k], view.rests))
+            if filed:
+                record = pack_record(filing.key, filing.signature if view is not None else None, canonical_ids[k],
+                                     filing.similarity)
+                writes[layout.record_group(doc)].append(struct.pack("<II", doc, len(record)) + record)
+                written.append(doc)
+                results.append(Added.FILED)
+            else:
+                releases[where[0]].append(self._key_entry(where, doc))
+                results.append(Added.STALE)
+        self._write(writes, {}, releases)
+        if not int(self._meta_script("commit", first, len(written))):
+            # Made void while it was filing (its lease ran out, a waiter took it for dead): nothing stands.
+            logger.warning("A batch of %d documents outlived its lease (%.0f s) in the Redis store at %s; "
+                           "its documents are checked again", len(filings), self.lease_secs, self.location)
+            drops: dict[int, list[bytes]] = defaultdict(list)
+            for doc in written:
+                drops[layout.record_group(doc)].append(_U32.pack(doc))
+            gone: dict[int, list[bytes]] = defaultdict(list)
+            for where, doc in zip(keys, ids):
+                gone[where[0]].append(self._key_entry(where, doc))
+            self._write({}, drops, gone)
+            return [Added.STALE] * len(filings)
+        return results
+
+    def _wait(self, batches: list[int]) -> None:
+        """Until none of ``batches`` (their first ids) is in flight."""
+        delay = 0.001
+        pending: list[Any] = list(batches)
+        while pending:
+            pending = self._meta_script("wait", int(time.time() * 1000), *pending)
+            if pending:
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+
+    def _write(self, writes: Mapping[int, list[bytes]], drops: Mapping[int, list[bytes]],
+               releases: Mapping[int, list[bytes]]) -> tuple[int, int]:
+        groups = set(writes) | set(drops) | set(releases)
+        replies = self._scripts("write", {g: [b"".join(writes.get(g, [])), b"".join(drops.get(g, [])),
+                                               b"".join(releases.get(g, []))] for g in groups})
+        return (sum(int(r[0]) for r in replies.values()), sum(int(r[1]) for r in replies.values()))
+
+    def _id_of(self, key: str | None) -> int | None:
+        """The id of a filed key, ``None`` when it is not filed."""
+        if key is None:
+            return None
+        g, kbin, khash = self.layout.key(key)
+        reply = self._scripts("lookup", {g: [struct.pack("<H", kbin) + khash, b""]})[g]
+        doc = _U32.unpack_from(reply[0])[0]
+        return doc or None
 
     def refile(self, key: str, signature: bytes, buckets: Sequence[int] | np.ndarray) -> bool:
-        record = pack_record(key, signature, 0, 1.0)
-        args = [self.prefix, key, record, pack_buckets(buckets)]
-        return bool(self._call(self._refile, keys=self._slot_key, args=args))
+        doc = self._id_of(key)
+        records = self._records({doc: False}) if doc else {}
+        if not doc or doc not in records:
+            return False
+        old_key, _, canonical_id, _, seen = unpack_record(records[doc], self._where(doc))
+        if old_key != key or canonical_id:
+            return False
+        record = pack_record(key, signature, 0, 1.0, seen)
+        groups, bins, rests = self.layout.buckets(buckets)
+        appends: dict[int, list[bytes]] = defaultdict(list)
+        for bg, bb, rest in zip(groups.tolist(), bins.tolist(), rests):
+            appends[bg].append(struct.pack("<H", bb) + rest + struct.pack("<II", doc, 0))
+        self._scripts("claim", {g: [b"", b"".join(parts), b""] for g, parts in appends.items()})
+        self._write({self.layout.record_group(doc): [struct.pack("<II", doc, len(record)) + record]}, {}, {})
+        return True
 
-    def _records(self) -> dict[int, tuple[str, bytes, int, float, float | None]]:
-        """Every record by id (one pass over ``P:docs``)."""
-        docs = self._key("docs")
-        return {int(raw_id): unpack_record(record, f" ({docs} field {raw_id!r})")
-                for raw_id, record in self._call(lambda: list(self.client.hscan_iter(docs, count=10_000)))}
+    # -- reading it all ------------------------------------------------------------------------------
+    def _record_bins(self) -> dict[int, list[int]]:
+        """Record bin numbers by group (a SCAN)."""
+        out: dict[int, list[int]] = defaultdict(list)
+        for raw in self._group_keys():
+            name = raw.decode()
+            head, _, number = name.rpartition(":r:")
+            if number.isdigit():
+                out[int(number) % self.layout.groups].append(int(number))
+        return out
+
+    def _all_records(self) -> dict[int, tuple[str, bytes, int, float, float]]:
+        """Every record by id."""
+        by_id: dict[int, tuple[str, bytes, int, float, float]] = {}
+        for g, numbers in self._record_bins().items():
+            tag = self.layout.tags[g]
+            for i in range(0, len(numbers), self._BATCH):
+                part = numbers[i : i + self._BATCH]
+                values = self._call(lambda: self._get_many([f"{tag}:r:{n}" for n in part]))
+                for number, value in zip(part, values):
+                    pos, value = 0, value or b""
+                    while pos + 3 <= len(value):
+                        slot, size = struct.unpack_from("<BH", value, pos)
+                        doc = number * RECORDS_PER_BIN + slot
+                        by_id[doc] = unpack_record(value[pos + 3 : pos + 3 + size], self._where(doc))
+                        pos += 3 + size
+        return by_id
+
+    def _get_many(self, names: list[str]) -> list[bytes | None]:
+        pipe = self.client.pipeline(transaction=False)
+        for name in names:
+            pipe.get(name)
+        return pipe.execute()
 
     def iter_records(self) -> Iterator[DocRecord]:
-        by_id = self._records()
+        by_id = self._all_records()
         for _, (key, sig, canonical_id, sim, seen) in sorted(by_id.items()):
-            seen = self._seen_since if seen is None else seen
             if not canonical_id:
                 yield DocRecord(key, None, sim, sig or None, seen)
             elif canonical_id in by_id:  # an orphan (its canonical removed) is skipped
                 yield DocRecord(key, by_id[canonical_id][0], sim, None, seen, by_id[canonical_id][1] or None)
 
     # -- ageing --------------------------------------------------------------------------------------
-    _BATCH = 1_000  # ids or fields per script call in a maintenance pass
+    _BATCH = 1_000  # bins or ids per script call in a maintenance pass
 
     def touch(self, keys: Sequence[str]) -> None:
         if keys:
-            self._call(self._touch, keys=self._slot_key, args=[self.prefix, _now(), *keys])
+            ids = [self._id_of(key) for key in keys]
+            self._records({doc: True for doc in ids if doc})
+
+    def _forget(self, gone: Mapping[int, str]) -> int:
+        """Delete the records of ids (id -> key) and release their key entries; how many records were."""
+        drops: dict[int, list[bytes]] = defaultdict(list)
+        releases: dict[int, list[bytes]] = defaultdict(list)
+        for doc, key in gone.items():
+            drops[self.layout.record_group(doc)].append(_U32.pack(doc))
+            kg, kbin, khash = self.layout.key(key)
+            releases[kg].append(struct.pack("<H", kbin) + khash + _U32.pack(doc))
+        dropped, _ = self._write(drops={g: v for g, v in drops.items()}, writes={}, releases=releases)
+        if dropped:
+            self._call(self.client.decrby, self._key("count"), dropped)
+        return dropped
 
     def remove(self, keys: Sequence[str]) -> int:
-        return sum(int(self._call(self._remove, keys=self._slot_key, args=[self.prefix, *keys[i : i + self._BATCH]]))
-                   for i in range(0, len(keys), self._BATCH))
-
-    def _expire_ids(self, before: str, ids: list[int]) -> int:
-        return sum(int(self._call(self._expire, keys=self._slot_key,
-                                  args=[self.prefix, before, int(self._seen_since), *ids[i : i + self._BATCH]]))
-                   for i in range(0, len(ids), self._BATCH))
+        removed = 0
+        for i in range(0, len(keys), self._BATCH):
+            part = keys[i : i + self._BATCH]
+            ids = {self._id_of(key): key for key in part}
+            ids.pop(None, None)
+            removed += self._forget(ids)  # type: ignore[arg-type]
+        return removed
 
     def expire(self, before: float) -> int:
-        since = self._seen_since
-        old = [doc for doc, (*_, seen) in self._records().items() if (since if seen is None else seen) < before]
-        return self._expire_ids(str(before), old)
+        gone: dict[int, str] = {}
+        for g, numbers in self._record_bins().items():
+            for i in range(0, len(numbers), self._BATCH):
+                nums = b"".join(_U32.pack(n) for n in numbers[i : i + self._BATCH])
+                reply = self._scripts("expire", {g: [int(before), nums]})[g]
+                pos = 0
+                while pos < len(reply):
+                    doc, size = struct.unpack_from("<II", reply, pos)
+                    gone[doc] = unpack_record(reply[pos + 8 : pos + 8 + size], self._where(doc))[0]
+                    pos += 8 + size
+        # The records are gone (counted here); their key entries are released.
+        releases: dict[int, list[bytes]] = defaultdict(list)
+        for doc, key in gone.items():
+            kg, kbin, khash = self.layout.key(key)
+            releases[kg].append(struct.pack("<H", kbin) + khash + _U32.pack(doc))
+        self._write({}, {}, releases)
+        if gone:
+            self._call(self.client.decrby, self._key("count"), len(gone))
+        return len(gone)
 
     def purge(self) -> int:
-        by_id = self._records()
-        orphans = self._expire_ids("orphans", [doc for doc, (_, _, cid, _, _) in by_id.items()
-                                               if cid and cid not in by_id])
-        buckets = self._key("b")
-        fields = [field for field, _ in self._call(lambda: list(self.client.hscan_iter(buckets, count=10_000)))]
-        for i in range(0, len(fields), self._BATCH):
-            self._call(self._purge_buckets, keys=self._slot_key, args=[self.prefix, *fields[i : i + self._BATCH]])
-        return orphans
-
+        # Ids at or above the lowest batch in flight now may belong to a batch still filing: never touched.
+        flight = self._call(self.client.hgetall, self._key("flight"))
+        limit = min([int(lo) for lo, v in flight.items() if not v.startswith(b"void")]
+                    + [int(self._call(self.client.get, self._key("seq")) or 0) + 1])
+        by_id = self._all_records()
+        orphans = {doc: rec[0] for doc, rec in by_id.items() if rec[2] and rec[2] not in by_id}
+        self._forget(orphans)
+        live = set(by_id) - set(orphans)
+        for raw in self._group_keys():
+            name = raw.decode()
+            tag, _, number = name.rpartition(":b:")
+            if not number.isdigit() or tag not in self.layout.tags:
+                continue
+            value = self._call(self.client.get, name) or b""
+            ids = set(np.frombuffer(value, dtype=np.uint8).reshape(-1, 7)[:, 3:].copy().view("<u4").ravel().tolist())
+            dead = sorted(doc for doc in ids if doc < limit and doc not in live)
+            if dead:
+                g = self.layout.tags.index(tag)
+                self._scripts("purge", {g: [struct.pack("<H", int(number)) + b"".join(_U32.pack(d) for d in dead)]})
+        return len(orphans)
