@@ -226,3 +226,38 @@ def test_a_cluster_master_killed_mid_crawl_is_replaced_and_the_crawl_goes_on(sit
     assert fresh.get_node_from_key("neardup:{paths}:count").port != master.port
     assert int(fresh.get("neardup:{paths}:count")) >= 8
     fresh.close()
+
+
+def test_processes_filing_near_duplicates_at_once_on_a_cluster_keep_one_canonical(redis_cluster):
+    """Four processes file the four copies of each of 40 texts at the same instant, on a cluster of three
+    masters: check-and-insert across shards leaves one canonical per text. One spider's keys are spread:
+    every master holds 20-50 % of them."""
+    import multiprocessing
+    import uuid
+
+    import redis
+    from test_redis import _worker
+
+    groups, workers = 40, 4
+    prefix = f"race:{{{uuid.uuid4().hex}}}"
+    ctx = multiprocessing.get_context("fork")
+    barrier, queue = ctx.Barrier(workers), ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(redis_cluster.url, prefix, w, groups, barrier, queue))
+             for w in range(workers)]
+    for p in procs:
+        p.start()
+    results = [v for _ in procs for v in queue.get(timeout=180)]
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    for g in range(groups):
+        mine = [r for r in results if r[0].startswith(f"g{g}-")]
+        assert len([r for r in mine if r[1] == "unique"]) == 1, mine
+    counts = []
+    for node in redis_cluster.nodes:
+        client = redis.Redis(host="127.0.0.1", port=node.port)
+        if client.info("replication")["role"] == "master":
+            counts.append(client.dbsize())
+        client.close()
+    assert len(counts) == 3
+    assert all(0.2 <= c / sum(counts) <= 0.5 for c in counts), counts

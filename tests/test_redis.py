@@ -186,3 +186,107 @@ def test_a_store_of_layout_2_is_refused_with_what_to_do(tmp_path):
     with pytest.raises(StoreError, match="layout 2.*store URL upgrade.*NEARDUP_RESET"):
         store.open({"format_version": 2, "algorithm": "x"})
     assert client.hlen(f"{prefix}:keys") == 1 and client.hget(f"{prefix}:meta", "redis_layout") is None
+
+
+def test_store_upgrade_rewrites_a_layout_2_store_keeping_every_verdict(tmp_path):
+    """``scrapy-neardup store URL upgrade`` (a real process) on a store as layout 2 wrote it: records of
+    versions 1 and 2, a near-duplicate, buckets in one hash. Afterwards the store opens with the same
+    parameters, every record reads as before and the canonical is found by its buckets."""
+    import struct
+    import subprocess
+    import sys
+
+    import redis
+    from conftest import shared_redis
+
+    server = shared_redis(tmp_path.parent)
+    prefix = f"up:{{{uuid.uuid4().hex}}}"
+    client = redis.Redis.from_url(server.url)
+    meta = {"format_version": "2", "algorithm": '"x"', "records_seen_since": "1700000000"}
+    client.hset(f"{prefix}:meta", mapping=meta)
+
+    def v2(key, sig, canonical, sim, seen):
+        return struct.pack("<BQfIH", 2, canonical, sim, seen, len(sig)) + sig + key.encode()
+
+    client.hset(f"{prefix}:docs", mapping={
+        1: v2("http://a/", b"sig-a", 0, 1.0, 1_750_000_000),
+        2: v2("http://a/print", b"", 1, 0.9, 1_750_000_100),
+        3: struct.pack("<BQfH", 1, 0, 1.0, 5) + b"sig-c" + "http://c/é".encode()})  # version 1: no last seen
+    client.hset(f"{prefix}:keys", mapping={"http://a/": 1, "http://a/print": 2, "http://c/é": 3})
+    client.hset(f"{prefix}:b", mapping={struct.pack("<q", 7): struct.pack("<q", 1),
+                                        struct.pack("<q", -9): struct.pack("<qq", 1, 3)})
+    client.set(f"{prefix}:seq", 3)
+    cmd = [sys.executable, "-m", "scrapy_neardup.offline.cli", "store", server.url, "--redis-key", prefix, "upgrade"]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "3 documents rewritten in layout 3" in done.stdout
+    store = RedisStore(server.url, prefix=prefix)
+    store.open({"format_version": 2, "algorithm": "x"})  # the parameters are kept
+    assert store.count() == 3
+    a, dup, c = store.get("http://a/"), store.get("http://a/print"), store.get("http://c/é")
+    assert (a.signature, a.seen) == (b"sig-a", 1_750_000_000)
+    assert (dup.canonical, dup.similarity, dup.canonical_signature) == ("http://a/", pytest.approx(0.9), b"sig-a")
+    assert (c.signature, c.seen) == (b"sig-c", 1_700_000_000)
+    assert [x.key for x in store.lookup([7])[0]] == ["http://a/"]
+    assert sorted(x.key for x in store.lookup([-9])[0]) == ["http://a/", "http://c/é"]
+    assert not client.exists(f"{prefix}:docs", f"{prefix}:keys", f"{prefix}:b")
+    store.add("http://d/", b"sig-d", [7])  # new ids follow the old ones
+    assert store._id_of("http://d/") == 4
+    store.close()
+    again = subprocess.run(cmd, capture_output=True, text=True, cwd=str(tmp_path))
+    assert again.returncode != 0 and "layout 3 already" in again.stderr and again.stderr.count("\n") == 1
+
+
+def _file_and_die(url, prefix, signature, buckets):
+    """A writer that dies in the middle of a batch: ids given, key claimed, buckets appended, no record."""
+    import os
+    import signal
+
+    from scrapy_neardup.store.base import Filing
+
+    store = RedisStore(url, prefix=prefix)
+    store.open({"format_version": 1})
+    store.lease_secs = 1.0
+    first, lower = store._meta_script("alloc", 1, int(time.time() * 1000), 1000)
+    store._write = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)  # dies before its records
+    store._file([Filing("http://a/", signature, buckets)], int(first), [])
+
+
+def test_a_writer_killed_mid_batch_holds_others_up_to_its_lease_and_leaves_nothing_in_the_way(redis_server):
+    """A process SIGKILLed between its claims and its records: the next writer waits for its batch until
+    the lease runs out, marks it void and goes on; the dead claim on the key is taken over and its
+    bucket entries are skipped."""
+    prefix = f"lease:{{{uuid.uuid4().hex}}}"
+    algorithm = MinHashLSH(0.5)
+    a, b = (algorithm.fingerprint(" ".join(row[0].split()[:200])) for row in group_texts(2, 1, seed=9))
+    ctx = multiprocessing.get_context("fork")
+    dead = ctx.Process(target=_file_and_die, args=(redis_server.url, prefix, a.signature, a.buckets))
+    dead.start()
+    dead.join(30)
+    assert dead.exitcode == -9
+    store = RedisStore(redis_server.url, prefix=prefix)
+    store.open({"format_version": 1})
+    started = time.monotonic()
+    detector = Detector(algorithm, store)
+    verdicts = detector.check_many([("http://a/", a.signature, a.buckets), ("http://b/", b.signature, b.buckets)])
+    waited = time.monotonic() - started
+    assert 0.3 <= waited < 10  # held up by the dead batch until its 1 s lease ran out, not forever
+    assert [v.status for v in verdicts] == ["unique", "unique"] and store.get("http://a/").signature == a.signature
+    flight = store.client.hgetall(f"{prefix}:flight")
+    assert list(flight.values()) and all(v.startswith(b"void") for v in flight.values())
+    assert store.count() == 2
+
+    def entries_of_a():
+        groups, bins, rests = store.layout.buckets(a.buckets)
+        found = 0
+        for g, n, rest in zip(groups.tolist(), bins.tolist(), rests):
+            value = store.client.get(f"{store.layout.tags[g]}:b:{n}") or b""
+            found += sum(value[i : i + 3] == rest for i in range(0, len(value), 7))
+        return found
+
+    # The dead batch's, the first try of the new one (KNOWN: the claim was not yet known dead) and its own.
+    assert entries_of_a() == 3 * len(a.buckets)
+    store.purge()
+    assert entries_of_a() == len(a.buckets)
+    assert [c.key for c in store.lookup(a.buckets)[0]] == ["http://a/"]
+    store.close()

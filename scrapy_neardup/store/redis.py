@@ -108,6 +108,48 @@ local function find_entry(s, needle, width, from)
     pos = at + 1
   end
 end
+local function record_bin(tag, id) return tag .. ':r:' .. math.floor(id / 64) end
+-- Add to `names` the bins named by a blob's entries of `width` bytes: a u16 bin number (of `kind`, ':b:'
+-- or ':k:') or, for kind ':r:', a u32 document id, at the start of each entry.
+local function want(names, tag, kind, blob, width)
+  for i = 1, string.len(blob), width do
+    if kind == ':r:' then
+      names[record_bin(tag, struct.unpack('<I4', string.sub(blob, i, i + 3)))] = true
+    else
+      names[tag .. kind .. struct.unpack('<I2', string.sub(blob, i, i + 1))] = true
+    end
+  end
+end
+-- The values of `names` (a set: name -> true) into `cache`, in as few MGETs as Lua's stack allows.
+local function prefetch(cache, names)
+  local batch = {}
+  local function fetch()
+    local values = redis.call('MGET', unpack(batch))
+    for i = 1, #batch do cache[batch[i]] = values[i] or '' end
+    batch = {}
+  end
+  for name in pairs(names) do
+    if cache[name] == nil then
+      batch[#batch + 1] = name
+      if #batch == 4000 then fetch() end
+    end
+  end
+  if #batch > 0 then fetch() end
+end
+-- Write back the `dirty` values of `cache` (MSET; an empty one is deleted).
+local function store(cache, dirty)
+  local batch, gone = {}, {}
+  for name in pairs(dirty) do
+    if string.len(cache[name]) == 0 then
+      gone[#gone + 1] = name
+    else
+      batch[#batch + 1] = name; batch[#batch + 1] = cache[name]
+      if #batch == 4000 then redis.call('MSET', unpack(batch)); batch = {} end
+    end
+  end
+  if #batch > 0 then redis.call('MSET', unpack(batch)) end
+  if #gone > 0 then redis.call('DEL', unpack(gone)) end
+end
 local function record_at(bin, slot)  -- 1-based position of the entry of `slot` in a record bin, or nil
   local pos, len = 1, string.len(bin)
   while pos + 2 <= len do
@@ -123,16 +165,17 @@ end
 # bin, 3-byte rest). Reply: {u32 id per key query (0: none), per bucket query: u32 bin length, u16 n, n u32 ids}.
 _LOOKUP = _FIND + """
 local tag, kq, bq = ARGV[1], ARGV[2], ARGV[3]
-local cache, ids, found = {}, {}, {}
+local cache, ids, found, names = {}, {}, {}, {}
+want(names, tag, ':k:', kq, 10)
+want(names, tag, ':b:', bq, 5)
+prefetch(cache, names)
 for q = 1, string.len(kq), 10 do
   local name = tag .. ':k:' .. struct.unpack('<I2', string.sub(kq, q, q + 1))
-  cache[name] = cache[name] or redis.call('GET', name) or ''
   local at = find_entry(cache[name], string.sub(kq, q + 2, q + 9), 12, 1)
   ids[#ids + 1] = at and string.sub(cache[name], at + 8, at + 11) or struct.pack('<I4', 0)
 end
 for q = 1, string.len(bq), 5 do
   local name = tag .. ':b:' .. struct.unpack('<I2', string.sub(bq, q, q + 1))
-  cache[name] = cache[name] or redis.call('GET', name) or ''
   local bin, rest, hits = cache[name], string.sub(bq, q + 2, q + 4), {}
   local at = find_entry(bin, rest, 7, 1)
   while at do
@@ -149,11 +192,12 @@ return {table.concat(ids), table.concat(found)}
 # (the reply has the record as it was).
 _RECORDS = _FIND + """
 local tag, now, q = ARGV[1], ARGV[2], ARGV[3]
-local cache, out = {}, {}
+local cache, out, names = {}, {}, {}
+want(names, tag, ':r:', q, 5)
+prefetch(cache, names)
 for i = 1, string.len(q), 5 do
   local id = struct.unpack('<I4', string.sub(q, i, i + 3))
   local name = tag .. ':r:' .. math.floor(id / 64)
-  cache[name] = cache[name] or redis.call('GET', name) or ''
   local at, size = record_at(cache[name], id % 64)
   if at then
     out[#out + 1] = struct.pack('<I4', size) .. string.sub(cache[name], at + 3, at + 2 + size)
@@ -224,11 +268,12 @@ return 1
 # before this entry, per check '1' | '0'}.
 _CLAIM = _FIND + """
 local tag, claims, appends, checks = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local bins, dirty, out_c, out_a, out_k = {}, {}, {}, {}, {}
-local function get(name)
-  if bins[name] == nil then bins[name] = redis.call('GET', name) or '' end
-  return bins[name]
-end
+local bins, dirty, out_c, out_a, out_k, names = {}, {}, {}, {}, {}, {}
+want(names, tag, ':k:', claims, 18)
+want(names, tag, ':b:', appends, 13)
+want(names, tag, ':r:', checks, 4)
+prefetch(bins, names)
+local function get(name) return bins[name] end
 for i = 1, string.len(claims), 18 do
   local name = tag .. ':k:' .. struct.unpack('<I2', string.sub(claims, i, i + 1))
   local bin, hash, id = get(name), string.sub(claims, i + 2, i + 9), string.sub(claims, i + 10, i + 13)
@@ -268,15 +313,17 @@ for i = 1, string.len(checks), 4 do
   local at, size = record_at(rbin, id % 64)
   out_k[#out_k + 1] = (at and size >= 15 and string.sub(rbin, at + 4, at + 7) == struct.pack('<I4', 0)) and '1' or '0'
 end
-for name in pairs(dirty) do redis.call('SET', name, bins[name]) end
+store(bins, dirty)
 return {table.concat(out_c), table.concat(out_a), table.concat(out_k)}
 """
 
 # ARGV: tag, reads (6 bytes each: u16 bin, u32 from). Reply: per read u32 length and the bytes from there on.
-_DELTA = """
-local tag, reads, out = ARGV[1], ARGV[2], {}
+_DELTA = _FIND + """
+local tag, reads, out, cache, names = ARGV[1], ARGV[2], {}, {}, {}
+want(names, tag, ':b:', reads, 6)
+prefetch(cache, names)
 for i = 1, string.len(reads), 6 do
-  local bin = redis.call('GET', tag .. ':b:' .. struct.unpack('<I2', string.sub(reads, i, i + 1))) or ''
+  local bin = cache[tag .. ':b:' .. struct.unpack('<I2', string.sub(reads, i, i + 1))]
   local from = struct.unpack('<I4', string.sub(reads, i + 2, i + 5))
   local part = from <= string.len(bin) and string.sub(bin, from + 1) or ''
   out[#out + 1] = struct.pack('<I4', string.len(part)) .. part
@@ -289,18 +336,24 @@ return table.concat(out)
 # deleted if that id still holds it). Reply: {records deleted, key entries released}.
 _WRITE = _FIND + """
 local tag, writes, drops, releases = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local bins, dirty, dropped, released = {}, {}, 0, 0
-local function get(name)
-  if bins[name] == nil then bins[name] = redis.call('GET', name) or '' end
-  return bins[name]
+local bins, dirty, dropped, released, names = {}, {}, 0, 0, {}
+local pos = 1
+while pos <= string.len(writes) do
+  local id, size = struct.unpack('<I4I4', string.sub(writes, pos, pos + 7))
+  names[tag .. ':r:' .. math.floor(id / 64)] = true
+  pos = pos + 8 + size
 end
+want(names, tag, ':r:', drops, 4)
+want(names, tag, ':k:', releases, 14)
+prefetch(bins, names)
+local function get(name) return bins[name] end
 local function cut(name, id)
   local bin = get(name)
   local at, size = record_at(bin, id % 64)
   if at then bins[name] = string.sub(bin, 1, at - 1) .. string.sub(bin, at + 3 + size); dirty[name] = true end
   return at ~= nil
 end
-local pos = 1
+pos = 1
 while pos <= string.len(writes) do
   local id, size = struct.unpack('<I4I4', string.sub(writes, pos, pos + 7))
   local name = tag .. ':r:' .. math.floor(id / 64)
@@ -323,9 +376,7 @@ for i = 1, string.len(releases), 14 do
     released = released + 1
   end
 end
-for name in pairs(dirty) do
-  if string.len(bins[name]) == 0 then redis.call('DEL', name) else redis.call('SET', name, bins[name]) end
-end
+store(bins, dirty)
 return {dropped, released}
 """
 
@@ -411,6 +462,22 @@ def unpack_record(data: bytes, where: str = "") -> tuple[str, bytes, int, float,
     except UnicodeDecodeError as exc:
         raise StoreError(f"malformed record in the Redis store{where} (its key is not UTF-8: {exc})") from None
     return key, data[start : start + sig_len], canonical_id, similarity, float(seen)
+
+
+def _unpack_layout_2(data: bytes, seen_since: float, where: str) -> tuple[str, bytes, int, float, float]:
+    """A record of layout 2: u8 version (1 or 2), u64 canonical id, f32 similarity, [u32 last seen: version 2],
+    u16 signature length, signature, key. Version 1 records count as seen at ``seen_since``."""
+    header = struct.Struct("<BQfIH" if data[:1] == b"\x02" else "<BQfH")
+    if data[:1] not in (b"\x01", b"\x02") or len(data) < header.size:
+        raise StoreError(f"unknown or malformed record of layout 2 in the Redis store{where}")
+    fields = header.unpack_from(data)
+    canonical_id, similarity, sig_len = fields[1], fields[2], fields[-1]
+    seen = float(fields[3]) if len(fields) == 5 else seen_since
+    sig = data[header.size : header.size + sig_len]
+    try:
+        return data[header.size + sig_len :].decode("utf-8"), sig, canonical_id, similarity, seen
+    except UnicodeDecodeError:
+        raise StoreError(f"malformed record of layout 2 in the Redis store{where} (its key is not UTF-8)") from None
 
 
 def _lower_entry(delta: bytes, rest: bytes, doc: int) -> bool:
@@ -952,6 +1019,55 @@ class RedisStore(Store):
         self._scripts("claim", {g: [b"", b"".join(parts), b""] for g, parts in appends.items()})
         self._write({self.layout.record_group(doc): [struct.pack("<II", doc, len(record)) + record]}, {}, {})
         return True
+
+    # -- layout 2 --------------------------------------------------------------------------------------
+    def upgrade(self) -> int:
+        """Rewrite a store of layout 2 (``P:keys``, ``P:docs``, ``P:b``: one hash each) in this layout, keeping
+        its ids, verdicts and last-seen times; how many documents it holds. Run it with no crawl on the
+        store. Safe to run again after a failure: every step is idempotent, and the old keys go last."""
+        self._connect()
+        meta = self._call(self.client.hgetall, self._key("meta"))
+        if not meta:
+            raise StoreError(f"{self.location} holds no scrapy-neardup store")
+        if _LAYOUT_FIELD.encode() in meta:
+            raise StoreError(f"the Redis store at {self.location} has layout {LAYOUT} already: nothing to upgrade")
+        docs = self._key("docs")
+        records: dict[int, tuple[str, bytes, int, float, float]] = {}
+        since = float(meta.get(b"records_seen_since", b"0") or 0) or time.time()
+        for raw_id, raw in self._call(lambda: list(self.client.hscan_iter(docs, count=10_000))):
+            records[int(raw_id)] = _unpack_layout_2(raw, since, f" ({docs} field {raw_id!r})")
+        buckets: dict[int, list[int]] = defaultdict(list)
+        for field, ids in self._call(lambda: list(self.client.hscan_iter(self._key("b"), count=10_000))):
+            (bucket,) = struct.unpack("<q", field)
+            for (doc,) in struct.iter_unpack("<q", ids):
+                if doc in records and not records[doc][2]:
+                    buckets[doc].append(bucket)
+        self.layout = _Layout(self.prefix)
+        order = sorted(records)
+        for i in range(0, len(order), self._BATCH):
+            writes: dict[int, list[bytes]] = defaultdict(list)
+            claims: dict[int, list[bytes]] = defaultdict(list)
+            appends: dict[int, list[bytes]] = defaultdict(list)
+            for doc in order[i : i + self._BATCH]:
+                key, sig, canonical_id, sim, seen = records[doc]
+                record = pack_record(key, sig or None, canonical_id, sim, seen)
+                writes[self.layout.record_group(doc)].append(struct.pack("<II", doc, len(record)) + record)
+                where = self.layout.key(key)
+                claims[where[0]].append(self._key_entry(where, doc, 0))
+                if buckets[doc]:
+                    groups, bins, rests = self.layout.buckets(buckets[doc])
+                    for g, n, rest in zip(groups.tolist(), bins.tolist(), rests):
+                        appends[g].append(struct.pack("<H", n) + rest + struct.pack("<II", doc, 0xFFFFFFFF))
+            groups = set(claims) | set(appends)
+            self._scripts("claim", {g: [b"".join(claims.get(g, [])), b"".join(appends.get(g, [])), b""]
+                                    for g in groups})
+            self._write(writes, {}, {})
+        self._call(self.client.set, self._key("count"), len(records))
+        self._call(self.client.hset, self._key("meta"), _LAYOUT_FIELD, self.layout.params())
+        self._call(self.client.hdel, self._key("meta"), "records_seen_since")
+        for name in ("keys", "docs", "b"):
+            self._call(self.client.delete, self._key(name))
+        return len(records)
 
     # -- reading it all ------------------------------------------------------------------------------
     def _record_bins(self) -> dict[int, list[int]]:
