@@ -71,6 +71,7 @@ import json
 import logging
 import struct
 import time
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -108,7 +109,7 @@ local function find_entry(s, needle, width, from)
     pos = at + 1
   end
 end
-local function record_bin(tag, id) return tag .. ':r:' .. math.floor(id / 64) end
+local function record_bin(tag, id) return tag .. ':r:' .. struct.pack('<I4', math.floor(id / 64)) end
 -- Add to `names` the bins named by a blob's entries of `width` bytes: a u16 bin number (of `kind`, ':b:'
 -- or ':k:') or, for kind ':r:', a u32 document id, at the start of each entry.
 local function want(names, tag, kind, blob, width)
@@ -116,7 +117,7 @@ local function want(names, tag, kind, blob, width)
     if kind == ':r:' then
       names[record_bin(tag, struct.unpack('<I4', string.sub(blob, i, i + 3)))] = true
     else
-      names[tag .. kind .. struct.unpack('<I2', string.sub(blob, i, i + 1))] = true
+      names[tag .. kind .. string.sub(blob, i, i + 1)] = true
     end
   end
 end
@@ -162,42 +163,44 @@ end
 """
 
 # ARGV: tag, key queries (10 bytes each: u16 key bin, 8-byte key hash), bucket queries (5 bytes each: u16
-# bin, 3-byte rest). Reply: {u32 id per key query (0: none), per bucket query: u32 bin length, u16 n, n u32 ids}.
-_LOOKUP = _FIND + """
+# bin, 3-byte rest). Reply: {u32 id per key query (0: none), per bucket query u32 bin length and u16 number
+# of ids found, the ids found (u32 each, query after query)}.
+_LOOKUP = """
 local tag, kq, bq = ARGV[1], ARGV[2], ARGV[3]
-local cache, ids, found, names = {}, {}, {}, {}
+local cache, ids, found, hits, names = {}, {}, {}, {}, {}
 want(names, tag, ':k:', kq, 10)
 want(names, tag, ':b:', bq, 5)
 prefetch(cache, names)
 for q = 1, string.len(kq), 10 do
-  local name = tag .. ':k:' .. struct.unpack('<I2', string.sub(kq, q, q + 1))
+  local name = tag .. ':k:' .. string.sub(kq, q, q + 1)
   local at = find_entry(cache[name], string.sub(kq, q + 2, q + 9), 12, 1)
   ids[#ids + 1] = at and string.sub(cache[name], at + 8, at + 11) or struct.pack('<I4', 0)
 end
 for q = 1, string.len(bq), 5 do
-  local name = tag .. ':b:' .. struct.unpack('<I2', string.sub(bq, q, q + 1))
-  local bin, rest, hits = cache[name], string.sub(bq, q + 2, q + 4), {}
+  local name = tag .. ':b:' .. string.sub(bq, q, q + 1)
+  local bin, rest, n = cache[name], string.sub(bq, q + 2, q + 4), 0
   local at = find_entry(bin, rest, 7, 1)
   while at do
     hits[#hits + 1] = string.sub(bin, at + 3, at + 6)
+    n = n + 1
     at = find_entry(bin, rest, 7, at + 7)
   end
-  found[#found + 1] = struct.pack('<I4I2', string.len(bin), #hits) .. table.concat(hits)
+  found[#found + 1] = struct.pack('<I4I2', string.len(bin), n)
 end
-return {table.concat(ids), table.concat(found)}
+return {table.concat(ids), table.concat(found), table.concat(hits)}
 """
 
 # ARGV: tag, now (4 bytes; empty: no touch), queries (5 bytes each: u32 id, u8 touch). Reply: per query u32
 # length and the record (length 0: no record). A touched record's last-seen time is set to now in place
 # (the reply has the record as it was).
-_RECORDS = _FIND + """
+_RECORDS = """
 local tag, now, q = ARGV[1], ARGV[2], ARGV[3]
 local cache, out, names = {}, {}, {}
 want(names, tag, ':r:', q, 5)
 prefetch(cache, names)
 for i = 1, string.len(q), 5 do
   local id = struct.unpack('<I4', string.sub(q, i, i + 3))
-  local name = tag .. ':r:' .. math.floor(id / 64)
+  local name = record_bin(tag, id)
   local at, size = record_at(cache[name], id % 64)
   if at then
     out[#out + 1] = struct.pack('<I4', size) .. string.sub(cache[name], at + 3, at + 2 + size)
@@ -264,18 +267,18 @@ return 1
 # ARGV: tag, claims (18 bytes each: u16 key bin, 8-byte hash, u32 id, u32 id it may replace (0: none)),
 # appends (13 bytes each: u16 bin, 3-byte rest, u32 id, u32 bin length seen at lookup), checks (u32 ids of
 # canonicals that must still be canonical). Reply: {per claim '1' claimed | 'K' held by another id, per
-# append: u32 length (0xFFFFFFFF: the bin shrank since the lookup) and the bytes appended since the lookup
-# before this entry, per check '1' | '0'}.
-_CLAIM = _FIND + """
+# append the u32 length of what was appended to its bin since the lookup and before this entry (0xFFFFFFFF:
+# the bin shrank since the lookup), those bytes (append after append), per check '1' | '0'}.
+_CLAIM = """
 local tag, claims, appends, checks = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local bins, dirty, out_c, out_a, out_k, names = {}, {}, {}, {}, {}, {}
+local bins, dirty, out_c, out_a, out_d, out_k, names = {}, {}, {}, {}, {}, {}, {}
 want(names, tag, ':k:', claims, 18)
 want(names, tag, ':b:', appends, 13)
 want(names, tag, ':r:', checks, 4)
 prefetch(bins, names)
 local function get(name) return bins[name] end
 for i = 1, string.len(claims), 18 do
-  local name = tag .. ':k:' .. struct.unpack('<I2', string.sub(claims, i, i + 1))
+  local name = tag .. ':k:' .. string.sub(claims, i, i + 1)
   local bin, hash, id = get(name), string.sub(claims, i + 2, i + 9), string.sub(claims, i + 10, i + 13)
   local replace = string.sub(claims, i + 14, i + 17)
   local at = find_entry(bin, hash, 12, 1)
@@ -294,7 +297,7 @@ for i = 1, string.len(claims), 18 do
   end
 end
 for i = 1, string.len(appends), 13 do
-  local name = tag .. ':b:' .. struct.unpack('<I2', string.sub(appends, i, i + 1))
+  local name = tag .. ':b:' .. string.sub(appends, i, i + 1)
   local bin, entry = get(name), string.sub(appends, i + 2, i + 8)
   local seen = struct.unpack('<I4', string.sub(appends, i + 9, i + 12))
   local mine = find_entry(bin, entry, 7, 1)
@@ -302,45 +305,48 @@ for i = 1, string.len(appends), 13 do
   if seen > upto then
     out_a[#out_a + 1] = struct.pack('<I4', 4294967295)
   else
-    out_a[#out_a + 1] = struct.pack('<I4', upto - seen) .. string.sub(bin, seen + 1, upto)
+    out_a[#out_a + 1] = struct.pack('<I4', upto - seen)
+    if upto > seen then out_d[#out_d + 1] = string.sub(bin, seen + 1, upto) end
   end
   if not mine then bins[name] = bin .. entry; dirty[name] = true end
 end
 for i = 1, string.len(checks), 4 do
   local id = struct.unpack('<I4', string.sub(checks, i, i + 3))
-  local name = tag .. ':r:' .. math.floor(id / 64)
+  local name = record_bin(tag, id)
   local rbin = get(name)
   local at, size = record_at(rbin, id % 64)
   out_k[#out_k + 1] = (at and size >= 15 and string.sub(rbin, at + 4, at + 7) == struct.pack('<I4', 0)) and '1' or '0'
 end
 store(bins, dirty)
-return {table.concat(out_c), table.concat(out_a), table.concat(out_k)}
+return {table.concat(out_c), table.concat(out_a), table.concat(out_d), table.concat(out_k)}
 """
 
-# ARGV: tag, reads (6 bytes each: u16 bin, u32 from). Reply: per read u32 length and the bytes from there on.
-_DELTA = _FIND + """
-local tag, reads, out, cache, names = ARGV[1], ARGV[2], {}, {}, {}
+# ARGV: tag, reads (6 bytes each: u16 bin, u32 from). Reply: {per read the u32 length of its bin's bytes from
+# there on, those bytes (read after read)}.
+_DELTA = """
+local tag, reads, lens, out, cache, names = ARGV[1], ARGV[2], {}, {}, {}, {}
 want(names, tag, ':b:', reads, 6)
 prefetch(cache, names)
 for i = 1, string.len(reads), 6 do
-  local bin = cache[tag .. ':b:' .. struct.unpack('<I2', string.sub(reads, i, i + 1))]
+  local bin = cache[tag .. ':b:' .. string.sub(reads, i, i + 1)]
   local from = struct.unpack('<I4', string.sub(reads, i + 2, i + 5))
   local part = from <= string.len(bin) and string.sub(bin, from + 1) or ''
-  out[#out + 1] = struct.pack('<I4', string.len(part)) .. part
+  lens[#lens + 1] = struct.pack('<I4', string.len(part))
+  out[#out + 1] = part
 end
-return table.concat(out)
+return {table.concat(lens), table.concat(out)}
 """
 
 # ARGV: tag, records to write (u32 id, u32 length, record: each replaces the id's record, if any), ids whose
 # records are deleted (u32 each), key entries to release (14 bytes each: u16 key bin, 8-byte hash, u32 id:
 # deleted if that id still holds it). Reply: {records deleted, key entries released}.
-_WRITE = _FIND + """
+_WRITE = """
 local tag, writes, drops, releases = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local bins, dirty, dropped, released, names = {}, {}, 0, 0, {}
 local pos = 1
 while pos <= string.len(writes) do
   local id, size = struct.unpack('<I4I4', string.sub(writes, pos, pos + 7))
-  names[tag .. ':r:' .. math.floor(id / 64)] = true
+  names[record_bin(tag, id)] = true
   pos = pos + 8 + size
 end
 want(names, tag, ':r:', drops, 4)
@@ -356,7 +362,7 @@ end
 pos = 1
 while pos <= string.len(writes) do
   local id, size = struct.unpack('<I4I4', string.sub(writes, pos, pos + 7))
-  local name = tag .. ':r:' .. math.floor(id / 64)
+  local name = record_bin(tag, id)
   cut(name, id)
   local record = string.sub(writes, pos + 8, pos + 7 + size)
   bins[name] = bins[name] .. string.char(id % 64) .. struct.pack('<I2', size) .. record
@@ -365,10 +371,10 @@ while pos <= string.len(writes) do
 end
 for i = 1, string.len(drops), 4 do
   local id = struct.unpack('<I4', string.sub(drops, i, i + 3))
-  if cut(tag .. ':r:' .. math.floor(id / 64), id) then dropped = dropped + 1 end
+  if cut(record_bin(tag, id), id) then dropped = dropped + 1 end
 end
 for i = 1, string.len(releases), 14 do
-  local name = tag .. ':k:' .. struct.unpack('<I2', string.sub(releases, i, i + 1))
+  local name = tag .. ':k:' .. string.sub(releases, i, i + 1)
   local bin = get(name)
   local at = find_entry(bin, string.sub(releases, i + 2, i + 9), 12, 1)
   if at and string.sub(bin, at + 8, at + 11) == string.sub(releases, i + 10, i + 13) then
@@ -385,7 +391,7 @@ return {dropped, released}
 _EXPIRE = """
 local tag, before, nums, out = ARGV[1], tonumber(ARGV[2]), ARGV[3], {}
 for i = 1, string.len(nums), 4 do
-  local name = tag .. ':r:' .. struct.unpack('<I4', string.sub(nums, i, i + 3))
+  local name = tag .. ':r:' .. string.sub(nums, i, i + 3)
   local bin = redis.call('GET', name) or ''
   local kept, pos, changed = {}, 1, false
   while pos + 2 <= string.len(bin) do
@@ -407,13 +413,13 @@ end
 return table.concat(out)
 """
 
-# ARGV: tag, then per bin: u16 bin number and the ids (u32 each) whose entries go, as one string each.
-# Reply: entries dropped. A bin left empty is deleted.
+# ARGV: tag, a u16 bin number and the ids (u32 each) whose entries go, as one string. Reply: entries
+# dropped. A bin left empty is deleted.
 _PURGE = """
 local tag, dropped = ARGV[1], 0
-for i = 2, #ARGV do
-  local arg = ARGV[i]
-  local name = tag .. ':b:' .. struct.unpack('<I2', string.sub(arg, 1, 2))
+do
+  local arg = ARGV[2]
+  local name = tag .. ':b:' .. string.sub(arg, 1, 2)
   local gone = {}
   for j = 3, string.len(arg), 4 do gone[string.sub(arg, j, j + 3)] = true end
   local bin, kept = redis.call('GET', name) or '', {}
@@ -437,8 +443,29 @@ end
 return redis.call('HGETALL', key)
 """
 
-_SCRIPTS = {"lookup": _LOOKUP, "records": _RECORDS, "alloc": _ALLOC, "wait": _WAIT, "commit": _COMMIT,
-            "claim": _CLAIM, "delta": _DELTA, "write": _WRITE, "expire": _EXPIRE, "purge": _PURGE}
+
+
+def _for_groups(body: str) -> str:
+    """A group script run for several groups in one call: ARGV is the number of groups, then for each its
+    tag and arguments (``width`` values in all, the same for every group); the reply has one reply per
+    group. A cluster gets one group per call (a script touches one slot); one server gets a whole step in
+    one call."""
+    return _FIND + "local function run(ARGV)\n" + body + """
+end
+local n, width, out = tonumber(ARGV[1]), tonumber(ARGV[2]), {}
+for j = 0, n - 1 do
+  local args = {}
+  for i = 1, width do args[i] = ARGV[2 + j * width + i] end
+  out[j + 1] = run(args)
+end
+return out
+"""
+
+
+_GROUP_SCRIPTS = {"lookup": _LOOKUP, "records": _RECORDS, "claim": _CLAIM, "delta": _DELTA, "write": _WRITE,
+                  "expire": _EXPIRE, "purge": _PURGE}
+_SCRIPTS = {"alloc": _ALLOC, "wait": _WAIT, "commit": _COMMIT,
+            **{name: _for_groups(body) for name, body in _GROUP_SCRIPTS.items()}}
 
 
 def pack_record(key: str, signature: bytes | None, canonical_id: int, similarity: float,
@@ -480,26 +507,45 @@ def _unpack_layout_2(data: bytes, seen_since: float, where: str) -> tuple[str, b
         raise StoreError(f"malformed record of layout 2 in the Redis store{where} (its key is not UTF-8)") from None
 
 
-def _lower_entry(delta: bytes, rest: bytes, doc: int) -> bool:
-    """Whether ``delta`` (7-byte bucket entries) holds an entry of this bucket with an id below ``doc``."""
+def _lower_entry(delta: bytes, rest: int, doc: int) -> bool:
+    """Whether ``delta`` (7-byte bucket entries) holds an entry of bucket prefix ``rest`` with an id below
+    ``doc``."""
+    prefix = rest.to_bytes(4, "little")[:3]
     for pos in range(0, len(delta) - 6, 7):
-        if delta[pos : pos + 3] == rest and _U32.unpack_from(delta, pos + 3)[0] < doc:
+        if delta[pos : pos + 3] == prefix and _U32.unpack_from(delta, pos + 3)[0] < doc:
             return True
     return False
 
 
-def _parts(reply: bytes, allow_shrunk: bool = False) -> list[bytes | None]:
-    """A reply of length-prefixed parts (u32 each); with ``allow_shrunk``, 0xFFFFFFFF stands for ``None``."""
-    pos, parts = 0, []  # type: tuple[int, list[bytes | None]]
-    while pos < len(reply):
-        (size,) = _U32.unpack_from(reply, pos)
-        pos += 4
-        if allow_shrunk and size == 0xFFFFFFFF:
-            parts.append(None)
-        else:
-            parts.append(reply[pos : pos + size])
-            pos += size
-    return parts
+def _rows(bins: np.ndarray, rests: np.ndarray, *columns: Any) -> np.ndarray:
+    """Bucket entries as rows of bytes: u16 bin, the 3-byte prefix, then each of ``columns`` as a u32."""
+    n = len(bins)
+    out = np.empty((n, 5 + 4 * len(columns)), dtype=np.uint8)
+    out[:, 0:2] = bins.astype("<u2").view(np.uint8).reshape(n, 2)
+    out[:, 2:5] = rests.astype("<u4").view(np.uint8).reshape(n, 4)[:, :3]
+    for j, column in enumerate(columns):
+        values = np.broadcast_to(np.asarray(column, dtype="<u4"), (n,))
+        out[:, 5 + 4 * j : 9 + 4 * j] = np.ascontiguousarray(values).view(np.uint8).reshape(n, 4)
+    return out
+
+
+def _by_group(groups: np.ndarray, rows: np.ndarray) -> dict[int, tuple[np.ndarray, bytes]]:
+    """Rows split by group: group -> (their positions, their bytes end to end)."""
+    order = np.argsort(groups, kind="stable")
+    ordered = groups[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(order) else np.empty(0, np.int64)
+    ends = np.r_[starts[1:], len(order)]
+    return {int(ordered[s]): (order[s:e], rows[order[s:e]].tobytes()) for s, e in zip(starts, ends)}
+
+
+def _spread(lengths: bytes, data: bytes, positions: np.ndarray, into: list[bytes | None]) -> None:
+    """A reply of u32 lengths (0xFFFFFFFF: ``None``) and their bytes end to end, into ``into`` at
+    ``positions``; only the non-empty parts are cut out."""
+    sizes = np.frombuffer(lengths, dtype="<u4")
+    shrunk = sizes == 0xFFFFFFFF
+    ends = np.cumsum(np.where(shrunk, 0, sizes))
+    for i in np.flatnonzero(sizes).tolist():
+        into[int(positions[i])] = None if shrunk[i] else data[int(ends[i] - sizes[i]) : int(ends[i])]
 
 
 class _Layout:
@@ -519,17 +565,16 @@ class _Layout:
         return json.dumps({"version": LAYOUT, "group_bits": self.group_bits, "bucket_bin_bits": self.bucket_bin_bits,
                            "key_bin_bits": self.key_bin_bits}, sort_keys=True)
 
-    def buckets(self, keys: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
-        """Group, bin and 3-byte entry prefix of each bucket key."""
+    def buckets(self, keys: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Group, bin and entry prefix (24 bits) of each bucket key."""
         with np.errstate(over="ignore"):
             m = np.asarray(keys, dtype=np.int64).view(np.uint64) * _GOLDEN
         top = 64 - self.group_bits
         groups = (m >> np.uint64(top)).astype(np.int64)
         low = np.uint64((1 << self.bucket_bin_bits) - 1)
         bins = ((m >> np.uint64(top - self.bucket_bin_bits)) & low).astype(np.int64)
-        rests = ((m >> np.uint64(top - self.bucket_bin_bits - 24)) & np.uint64(0xFFFFFF)).astype("<u4")
-        raw = rests.tobytes()
-        return groups, bins, [raw[4 * i : 4 * i + 3] for i in range(len(rests))]
+        rests = ((m >> np.uint64(top - self.bucket_bin_bits - 24)) & np.uint64(0xFFFFFF)).astype(np.int64)
+        return groups, bins, rests
 
     def key(self, key: str) -> tuple[int, int, bytes]:
         """Group, bin and 8-byte hash of a key."""
@@ -540,13 +585,19 @@ class _Layout:
     def record_group(self, doc: int) -> int:
         return (doc // RECORDS_PER_BIN) % self.groups
 
+    def bin_name(self, group: int, kind: bytes, number: int) -> bytes:
+        """The key of bin ``number`` of ``kind`` (``b"b"``, ``b"k"``, ``b"r"``) in ``group``: the group's tag,
+        the kind and the number as raw little-endian bytes (u32 for records, u16 for the others), which the
+        scripts cut from their arguments without formatting a number."""
+        return f"{self.tags[group]}:{kind.decode()}:".encode() + number.to_bytes(4 if kind == b"r" else 2, "little")
+
 
 class _Buckets:
     """A canonical filing's view of its buckets: group, bin, entry prefix and the bin's length at lookup."""
 
     __slots__ = ("groups", "bins", "rests", "lengths", "stale_claim")
 
-    def __init__(self, groups: np.ndarray, bins: np.ndarray, rests: list[bytes], lengths: list[int] | None,
+    def __init__(self, groups: np.ndarray, bins: np.ndarray, rests: np.ndarray, lengths: np.ndarray | None,
                  stale_claim: int = 0) -> None:
         #: ``lengths`` None: filed without a lookup (no check of what others filed meanwhile).
         self.groups, self.bins, self.rests, self.lengths = groups, bins, rests, lengths
@@ -666,18 +717,25 @@ class RedisStore(Store):
         raise AssertionError("unreachable")
 
     def _scripts(self, name: str, calls: Mapping[int, Sequence[Any]]) -> dict[int, Any]:
-        """Run script ``name`` once per group of ``calls`` (group -> arguments after the tag), in one
-        pipeline; the replies by group."""
+        """Run group script ``name`` for each group of ``calls`` (group -> arguments after the tag); the
+        replies by group. On a cluster, one call per group, all in one pipeline (each to its master); on
+        one server, one call for them all."""
         if not calls:
             return {}
         groups = list(calls)
+        width = 1 + len(calls[groups[0]])
+        sha, route, tags = self._sha[name], self.layout.route, self.layout.tags
 
         def run() -> list[Any]:
+            if not self.cluster:
+                args: list[Any] = []
+                for g in groups:
+                    args += [tags[g], *calls[g]]
+                return self.client.execute_command("EVALSHA", sha, 1, route[groups[0]], len(groups), width, *args)
             pipe = self.client.pipeline(transaction=False)
             for g in groups:
-                pipe.execute_command("EVALSHA", self._sha[name], 1, self.layout.route[g], self.layout.tags[g],
-                                     *calls[g])
-            return pipe.execute()
+                pipe.execute_command("EVALSHA", sha, 1, route[g], 1, width, tags[g], *calls[g])
+            return [reply[0] for reply in pipe.execute()]
 
         return dict(zip(groups, self._call(run)))
 
@@ -775,49 +833,42 @@ class RedisStore(Store):
         return out
 
     def _where(self, doc: int) -> str:
-        return f" ({self.layout.tags[self.layout.record_group(doc)]}:r:{doc // RECORDS_PER_BIN}, id {doc})"
+        return f" ({self.layout.bin_name(self.layout.record_group(doc), b'r', doc // RECORDS_PER_BIN)!r}, id {doc})"
 
-    def _lookup_many(self, items: Sequence[Query], touch: bool) -> list[Lookup]:
+    def _lookup_many(self, queries: Sequence[Query], touch: bool) -> list[Lookup]:
         layout = self.layout
-        calls: dict[int, list[list[bytes]]] = defaultdict(lambda: [[], []])
-        where_key: list[tuple[int, int]] = []
-        where_buckets: list[list[tuple[int, int]]] = []
-        bucket_views: list[tuple[np.ndarray, np.ndarray, list[bytes]]] = []
-        items = [Query(*query) for query in items]
+        items = [Query(*query) for query in queries]
+        key_calls: dict[int, list[bytes]] = defaultdict(list)
+        key_at = []
         for query in items:
             g, kbin, khash = layout.key(query.key)
-            where_key.append((g, len(calls[g][0])))
-            calls[g][0].append(struct.pack("<H", kbin) + khash)
-            groups, bins, rests = layout.buckets(query.buckets)
-            bucket_views.append((groups, bins, rests))
-            spots = []
-            for bg, bb, rest in zip(groups.tolist(), bins.tolist(), rests):
-                spots.append((bg, len(calls[bg][1])))
-                calls[bg][1].append(struct.pack("<H", bb) + rest)
-            where_buckets.append(spots)
-        replies = self._scripts("lookup", {g: [b"".join(k), b"".join(b)] for g, (k, b) in calls.items()})
-        # Unpack: key ids, and per bucket query its bin length and ids.
-        key_ids = {g: np.frombuffer(replies[g][0], dtype="<u4") for g in replies}
-        bucket_hits: dict[int, list[tuple[int, list[int]]]] = {}
-        for g, reply in replies.items():
-            raw, pos, hits = reply[1], 0, []
-            while pos < len(raw):
-                length, n = struct.unpack_from("<IH", raw, pos)
-                pos += 6
-                hits.append((length, list(struct.unpack_from(f"<{n}I", raw, pos)) if n else []))
-                pos += 4 * n
-            bucket_hits[g] = hits
-        known_ids = [int(key_ids[g][i]) for g, i in where_key]
-        wanted: dict[int, bool] = {}
-        for doc in known_ids:
-            if doc:
-                wanted[doc] = touch
-        for spots in where_buckets:
-            for g, i in spots:
-                for doc in bucket_hits[g][i][1]:
-                    wanted.setdefault(doc, False)
+            key_at.append((g, len(key_calls[g])))
+            key_calls[g].append(struct.pack("<H", kbin) + khash)
+        # Every bucket of the batch at once: rows in query order, split by group.
+        sizes = np.array([len(q.buckets) for q in items], dtype=np.int64)
+        starts = np.r_[0, np.cumsum(sizes)]
+        keys = np.concatenate([np.asarray(q.buckets, dtype=np.int64) for q in items]) if starts[-1] else \
+            np.empty(0, dtype=np.int64)
+        groups, bins, rests = layout.buckets(keys)
+        split = _by_group(groups, _rows(bins, rests))
+        calls = {g: [b"".join(key_calls.get(g, [])), split[g][1] if g in split else b""]
+                 for g in set(key_calls) | set(split)}
+        replies = self._scripts("lookup", calls)
+        lengths = np.zeros(len(keys), dtype=np.int64)
+        hits: dict[int, list[int]] = {}  # bucket row -> ids found
+        for g, (positions, _) in split.items():
+            fixed = np.frombuffer(replies[g][1], dtype=np.dtype([("len", "<u4"), ("n", "<u2")]))
+            lengths[positions] = fixed["len"]
+            found = np.frombuffer(replies[g][2], dtype="<u4")
+            ends = np.cumsum(fixed["n"].astype(np.int64))
+            for i in np.flatnonzero(fixed["n"]).tolist():
+                hits[int(positions[i])] = found[ends[i] - fixed["n"][i] : ends[i]].tolist()
+        known_ids = [_U32.unpack_from(replies[g][0], 4 * i)[0] for g, i in key_at]
+        wanted: dict[int, bool] = {doc: touch for doc in known_ids if doc}
+        for ids in hits.values():
+            for doc in ids:
+                wanted.setdefault(doc, False)
         records = self._records(wanted) if wanted else {}
-        # Known near-duplicates: their canonicals' records, one more step.
         parsed: dict[int, tuple[str, bytes, int, float, float]] = {}
 
         def parse(doc: int) -> tuple[str, bytes, int, float, float]:
@@ -825,16 +876,15 @@ class RedisStore(Store):
                 parsed[doc] = unpack_record(records[doc], self._where(doc))
             return parsed[doc]
 
-        canonicals = {}
-        for query, doc in zip(items, known_ids):
-            if doc in records and parse(doc)[0] == query.key and parse(doc)[2]:
-                canonicals[parse(doc)[2]] = False
-        missing = {c: t for c, t in canonicals.items() if c not in records}
+        # Known near-duplicates: their canonicals' records, one more step.
+        known = [doc if doc in records and parse(doc)[0] == q.key else 0 for q, doc in zip(items, known_ids)]
+        missing = {parse(doc)[2]: False for doc in known if doc and parse(doc)[2] and parse(doc)[2] not in records}
         if missing:
             records.update(self._records(missing))
+        hit_rows = sorted(hits)
         out: list[Lookup] = []
-        for query, doc, spots, view in zip(items, known_ids, where_buckets, bucket_views):
-            if doc in records and parse(doc)[0] == query.key:
+        for k, (query, doc) in enumerate(zip(items, known)):
+            if doc:
                 _, sig, canonical_id, sim, seen = parse(doc)
                 if not canonical_id:
                     out.append(Lookup(DocRecord(query.key, None, sim, sig or None, seen)))
@@ -844,19 +894,20 @@ class RedisStore(Store):
                     canonical, canonical_sig, *_ = parse(canonical_id)
                     out.append(Lookup(DocRecord(query.key, canonical, sim, None, seen, canonical_sig or None)))
                 continue
+            lo, hi = int(starts[k]), int(starts[k + 1])
             candidates, seen_ids = [], set()
-            for g, i in spots:
-                for cand in bucket_hits[g][i][1]:
+            for row in hit_rows[bisect_left(hit_rows, lo) : bisect_left(hit_rows, hi)]:
+                for cand in hits[row]:
                     if cand in seen_ids or cand not in records:
                         continue  # a removed document, or one whose batch never wrote its record
                     seen_ids.add(cand)
                     cand_key, sig, canonical_id, *_ = parse(cand)
                     if not canonical_id:
                         candidates.append(Candidate(cand_key, sig, cand))
-            lengths = [bucket_hits[g][i][0] for g, i in spots]
             # A key entry whose id has no record: a claim left behind (crash, or a batch still in flight).
-            stale_claim = doc if doc and doc not in records else 0
-            out.append(Lookup(None, candidates, _Buckets(*view, lengths, stale_claim)))
+            stale_claim = known_ids[k] if known_ids[k] and known_ids[k] not in records else 0
+            token = _Buckets(groups[lo:hi], bins[lo:hi], rests[lo:hi], lengths[lo:hi], stale_claim)
+            out.append(Lookup(None, candidates, token))
         return out
 
     # -- filing ------------------------------------------------------------------------------------
@@ -886,11 +937,12 @@ class RedisStore(Store):
         layout = self.layout
         ids = [first + k for k in range(len(filings))]
         claims: dict[int, list[bytes]] = defaultdict(list)
-        appends: dict[int, list[bytes]] = defaultdict(list)
         checks: dict[int, list[bytes]] = defaultdict(list)
         keys = [layout.key(f.key) for f in filings]
-        # Per filing: where its claim, its appends (canonical) or its check (near-duplicate) sit in the calls.
-        claim_at, append_at, check_at, views, canonical_ids = [], [], [], [], []
+        claim_at: list[tuple[int, int]] = []
+        check_at: list[tuple[int, int]] = []
+        views: list[_Buckets | None] = []
+        canonical_ids: list[int] = []
         for filing, doc, where in zip(filings, ids, keys):
             token = filing.token if isinstance(filing.token, _Buckets) else None
             replace = 0
@@ -899,44 +951,53 @@ class RedisStore(Store):
                 replace = token.stale_claim  # its batch is over and wrote no record: a claim left behind
             claim_at.append((where[0], len(claims[where[0]])))
             claims[where[0]].append(self._key_entry(where, doc, replace))
-            spots: list[tuple[int, int]] = []
             canonical_id = 0
             if filing.canonical is None:
-                view = token if token is not None else _Buckets(*layout.buckets(filing.buckets), None)
-                for bg, bb, rest, seen in zip(view.groups.tolist(), view.bins.tolist(), view.rests,
-                                              view.lengths or [0xFFFFFFFF] * len(view.rests)):
-                    spots.append((bg, len(appends[bg])))
-                    appends[bg].append(struct.pack("<H", bb) + rest + struct.pack("<II", doc, seen))
+                views.append(token if token is not None else _Buckets(*layout.buckets(filing.buckets), None))
                 check_at.append((-1, -1))
             else:
-                view = None
+                views.append(None)
                 ref = filing.canonical_ref
                 canonical_id = int(ref) if isinstance(ref, int) else (self._id_of(filing.canonical) or 0)
                 cg = layout.record_group(canonical_id)
                 check_at.append((cg, len(checks[cg])) if canonical_id else (-1, -1))
                 if canonical_id:
                     checks[cg].append(_U32.pack(canonical_id))
-            views.append(view)
             canonical_ids.append(canonical_id)
-            append_at.append(spots)
-        groups = set(claims) | set(appends) | set(checks)
-        replies = self._scripts("claim", {g: [b"".join(claims.get(g, [])), b"".join(appends.get(g, [])),
-                                               b"".join(checks.get(g, []))] for g in groups})
-        deltas = {g: _parts(reply[1], allow_shrunk=True) for g, reply in replies.items()}
+        # The canonical filings' bucket entries, all at once: rows in filing order, split by group.
+        owners = [k for k, view in enumerate(views) if view is not None]
+        sizes = np.array([len(views[k].rests) for k in owners], dtype=np.int64)  # type: ignore[union-attr]
+        row_start = dict(zip(owners, np.r_[0, np.cumsum(sizes)][:-1].tolist()))
+        row_doc = np.repeat(np.array([ids[k] for k in owners], dtype=np.int64), sizes)
+        parts = [views[k] for k in owners]
+        if owners:
+            groups = np.concatenate([v.groups for v in parts])  # type: ignore[union-attr]
+            bins = np.concatenate([v.bins for v in parts])  # type: ignore[union-attr]
+            rests = np.concatenate([v.rests for v in parts])  # type: ignore[union-attr]
+            seen = np.concatenate([v.lengths if v.lengths is not None else  # type: ignore[union-attr]
+                                   np.full(len(v.rests), 0xFFFFFFFF) for v in parts])  # type: ignore[union-attr]
+        else:
+            groups = bins = rests = seen = np.empty(0, dtype=np.int64)
+        split = _by_group(groups, _rows(bins, rests, row_doc, seen))
+        calls = {g: [b"".join(claims.get(g, [])), split[g][1] if g in split else b"", b"".join(checks.get(g, []))]
+                 for g in set(claims) | set(split) | set(checks)}
+        replies = self._scripts("claim", calls)
+        deltas: list[bytes | None] = [b""] * len(groups)  # per bucket row: entries appended since the lookup
+        for g, (positions, _) in split.items():
+            _spread(replies[g][1], replies[g][2], positions, deltas)
         if lower:
             # Wait for the batches with lower ids, then read the buckets again since the lookup: whatever
             # those batches appended is there now.
             self._wait([lo for lo, _ in lower])
-            reads: dict[int, list[bytes]] = defaultdict(list)
-            for k, view in enumerate(views):
-                if view is not None and view.lengths is not None:
-                    spots = []
-                    for (bg, _), bb, seen in zip(append_at[k], view.bins.tolist(), view.lengths):
-                        spots.append((bg, len(reads[bg])))
-                        reads[bg].append(struct.pack("<HI", bb, seen))
-                    append_at[k] = spots
-            deltas = {g: _parts(reply) for g, reply in
-                      self._scripts("delta", {g: [b"".join(parts)] for g, parts in reads.items()}).items()}
+            checked = np.flatnonzero(seen != 0xFFFFFFFF)
+            reads = _rows(bins[checked], rests[checked], seen[checked])[:, [0, 1, 5, 6, 7, 8]]  # u16 bin, u32 from
+            again = _by_group(groups[checked], reads)
+            fresh = self._scripts("delta", {g: [blob] for g, (_, blob) in again.items()})
+            deltas = [b""] * len(groups)
+            for g, (positions, _) in again.items():
+                _spread(fresh[g][0], fresh[g][1], checked[positions], deltas)
+        stale_rows = {i for i, delta in enumerate(deltas) if delta is None or (
+            delta and _lower_entry(delta, int(rests[i]), int(row_doc[i])))}
         results: list[Added] = []
         writes: dict[int, list[bytes]] = defaultdict(list)
         releases: dict[int, list[bytes]] = defaultdict(list)
@@ -948,11 +1009,11 @@ class RedisStore(Store):
                 continue
             if view is None:
                 cg, ci = check_at[k]
-                filed = cg >= 0 and replies[cg][2][ci : ci + 1] == b"1"  # its canonical is still canonical
+                filed = cg >= 0 and replies[cg][3][ci : ci + 1] == b"1"  # its canonical is still canonical
             else:
-                filed = view.lengths is None or not any(
-                    deltas[bg][bi] is None or _lower_entry(deltas[bg][bi], rest, doc)  # type: ignore[arg-type]
-                    for (bg, bi), rest in zip(append_at[k], view.rests))
+                start = row_start[k]
+                filed = view.lengths is None or not any(row in stale_rows
+                                                        for row in range(start, start + len(view.rests)))
             if filed:
                 record = pack_record(filing.key, filing.signature if view is not None else None, canonical_ids[k],
                                      filing.similarity)
@@ -1013,10 +1074,8 @@ class RedisStore(Store):
             return False
         record = pack_record(key, signature, 0, 1.0, seen)
         groups, bins, rests = self.layout.buckets(buckets)
-        appends: dict[int, list[bytes]] = defaultdict(list)
-        for bg, bb, rest in zip(groups.tolist(), bins.tolist(), rests):
-            appends[bg].append(struct.pack("<H", bb) + rest + struct.pack("<II", doc, 0))
-        self._scripts("claim", {g: [b"", b"".join(parts), b""] for g, parts in appends.items()})
+        split = _by_group(groups, _rows(bins, rests, doc, 0xFFFFFFFF))
+        self._scripts("claim", {g: [b"", blob, b""] for g, (_, blob) in split.items()})
         self._write({self.layout.record_group(doc): [struct.pack("<II", doc, len(record)) + record]}, {}, {})
         return True
 
@@ -1056,11 +1115,10 @@ class RedisStore(Store):
                 claims[where[0]].append(self._key_entry(where, doc, 0))
                 if buckets[doc]:
                     groups, bins, rests = self.layout.buckets(buckets[doc])
-                    for g, n, rest in zip(groups.tolist(), bins.tolist(), rests):
-                        appends[g].append(struct.pack("<H", n) + rest + struct.pack("<II", doc, 0xFFFFFFFF))
-            groups = set(claims) | set(appends)
+                    for g, (_, blob) in _by_group(groups, _rows(bins, rests, doc, 0xFFFFFFFF)).items():
+                        appends[g].append(blob)
             self._scripts("claim", {g: [b"".join(claims.get(g, [])), b"".join(appends.get(g, [])), b""]
-                                    for g in groups})
+                                    for g in set(claims) | set(appends)})
             self._write(writes, {}, {})
         self._call(self.client.set, self._key("count"), len(records))
         self._call(self.client.hset, self._key("meta"), _LAYOUT_FIELD, self.layout.params())
@@ -1070,24 +1128,24 @@ class RedisStore(Store):
         return len(records)
 
     # -- reading it all ------------------------------------------------------------------------------
-    def _record_bins(self) -> dict[int, list[int]]:
-        """Record bin numbers by group (a SCAN)."""
+    def _bins(self, kind: bytes) -> dict[int, list[int]]:
+        """The numbers of every bin of ``kind`` (``b"b"``, ``b"k"``, ``b"r"``) by group (a SCAN)."""
+        width = 4 if kind == b"r" else 2
+        tags = {tag.encode(): g for g, tag in enumerate(self.layout.tags)}
         out: dict[int, list[int]] = defaultdict(list)
-        for raw in self._group_keys():
-            name = raw.decode()
-            head, _, number = name.rpartition(":r:")
-            if number.isdigit():
-                out[int(number) % self.layout.groups].append(int(number))
+        for name in self._group_keys():
+            head = name[: -width - 3]
+            if name[-width - 3 : -width] == b":" + kind + b":" and head in tags:
+                out[tags[head]].append(int.from_bytes(name[-width:], "little"))
         return out
 
     def _all_records(self) -> dict[int, tuple[str, bytes, int, float, float]]:
         """Every record by id."""
         by_id: dict[int, tuple[str, bytes, int, float, float]] = {}
-        for g, numbers in self._record_bins().items():
-            tag = self.layout.tags[g]
+        for g, numbers in self._bins(b"r").items():
             for i in range(0, len(numbers), self._BATCH):
                 part = numbers[i : i + self._BATCH]
-                values = self._call(lambda: self._get_many([f"{tag}:r:{n}" for n in part]))
+                values = self._call(lambda: self._get_many([self.layout.bin_name(g, b"r", n) for n in part]))
                 for number, value in zip(part, values):
                     pos, value = 0, value or b""
                     while pos + 3 <= len(value):
@@ -1097,7 +1155,7 @@ class RedisStore(Store):
                         pos += 3 + size
         return by_id
 
-    def _get_many(self, names: list[str]) -> list[bytes | None]:
+    def _get_many(self, names: list[bytes]) -> list[bytes | None]:
         pipe = self.client.pipeline(transaction=False)
         for name in names:
             pipe.get(name)
@@ -1143,7 +1201,7 @@ class RedisStore(Store):
 
     def expire(self, before: float) -> int:
         gone: dict[int, str] = {}
-        for g, numbers in self._record_bins().items():
+        for g, numbers in self._bins(b"r").items():
             for i in range(0, len(numbers), self._BATCH):
                 nums = b"".join(_U32.pack(n) for n in numbers[i : i + self._BATCH])
                 reply = self._scripts("expire", {g: [int(before), nums]})[g]
@@ -1171,15 +1229,12 @@ class RedisStore(Store):
         orphans = {doc: rec[0] for doc, rec in by_id.items() if rec[2] and rec[2] not in by_id}
         self._forget(orphans)
         live = set(by_id) - set(orphans)
-        for raw in self._group_keys():
-            name = raw.decode()
-            tag, _, number = name.rpartition(":b:")
-            if not number.isdigit() or tag not in self.layout.tags:
-                continue
-            value = self._call(self.client.get, name) or b""
-            ids = set(np.frombuffer(value, dtype=np.uint8).reshape(-1, 7)[:, 3:].copy().view("<u4").ravel().tolist())
-            dead = sorted(doc for doc in ids if doc < limit and doc not in live)
-            if dead:
-                g = self.layout.tags.index(tag)
-                self._scripts("purge", {g: [struct.pack("<H", int(number)) + b"".join(_U32.pack(d) for d in dead)]})
+        for g, numbers in self._bins(b"b").items():
+            for number in numbers:
+                value = self._call(self.client.get, self.layout.bin_name(g, b"b", number)) or b""
+                entries = np.frombuffer(value, dtype=np.uint8).reshape(-1, 7)
+                ids = set(entries[:, 3:].copy().view("<u4").ravel().tolist())
+                dead = sorted(doc for doc in ids if doc < limit and doc not in live)
+                if dead:
+                    self._scripts("purge", {g: [struct.pack("<H", number) + b"".join(_U32.pack(d) for d in dead)]})
         return len(orphans)
