@@ -53,6 +53,7 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_REDIS_KEY": "neardup:{%(spider)s}",
     "NEARDUP_REDIS_RETRIES": 3,
     "NEARDUP_REDIS_TIMEOUT_SECS": 5.0,
+    "NEARDUP_REDIS_BUCKET_BINS": 262_144,
     "NEARDUP_RESET": False,
     "NEARDUP_SHINGLE_SIZE": None,
     "NEARDUP_SIMHASH_BLOCKS": None,
@@ -94,6 +95,15 @@ class ConfigError(ValueError):
 
 def _fail(name: str, value: Any, allowed: str) -> ConfigError:
     return ConfigError(f"{name} = {value!r} is not allowed: {allowed}")
+
+
+def _redis_bucket_bins(settings: SettingsLike) -> int:
+    """``NEARDUP_REDIS_BUCKET_BINS``: a power of two from 4,096 to 4,194,304 (64 groups of 64 to 65,536 bins)."""
+    value = _int(settings, "NEARDUP_REDIS_BUCKET_BINS", 4_096, 4_194_304)
+    if value & (value - 1):
+        raise _fail("NEARDUP_REDIS_BUCKET_BINS", value, "a power of two from 4096 to 4194304 (about pages x LSH bands "
+                    "/ 100 for the crawl's expected size)")
+    return value  # type: ignore[no-any-return]
 
 
 def _get(settings: SettingsLike, name: str) -> Any:
@@ -198,6 +208,7 @@ class Config:
     redis_key: str = DEFAULTS["NEARDUP_REDIS_KEY"]
     redis_retries: int = 3
     redis_timeout_secs: float = 5.0
+    redis_bucket_bins: int = 262_144
     reset: bool = False
     shingle_size: int = 2
     simhash_blocks: int | None = None
@@ -284,6 +295,7 @@ class Config:
             redis_key=redis_key,
             redis_retries=_int(settings, "NEARDUP_REDIS_RETRIES", 0, 100),  # type: ignore[arg-type]
             redis_timeout_secs=_float(settings, "NEARDUP_REDIS_TIMEOUT_SECS", 0.0, 3600.0, open_low=True),  # type: ignore[arg-type]
+            redis_bucket_bins=_redis_bucket_bins(settings),
             reset=_bool(settings, "NEARDUP_RESET"),
             shingle_size=shingle_size or kind.DEFAULT_SHINGLE_SIZE,
             simhash_blocks=_int(settings, "NEARDUP_SIMHASH_BLOCKS", 2, 64, optional=True),
@@ -413,6 +425,7 @@ class Config:
             prefix=self.redis_key % {"spider": spider_name},
             retries=self.redis_retries,
             timeout_secs=self.redis_timeout_secs,
+            bucket_bins=self.redis_bucket_bins,
         )
 
     def resolve_store_url(self, spider_name: str, data_dir: str) -> str:

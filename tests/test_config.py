@@ -59,6 +59,8 @@ def test_misspelt_settings_are_named_with_the_closest_real_one():
         ("STORE_URL", "sqlite://x.db", "sqlite:///relative/path or sqlite:////absolute/path"),
         ("MIN_TEXT_LENGTH", -1, "NEARDUP_MIN_TEXT_LENGTH = -1"),
         ("ITEM_FIELD", "", "NEARDUP_ITEM_FIELD = ''"),
+        ("REDIS_BUCKET_BINS", 100_000, "NEARDUP_REDIS_BUCKET_BINS = 100000 is not allowed: a power of two from 4096"),
+        ("REDIS_BUCKET_BINS", 1024, "NEARDUP_REDIS_BUCKET_BINS = 1024 is not allowed: an integer from 4096 to 4194304"),
         ("MINHASH_SKETCH", "oph",
          "NEARDUP_MINHASH_SKETCH = 'oph' is not allowed: one of 'one-permutation', 'permutations'"),
     ],

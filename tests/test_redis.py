@@ -291,3 +291,20 @@ def test_a_writer_killed_mid_batch_holds_others_up_to_its_lease_and_leaves_nothi
     assert entries_of_a() == len(a.buckets)
     assert [c.key for c in store.lookup(a.buckets)[0]] == ["http://a/"]
     store.close()
+
+
+def test_a_new_store_takes_its_bucket_bins_from_the_setting_and_an_existing_one_keeps_its_own(tmp_path):
+    from conftest import shared_redis
+
+    server = shared_redis(tmp_path.parent)
+    prefix = f"bins:{{{uuid.uuid4().hex}}}"
+    small = RedisStore(server.url, prefix=prefix, bucket_bins=4096)
+    small.open({"format_version": 1})
+    small.add("http://a/", b"sig-a", [1, 2, 3])
+    assert small.layout.bucket_bin_bits == 6
+    small.close()
+    big = RedisStore(server.url, prefix=prefix, bucket_bins=1 << 20)
+    big.open({"format_version": 1})
+    assert big.layout.bucket_bin_bits == 6  # the store's own, as recorded
+    assert [c.key for c in big.lookup([2])[0]] == ["http://a/"]
+    big.close()

@@ -614,11 +614,11 @@ class RedisStore(Store):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisStore:
-        wanted = ("prefix", "retries", "backoff_secs", "timeout_secs")
+        wanted = ("prefix", "retries", "backoff_secs", "timeout_secs", "bucket_bins")
         return cls(url, **{k: v for k, v in options.items() if k in wanted})
 
     def __init__(self, url: str, prefix: str = "neardup:{spider}", retries: int = 3, backoff_secs: float = 0.2,
-                 timeout_secs: float = 5.0) -> None:
+                 timeout_secs: float = 5.0, bucket_bins: int = 1 << (GROUP_BITS + BUCKET_BIN_BITS)) -> None:
         try:
             import redis
         except ImportError as exc:
@@ -638,7 +638,11 @@ class RedisStore(Store):
         self.location = redact_url(url) + f" (keys {prefix}:*)"
         #: ``redis+cluster://host:port[,host:port...]/``: a Redis Cluster through redis-py's cluster client.
         self.cluster = url.lower().startswith("redis+cluster://")
-        self.layout = _Layout(prefix)
+        if bucket_bins & (bucket_bins - 1) or not 1 << (GROUP_BITS + 6) <= bucket_bins <= 1 << (GROUP_BITS + 16):
+            raise StoreError(f"bucket_bins must be a power of two from {1 << (GROUP_BITS + 6)} to "
+                             f"{1 << (GROUP_BITS + 16)}, got {bucket_bins}")
+        #: The layout of a new store (bucket bins from NEARDUP_REDIS_BUCKET_BINS); an existing store keeps its own.
+        self.layout = _Layout(prefix, GROUP_BITS, bucket_bins.bit_length() - 1 - GROUP_BITS)
         self.client: Any = None
         self._sha: dict[str, str] = {}
 
@@ -1101,7 +1105,6 @@ class RedisStore(Store):
             for (doc,) in struct.iter_unpack("<q", ids):
                 if doc in records and not records[doc][2]:
                     buckets[doc].append(bucket)
-        self.layout = _Layout(self.prefix)
         order = sorted(records)
         for i in range(0, len(order), self._BATCH):
             writes: dict[int, list[bytes]] = defaultdict(list)
