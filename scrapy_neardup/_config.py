@@ -99,11 +99,11 @@ def _fail(name: str, value: Any, allowed: str) -> ConfigError:
 
 def _redis_bucket_bins(settings: SettingsLike) -> int:
     """``NEARDUP_REDIS_BUCKET_BINS``: a power of two from 4,096 to 4,194,304 (64 groups of 64 to 65,536 bins)."""
-    value = _int(settings, "NEARDUP_REDIS_BUCKET_BINS", 4_096, 4_194_304)
+    value = int(_int(settings, "NEARDUP_REDIS_BUCKET_BINS", 4_096, 4_194_304))  # type: ignore[arg-type]
     if value & (value - 1):
         raise _fail("NEARDUP_REDIS_BUCKET_BINS", value, "a power of two from 4096 to 4194304 (about pages x LSH bands "
                     "/ 100 for the crawl's expected size)")
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _get(settings: SettingsLike, name: str) -> Any:

@@ -214,8 +214,9 @@ end
 return table.concat(out)
 """
 
-# KEYS[1]: P:meta. ARGV: P, n, now (ms), lease (ms). Reply: {first id, batches with lower ids in flight
-# ("first last deadline")}. Void marks older than their expiry are dropped here.
+# KEYS[1]: P:meta. ARGV: P, n, now (ms), lease (ms). Reply: {first id, the first ids of the batches with
+# lower ids in flight that have not appended to their buckets yet}. A batch in flight is "last deadline",
+# then " a" once it has appended; "void expiry" once a waiter took it for dead (dropped after expiry).
 _ALLOC = """
 local p, n, now, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local last = redis.call('INCRBY', p .. ':seq', n)
@@ -226,30 +227,56 @@ for i = 1, #flight, 2 do
   local v = flight[i + 1]
   if string.sub(v, 1, 4) == 'void' then
     if tonumber(string.sub(v, 6)) < now then redis.call('HDEL', p .. ':flight', flight[i]) end
-  elseif tonumber(flight[i]) < first then
-    lower[#lower + 1] = flight[i] .. ' ' .. v
+  elseif tonumber(flight[i]) < first and string.sub(v, -2) ~= ' a' then
+    lower[#lower + 1] = flight[i]
   end
 end
 redis.call('HSET', p .. ':flight', first, last .. ' ' .. (now + lease))
 return {first, lower}
 """
 
-# KEYS[1]: P:meta. ARGV: P, now (ms), then first ids of batches. Reply: those still in flight. One past its
-# lease deadline is marked void (its owner's commit will fail) and no longer waited for.
+# KEYS[1]: P:meta. ARGV: P, now (ms), what ('appended': until they have appended; 'done': until they have
+# left), then first ids of batches. Reply: those still to wait for. One past its lease deadline is marked
+# void (its owner's commit will fail) and no longer waited for.
 _WAIT = """
-local p, now, pending = ARGV[1], tonumber(ARGV[2]), {}
-for i = 3, #ARGV do
+local p, now, what, pending = ARGV[1], tonumber(ARGV[2]), ARGV[3], {}
+for i = 4, #ARGV do
   local v = redis.call('HGET', p .. ':flight', ARGV[i])
   if v and string.sub(v, 1, 4) ~= 'void' then
-    local deadline = tonumber(string.match(v, ' (%d+)$'))
+    local deadline = tonumber(string.match(v, '^%d+ (%d+)'))
     if deadline < now then
       redis.call('HSET', p .. ':flight', ARGV[i], 'void ' .. (now + 3600000))
-    else
+    elseif what == 'done' or string.sub(v, -2) ~= ' a' then
       pending[#pending + 1] = ARGV[i]
     end
   end
 end
 return pending
+"""
+
+# KEYS[1]: P:meta. ARGV: P, first id. The batch has appended to its buckets (waiters for that may go on).
+_APPENDED = """
+local v = redis.call('HGET', ARGV[1] .. ':flight', ARGV[2])
+if v and string.sub(v, 1, 4) ~= 'void' and string.sub(v, -2) ~= ' a' then
+  redis.call('HSET', ARGV[1] .. ':flight', ARGV[2], v .. ' a')
+end
+return 0
+"""
+
+# KEYS[1]: P:meta. ARGV: P, then ids. Reply: the first ids of the batches in flight that hold any of them.
+_HOLDERS = """
+local flight, out = redis.call('HGETALL', ARGV[1] .. ':flight'), {}
+for i = 1, #flight, 2 do
+  local v = flight[i + 1]
+  if string.sub(v, 1, 4) ~= 'void' then
+    local first, last = tonumber(flight[i]), tonumber(string.match(v, '^(%d+)'))
+    for j = 2, #ARGV do
+      local id = tonumber(ARGV[j])
+      if id >= first and id <= last then out[#out + 1] = flight[i]; break end
+    end
+  end
+end
+return out
 """
 
 # KEYS[1]: P:meta. ARGV: P, first id, documents filed. Reply: 1 committed (or committed by an earlier try
@@ -464,7 +491,7 @@ return out
 
 _GROUP_SCRIPTS = {"lookup": _LOOKUP, "records": _RECORDS, "claim": _CLAIM, "delta": _DELTA, "write": _WRITE,
                   "expire": _EXPIRE, "purge": _PURGE}
-_SCRIPTS = {"alloc": _ALLOC, "wait": _WAIT, "commit": _COMMIT,
+_SCRIPTS = {"alloc": _ALLOC, "wait": _WAIT, "commit": _COMMIT, "appended": _APPENDED, "holders": _HOLDERS,
             **{name: _for_groups(body) for name, body in _GROUP_SCRIPTS.items()}}
 
 
@@ -873,6 +900,14 @@ class RedisStore(Store):
             for doc in ids:
                 wanted.setdefault(doc, False)
         records = self._records(wanted) if wanted else {}
+        unfiled = [doc for doc in wanted if doc not in records]
+        if unfiled:
+            # Ids without a record: left behind (skipped), or of a batch still filing. Wait for those
+            # batches: their records are what this lookup must see (a near-duplicate filed a moment ago).
+            holders = self._meta_script("holders", *unfiled)
+            if holders:
+                self._wait([int(lo) for lo in holders], "done")
+                records.update(self._records({doc: wanted[doc] for doc in unfiled}))
         parsed: dict[int, tuple[str, bytes, int, float, float]] = {}
 
         def parse(doc: int) -> tuple[str, bytes, int, float, float]:
@@ -921,9 +956,8 @@ class RedisStore(Store):
             return []
         first, lower = self._meta_script("alloc", len(filings), int(time.time() * 1000), int(self.lease_secs * 1000))
         first = int(first)
-        lower_batches = [tuple(int(n) for n in entry.split(b" ")[:2]) for entry in lower]
         try:
-            return self._file(filings, first, lower_batches)  # type: ignore[arg-type]
+            return self._file(filings, first, [int(lo) for lo in lower])
         except StoreError:
             try:  # let waiters go on at once rather than after the lease (best effort: Redis may be gone)
                 self.client.hset(self._key("flight"), first, f"void {int(time.time() * 1000) + 3_600_000}")
@@ -937,7 +971,7 @@ class RedisStore(Store):
         entry = struct.pack("<H", where[1]) + where[2] + _U32.pack(doc)
         return entry if replace is None else entry + _U32.pack(replace)
 
-    def _file(self, filings: Sequence[Filing], first: int, lower: list[tuple[int, int]]) -> list[Added]:
+    def _file(self, filings: Sequence[Filing], first: int, lower: list[int]) -> list[Added]:
         layout = self.layout
         ids = [first + k for k in range(len(filings))]
         claims: dict[int, list[bytes]] = defaultdict(list)
@@ -949,10 +983,9 @@ class RedisStore(Store):
         canonical_ids: list[int] = []
         for filing, doc, where in zip(filings, ids, keys):
             token = filing.token if isinstance(filing.token, _Buckets) else None
-            replace = 0
-            if token is not None and token.stale_claim and token.stale_claim < first and not any(
-                    lo <= token.stale_claim <= hi for lo, hi in lower):
-                replace = token.stale_claim  # its batch is over and wrote no record: a claim left behind
+            # The key's entry held an id without a record after its batch was over (the lookup waited for
+            # it): a claim left behind, taken over.
+            replace = token.stale_claim if token is not None and token.stale_claim < first else 0
             claim_at.append((where[0], len(claims[where[0]])))
             claims[where[0]].append(self._key_entry(where, doc, replace))
             canonical_id = 0
@@ -986,13 +1019,14 @@ class RedisStore(Store):
         calls = {g: [b"".join(claims.get(g, [])), split[g][1] if g in split else b"", b"".join(checks.get(g, []))]
                  for g in set(claims) | set(split) | set(checks)}
         replies = self._scripts("claim", calls)
+        self._meta_script("appended", first)
         deltas: list[bytes | None] = [b""] * len(groups)  # per bucket row: entries appended since the lookup
         for g, (positions, _) in split.items():
             _spread(replies[g][1], replies[g][2], positions, deltas)
         if lower:
-            # Wait for the batches with lower ids, then read the buckets again since the lookup: whatever
-            # those batches appended is there now.
-            self._wait([lo for lo, _ in lower])
+            # Batches with lower ids that had not appended when this one got its ids: wait until they have,
+            # then read the buckets again since the lookup. Whatever they appended is there now.
+            self._wait(lower, "appended")
             checked = np.flatnonzero(seen != 0xFFFFFFFF)
             reads = _rows(bins[checked], rests[checked], seen[checked])[:, [0, 1, 5, 6, 7, 8]]  # u16 bin, u32 from
             again = _by_group(groups[checked], reads)
@@ -1042,15 +1076,16 @@ class RedisStore(Store):
             return [Added.STALE] * len(filings)
         return results
 
-    def _wait(self, batches: list[int]) -> None:
-        """Until none of ``batches`` (their first ids) is in flight."""
-        delay = 0.001
+    def _wait(self, batches: list[int], what: str) -> None:
+        """Until each of ``batches`` (their first ids) has appended (``what`` "appended") or is over ("done")."""
+        # A batch is in flight for a few milliseconds: poll often (one cheap call on the prefix's slot).
+        delay = 0.0005
         pending: list[Any] = list(batches)
         while pending:
-            pending = self._meta_script("wait", int(time.time() * 1000), *pending)
+            pending = self._meta_script("wait", int(time.time() * 1000), what, *pending)
             if pending:
                 time.sleep(delay)
-                delay = min(delay * 2, 0.05)
+                delay = min(delay * 2, 0.004)
 
     def _write(self, writes: Mapping[int, list[bytes]], drops: Mapping[int, list[bytes]],
                releases: Mapping[int, list[bytes]]) -> tuple[int, int]:
