@@ -732,7 +732,7 @@ class RedisStore(Store):
                     self._sha = {}  # a master that lost its script cache (a restart, a promoted replica)
                     self._load_scripts()
                     failure, state = exc, "without its scripts"
-                elif isinstance(exc, self._transient):
+                elif isinstance(exc, self._transient) or message.startswith(("MOVED", "ASK")):
                     failure, state = exc, "unavailable"  # a cluster in failover: a master down, slots moving
                 else:
                     raise StoreError(f"Redis error at {self.location}: {exc}") from exc
@@ -744,8 +744,18 @@ class RedisStore(Store):
                 raise StoreError(f"Redis at {self.location} {state} after {attempt + 1} tries: {failure}") from failure
             logger.debug("Redis call failed (%s); retrying in %.2fs", failure, delay)
             time.sleep(delay)
+            if self.cluster:
+                self._refresh_slots()
             delay = min(delay * 2, 5.0)
         raise AssertionError("unreachable")
+
+    def _refresh_slots(self) -> None:
+        """Ask the surviving nodes which master serves which slots (after a failover, the promoted
+        replica); a pipeline does not do it by itself."""
+        try:
+            self.client.nodes_manager.initialize()
+        except self._redis_module.RedisError as exc:  # no node answers yet: the next try asks again
+            logger.debug("Redis Cluster slots not refreshed: %s", exc)
 
     def _scripts(self, name: str, calls: Mapping[int, Sequence[Any]]) -> dict[int, Any]:
         """Run group script ``name`` for each group of ``calls`` (group -> arguments after the tag); the
