@@ -773,12 +773,50 @@ class RedisStore(Store):
                 for g in groups:
                     args += [tags[g], *calls[g]]
                 return self.client.execute_command("EVALSHA", sha, 1, route[groups[0]], len(groups), width, *args)
-            pipe = self.client.pipeline(transaction=False)
-            for g in groups:
-                pipe.execute_command("EVALSHA", sha, 1, route[g], 1, width, tags[g], *calls[g])
-            return [reply[0] for reply in pipe.execute()]
+            commands = [(route[g], ("EVALSHA", sha, 1, route[g], 1, width, tags[g], *calls[g])) for g in groups]
+            return [reply[0] for reply in self._on_masters(commands)]
 
         return dict(zip(groups, self._call(run)))
+
+    def _on_masters(self, commands: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+        """Each command (with the key it is routed by) sent to the master of its slot: everything is sent to
+        every master first, then the replies are read, so the masters work at once. redis-py's cluster
+        pipeline does the same with far more work per command; a failover or a moved slot raises, and
+        :meth:`_call` asks for the slots again and retries."""
+        by_node: dict[str, list[int]] = defaultdict(list)
+        nodes = {}
+        for i, (key, _) in enumerate(commands):
+            node = self.client.get_node_from_key(key)
+            nodes[node.name] = node
+            by_node[node.name].append(i)
+        replies: list[Any] = [None] * len(commands)
+        sent = []
+        failure: Exception | None = None
+        try:
+            for name, indices in by_node.items():
+                client = self.client.get_redis_connection(nodes[name])
+                try:
+                    conn = client.connection_pool.get_connection()
+                except TypeError:  # redis-py before 5.3 names the command
+                    conn = client.connection_pool.get_connection("EVALSHA")
+                sent.append((client, conn, indices))
+                conn.send_packed_command(conn.pack_commands([commands[i][1] for i in indices]))
+            for client, conn, indices in sent:
+                for i in indices:
+                    try:
+                        replies[i] = client.parse_response(conn, "EVALSHA")
+                    except self._redis_module.ResponseError as exc:  # read every reply: the socket stays in step
+                        failure = failure or exc
+        except BaseException:
+            for _, conn, _ in sent:
+                conn.disconnect()
+            raise
+        finally:
+            for client, conn, _ in sent:
+                client.connection_pool.release(conn)
+        if failure is not None:
+            raise failure
+        return replies
 
     def _meta_script(self, name: str, *args: Any) -> Any:
         return self._call(lambda: self.client.execute_command("EVALSHA", self._sha[name], 1, self._key("meta"),
