@@ -110,16 +110,21 @@ local function find_entry(s, needle, width, from)
   end
 end
 local function record_bin(tag, id) return tag .. ':r:' .. struct.pack('<I4', math.floor(id / 64)) end
+local function u32(s, i)  -- the little-endian u32 at position i
+  local a, b, c, d = string.byte(s, i, i + 3)
+  return a + b * 256 + c * 65536 + d * 16777216
+end
 -- Add to `names` the bins named by a blob's entries of `width` bytes: a u16 bin number (of `kind`, ':b:'
--- or ':k:') or, for kind ':r:', a u32 document id, at the start of each entry.
+-- or ':k:') or, for kind ':r:', a u32 document id, at the start of each entry. Returns the names in order.
 local function want(names, tag, kind, blob, width)
+  local list, sub = {}, string.sub
   for i = 1, string.len(blob), width do
-    if kind == ':r:' then
-      names[record_bin(tag, struct.unpack('<I4', string.sub(blob, i, i + 3)))] = true
-    else
-      names[tag .. kind .. string.sub(blob, i, i + 1)] = true
-    end
+    local name
+    if kind == ':r:' then name = record_bin(tag, u32(blob, i)) else name = tag .. kind .. sub(blob, i, i + 1) end
+    names[name] = true
+    list[#list + 1] = name
   end
+  return list
 end
 -- The values of `names` (a set: name -> true) into `cache`, in as few MGETs as Lua's stack allows.
 local function prefetch(cache, names)
@@ -168,17 +173,15 @@ end
 _LOOKUP = """
 local tag, kq, bq = ARGV[1], ARGV[2], ARGV[3]
 local cache, ids, found, hits, names = {}, {}, {}, {}, {}
-want(names, tag, ':k:', kq, 10)
-want(names, tag, ':b:', bq, 5)
+local knames, bnames = want(names, tag, ':k:', kq, 10), want(names, tag, ':b:', bq, 5)
 prefetch(cache, names)
 for q = 1, string.len(kq), 10 do
-  local name = tag .. ':k:' .. string.sub(kq, q, q + 1)
+  local name = knames[(q + 9) / 10]
   local at = find_entry(cache[name], string.sub(kq, q + 2, q + 9), 12, 1)
   ids[#ids + 1] = at and string.sub(cache[name], at + 8, at + 11) or struct.pack('<I4', 0)
 end
 for q = 1, string.len(bq), 5 do
-  local name = tag .. ':b:' .. string.sub(bq, q, q + 1)
-  local bin, rest, n = cache[name], string.sub(bq, q + 2, q + 4), 0
+  local bin, rest, n = cache[bnames[(q + 4) / 5]], string.sub(bq, q + 2, q + 4), 0
   local at = find_entry(bin, rest, 7, 1)
   while at do
     hits[#hits + 1] = string.sub(bin, at + 3, at + 6)
@@ -299,13 +302,13 @@ return 1
 _CLAIM = """
 local tag, claims, appends, checks = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local bins, dirty, out_c, out_a, out_d, out_k, names = {}, {}, {}, {}, {}, {}, {}
-want(names, tag, ':k:', claims, 18)
-want(names, tag, ':b:', appends, 13)
+local knames, bnames = want(names, tag, ':k:', claims, 18), want(names, tag, ':b:', appends, 13)
 want(names, tag, ':r:', checks, 4)
 prefetch(bins, names)
 local function get(name) return bins[name] end
+local none, sub = struct.pack('<I4', 0), string.sub
 for i = 1, string.len(claims), 18 do
-  local name = tag .. ':k:' .. string.sub(claims, i, i + 1)
+  local name = knames[(i + 17) / 18]
   local bin, hash, id = get(name), string.sub(claims, i + 2, i + 9), string.sub(claims, i + 10, i + 13)
   local replace = string.sub(claims, i + 14, i + 17)
   local at = find_entry(bin, hash, 12, 1)
@@ -324,21 +327,23 @@ for i = 1, string.len(claims), 18 do
   end
 end
 for i = 1, string.len(appends), 13 do
-  local name = tag .. ':b:' .. string.sub(appends, i, i + 1)
-  local bin, entry = get(name), string.sub(appends, i + 2, i + 8)
-  local seen = struct.unpack('<I4', string.sub(appends, i + 9, i + 12))
+  local name = bnames[(i + 12) / 13]
+  local bin, entry = bins[name], sub(appends, i + 2, i + 8)
+  local seen = u32(appends, i + 9)
   local mine = find_entry(bin, entry, 7, 1)
   local upto = mine and mine - 1 or string.len(bin)
-  if seen > upto then
+  if seen == upto then
+    out_a[#out_a + 1] = none
+  elseif seen > upto then
     out_a[#out_a + 1] = struct.pack('<I4', 4294967295)
   else
     out_a[#out_a + 1] = struct.pack('<I4', upto - seen)
-    if upto > seen then out_d[#out_d + 1] = string.sub(bin, seen + 1, upto) end
+    out_d[#out_d + 1] = sub(bin, seen + 1, upto)
   end
   if not mine then bins[name] = bin .. entry; dirty[name] = true end
 end
 for i = 1, string.len(checks), 4 do
-  local id = struct.unpack('<I4', string.sub(checks, i, i + 3))
+  local id = u32(checks, i)
   local name = record_bin(tag, id)
   local rbin = get(name)
   local at, size = record_at(rbin, id % 64)
@@ -951,11 +956,13 @@ class RedisStore(Store):
         unfiled = [doc for doc in wanted if doc not in records]
         if unfiled:
             # Ids without a record: left behind (skipped), or of a batch still filing. Wait for those
-            # batches: their records are what this lookup must see (a near-duplicate filed a moment ago).
+            # batches, then read again: their records are what this lookup must see (a near-duplicate filed
+            # a moment ago). Read again even when none is in flight any more: one may have committed since
+            # the first read.
             holders = self._meta_script("holders", *unfiled)
             if holders:
                 self._wait([int(lo) for lo in holders], "done")
-                records.update(self._records({doc: wanted[doc] for doc in unfiled}))
+            records.update(self._records({doc: wanted[doc] for doc in unfiled}))
         parsed: dict[int, tuple[str, bytes, int, float, float]] = {}
 
         def parse(doc: int) -> tuple[str, bytes, int, float, float]:
