@@ -7,19 +7,21 @@ Redis Cluster *hash tag*), ``B`` the same prefix without its braces. Four small 
     P:meta     hash    name -> value: the algorithm parameters (JSON), the layout (below)
     P:seq      string  the last document id given out (INCRBY)
     P:count    string  documents filed
-    P:flight   hash    first id of a batch being filed -> "last id, lease deadline (ms)", or "void ..."
+    P:flight   hash    first id of a batch being filed -> "last id, lease deadline (ms)[, a]", or "void ..."
 
 Everything else lives in *groups*, 64 hash tags ``{B:g}`` that a cluster spreads over its masters (each
-group is one slot), in strings packed end to end (bins), every one written at its exact size::
+group is one slot), in strings packed end to end (bins), every one written at its exact size. A bin's
+name ends in its number as raw little-endian bytes (u16; u32 for records), so the scripts cut names from
+their arguments without formatting numbers::
 
     {B:g}:b:<bin>   buckets: 7-byte entries, 3 bytes of the bucket key (below) and the u32 id of a document
     {B:g}:k:<bin>   keys: 12-byte entries, the 64-bit MurmurHash3 of a key (the URL) and its u32 id
     {B:g}:r:<n>     records of ids 64n … 64n+63 (group n mod 64): u8 id mod 64, u16 length, the record
 
 A bucket key is spread by Fibonacci hashing (``m = key * 0x9E3779B97F4A7C15 mod 2^64``): its top 6 bits pick
-the group, the next 12 the bin, the next 24 are the entry's 3 bytes. Two bucket keys that share those 42
-bits share entries; a candidate is always verified against its signature, so that costs a comparison,
-never a verdict. A record (little-endian)::
+the group, the next ones the bin (12 by default: ``NEARDUP_REDIS_BUCKET_BINS``), the next 24 are the entry's
+3 bytes. Two bucket keys that share those bits share entries; a candidate is always verified against its
+signature, so that costs a comparison, never a verdict. A record (little-endian)::
 
     u8 version (3) | u32 canonical id (0: canonical itself) | f32 similarity | u32 last seen (Unix seconds) |
     u16 signature length | signature bytes | key (UTF-8, to the end)
@@ -28,36 +30,40 @@ Measured at a million pages (``bench/redis_layouts.py``): Redis keeps a hash fie
 and a string key in ~70, a byte of a string in one; hence bins, and bins written whole (``APPEND`` grows a
 string by doubling it). Nothing is pickled; a record that does not parse is an error, never code.
 
-**Check-and-insert across shards.** Lua scripts are atomic on one slot only, so a batch goes in steps, each
-one script call per group touched, all of a step in one pipeline (the shards work in parallel):
+**Check-and-insert across shards.** Lua scripts are atomic on one slot only, so a batch goes in steps. A
+step is one script call per group touched, all in one pipeline that reaches every master at once (on one
+server, one call for all the groups):
 
 1. *Lookup* (``_LOOKUP``, then ``_RECORDS``): each key's id; each bucket's entries and the length of its bin
-   (the *token*); then the records of the known ids and of the candidates. Nothing is written.
+   (the *token*); then the records of the known ids and of the candidates. Ids met without a record belong
+   to a batch still filing (waited for, ``_HOLDERS``, then read again) or were left behind (skipped).
 2. *Ids* (``_ALLOC``, ``P``'s slot): INCRBY gives the batch consecutive ids, and the batch is entered in
-   ``P:flight`` with a lease. The reply names the batches in flight with lower ids.
+   ``P:flight`` with a lease. The reply names the batches with lower ids in flight that have not appended.
 3. *Claim and append* (``_CLAIM``): each key claims its key entry (refused if another id holds it: KNOWN);
    each canonical document appends its id to its buckets and gets back what other documents appended there
-   since its lookup; near-duplicates check that their canonical is still canonical.
-4. *Wait* (``_WAIT``): if batches with lower ids were in flight at step 2, until they are done (committed, or
-   past their lease: then marked void), then the buckets are read again since the lookup (``_DELTA``).
+   since its lookup; near-duplicates check that their canonical is still canonical. Then the batch is
+   marked as having appended (``_APPENDED``).
+4. *Wait* (``_WAIT``): if step 2 named batches, until each has appended (or is past its lease: then marked
+   void), then the buckets are read again since the lookup (``_DELTA``).
 5. *Verdicts*: a canonical document with an entry of a *lower* id in one of its buckets that its lookup did
    not see is STALE (the detector looks again and finds that document); otherwise it is filed. Higher ids
-   are not its business: their owners wait for this batch and will see it.
+   are not its business: their owners wait for this batch to append and will see it.
 6. *Records* (``_WRITE``): the records of the filed documents; the claims of the others are released.
 7. *Commit* (``_COMMIT``, ``P``'s slot): the batch leaves ``P:flight``. If a waiter had marked it void (its
    lease ran out), its records are deleted again and every document is STALE.
 
 Why one canonical survives two processes filing near-duplicates ``d`` (id i) and ``e`` (id j < i) at the
-same instant: they share a bucket. If ``e``'s batch was in flight when ``d`` got its ids, ``d`` waits for it
-and reads the bucket again, finding j; if ``e``'s batch was done, ``e`` had appended j before ``d`` got its
-ids, so ``d``'s append returns j. Either way ``d`` is STALE and its next lookup finds ``e``'s record
-(written before ``e``'s commit). Ids are ordered by one counter, so every pair is decided like this: the
-batches are serialised by their ids, not by a lock.
+same instant: they share a bucket. If ``e``'s batch had not appended when ``d`` got its ids, ``d`` waits
+until it has and reads the bucket again, finding j; if it had, j was in the bucket before ``d`` appended, so
+``d``'s append returns j, unless ``d``'s lookup saw j already, and then j was a candidate, verified (its
+record read after waiting for ``e``'s batch if need be). Either way ``d`` does not become a second
+canonical: STALE, its next lookup waits for ``e``'s batch and verifies ``e``. Ids come from one counter, so
+every pair is decided like this, without a lock.
 
 What a crash leaves: a batch that dies between steps 2 and 7 stays in ``P:flight`` until its lease runs out
 (``lease_secs``, 30 s by default); a waiter then marks it void and goes on. Its bucket entries and key
 claims stay behind: bucket entries without a record are skipped by every lookup, a claim without a record
-is taken over by the next writer of that key once no batch below it is in flight, and :meth:`purge`
+is taken over by the next writer of that key (whose lookup waited for the dead batch), and :meth:`purge`
 deletes both. Every script is idempotent, so a step whose reply was lost is retried whole.
 
 Removal deletes a document's key entry and record; its bucket entries stay (skipped) until :meth:`purge`.
