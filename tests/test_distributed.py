@@ -232,27 +232,10 @@ def test_processes_filing_near_duplicates_at_once_on_a_cluster_keep_one_canonica
     """Four processes file the four copies of each of 40 texts at the same instant, on a cluster of three
     masters: check-and-insert across shards leaves one canonical per text. One spider's keys are spread:
     every master holds 20-50 % of them."""
-    import multiprocessing
-    import uuid
-
     import redis
-    from test_redis import _worker
+    from test_redis import assert_racing_processes_keep_one_canonical_per_group
 
-    groups, workers = 40, 4
-    prefix = f"race:{{{uuid.uuid4().hex}}}"
-    ctx = multiprocessing.get_context("fork")
-    barrier, queue = ctx.Barrier(workers), ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(redis_cluster.url, prefix, w, groups, barrier, queue))
-             for w in range(workers)]
-    for p in procs:
-        p.start()
-    results = [v for _ in procs for v in queue.get(timeout=180)]
-    for p in procs:
-        p.join(30)
-        assert p.exitcode == 0
-    for g in range(groups):
-        mine = [r for r in results if r[0].startswith(f"g{g}-")]
-        assert len([r for r in mine if r[1] == "unique"]) == 1, mine
+    assert_racing_processes_keep_one_canonical_per_group(redis_cluster.url)
     counts = []
     for node in redis_cluster.nodes:
         client = redis.Redis(host="127.0.0.1", port=node.port)

@@ -48,16 +48,16 @@ def _worker(url, prefix, worker, groups, barrier, queue):
     queue.put([(v.key, v.status, v.canonical) for v in verdicts])
 
 
-def test_concurrent_processes_keep_exactly_one_canonical_per_group(redis_server):
-    groups, workers = 40, 4
+def assert_racing_processes_keep_one_canonical_per_group(url, groups=40, workers=4):
+    """``workers`` processes file one copy each of ``groups`` texts at the same instant, in small batches so
+    that they interleave: each text ends with exactly one canonical, the other copies its near-duplicates."""
     prefix = f"race:{{{uuid.uuid4().hex}}}"
     ctx = multiprocessing.get_context("fork")
     barrier, queue = ctx.Barrier(workers), ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(redis_server.url, prefix, w, groups, barrier, queue))
-             for w in range(workers)]
+    procs = [ctx.Process(target=_worker, args=(url, prefix, w, groups, barrier, queue)) for w in range(workers)]
     for p in procs:
         p.start()
-    results = [v for _ in procs for v in queue.get(timeout=120)]
+    results = [v for _ in procs for v in queue.get(timeout=180)]
     for p in procs:
         p.join(30)
         assert p.exitcode == 0
@@ -66,9 +66,14 @@ def test_concurrent_processes_keep_exactly_one_canonical_per_group(redis_server)
         unique = [r for r in mine if r[1] == "unique"]
         assert len(unique) == 1, mine
         assert all(r[2] == unique[0][0] for r in mine if r[1] == "duplicate"), mine
-    store = RedisStore(redis_server.url, prefix=prefix)
+    store = RedisStore(url, prefix=prefix)
     store._connect()
     assert store.count() == groups * workers
+    store.close()
+
+
+def test_concurrent_processes_keep_exactly_one_canonical_per_group(redis_server):
+    assert_racing_processes_keep_one_canonical_per_group(redis_server.url)
 
 
 @pytest.mark.parametrize("store_kind", ["memory", "redis"])
