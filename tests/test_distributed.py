@@ -244,3 +244,23 @@ def test_processes_filing_near_duplicates_at_once_on_a_cluster_keep_one_canonica
         client.close()
     assert len(counts) == 3
     assert all(0.2 <= c / sum(counts) <= 0.5 for c in counts), counts
+
+
+def test_maintenance_reaches_every_master_of_a_cluster(redis_cluster):
+    """Export, reset, expiry and purge read and delete the spider's keys on all three masters."""
+    from scrapy_neardup.store.redis import RedisStore
+
+    store = RedisStore(redis_cluster.url, prefix="upkeep:{x}")
+    store.open({"format_version": 1})
+    for i in range(300):
+        store.add(f"http://x/{i}", b"s" * 16, [i * 7919 + j for j in range(10)])
+    assert store.count() == 300 and len(list(store.iter_records())) == 300
+    assert len(store._group_keys()) > 64
+    store.close()
+    store = RedisStore(redis_cluster.url, prefix="upkeep:{x}")
+    store.open({"format_version": 1}, reset=True)
+    assert store.count() == 0 and store._group_keys() == []
+    store.add("http://y/", b"s" * 16, [1, 2])
+    assert store.expire(time.time() + 10) == 1 and store.count() == 0
+    assert store.purge() == 0 and store.lookup([1, 2])[0] == []
+    store.close()

@@ -770,8 +770,8 @@ class RedisStore(Store):
 
     def _scripts(self, name: str, calls: Mapping[int, Sequence[Any]]) -> dict[int, Any]:
         """Run group script ``name`` for each group of ``calls`` (group -> arguments after the tag); the
-        replies by group. On a cluster, one call per group, all in one pipeline (each to its master); on
-        one server, one call for them all."""
+        replies by group. On a cluster, one call per group, sent to every master at once (:meth:`_on_masters`);
+        on one server, one call for them all."""
         if not calls:
             return {}
         groups = list(calls)
@@ -850,8 +850,16 @@ class RedisStore(Store):
         own = [self._key(n) for n in ("meta", "seq", "count", "flight", "keys", "docs", "b")]  # and layout 2's
         keys = self._group_keys()
         self._call(self.client.delete, *own)
-        for key in keys:  # one by one: a cluster refuses a DEL across slots
-            self._call(self.client.unlink, key)
+        for i in range(0, len(keys), self._BATCH):  # a key a command: a cluster refuses a DEL across slots
+            part = keys[i : i + self._BATCH]
+
+            def unlink() -> None:
+                pipe = self.client.pipeline(transaction=False)
+                for key in part:
+                    pipe.unlink(key)
+                pipe.execute()
+
+            self._call(unlink)
 
     def _read_meta(self) -> dict[str, str] | None:
         raw = self._call(self.client.hgetall, self._key("meta"))
