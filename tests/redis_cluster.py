@@ -76,15 +76,22 @@ class RedisCluster:
         import redis
 
         while time.monotonic() < deadline:
-            states = []
-            for node in self.nodes:
-                info = redis.Redis(port=node.port).cluster("info")
-                ok = info.get("cluster_state") == "ok" if isinstance(info, dict) else b"cluster_state:ok" in info
-                states.append(ok)
-            if all(states):
+            if all(self._ready(redis.Redis(port=node.port)) for node in self.nodes):
                 return
             time.sleep(0.1)
-        raise RuntimeError("the cluster did not reach cluster_state:ok")
+        raise RuntimeError("the cluster did not reach cluster_state:ok with every replica in sync")
+
+    @staticmethod
+    def _ready(client) -> bool:  # type: ignore[no-untyped-def]
+        """The node sees the cluster as ok and, a replica, has finished its first sync with its master: a
+        replica that has not would refuse to take over a master killed by a test (its data too old)."""
+        try:
+            info = client.cluster("info")
+            ok = info.get("cluster_state") == "ok" if isinstance(info, dict) else b"cluster_state:ok" in info
+            replication = client.info("replication")
+        finally:
+            client.close()
+        return ok and (replication.get("role") != "slave" or replication.get("master_link_status") == "up")
 
     def stop(self) -> None:
         for node in self.nodes:
