@@ -48,10 +48,10 @@ def _worker(url, prefix, worker, groups, barrier, queue):
     queue.put([(v.key, v.status, v.canonical) for v in verdicts])
 
 
-def assert_racing_processes_keep_one_canonical_per_group(url, groups=40, workers=4):
+def assert_racing_processes_keep_one_canonical_per_group(url, prefix=None, groups=40, workers=4):
     """``workers`` processes file one copy each of ``groups`` texts at the same instant, in small batches so
     that they interleave: each text ends with exactly one canonical, the other copies its near-duplicates."""
-    prefix = f"race:{{{uuid.uuid4().hex}}}"
+    prefix = prefix or f"race:{{{uuid.uuid4().hex}}}"
     ctx = multiprocessing.get_context("fork")
     barrier, queue = ctx.Barrier(workers), ctx.Queue()
     procs = [ctx.Process(target=_worker, args=(url, prefix, w, groups, barrier, queue)) for w in range(workers)]
