@@ -18,7 +18,10 @@ with the plugin off, plus the extraction and fingerprint CPU per page measured a
 by the cores, against the crawl's pages.
 
 ``--quality``: one tag-mode crawl at the defaults, scored pairwise against the labels, and
-``scrapy-neardup dedup`` over a JSONL of the same pages under the same URLs, scored the same way.
+``scrapy-neardup dedup`` over a JSONL of the same pages under the same URLs, scored the same way. With
+``--processes N``, N crawls at once share the store, each on every N-th page (so that copies of one text
+fall to different crawls); ``--redis-cluster M`` gives them a real Redis Cluster of M masters
+(``tests/redis_cluster.py``) as their store, ``NEARDUP_STORE_URL = redis+cluster://…``.
 
 ``--stability N``: N crawls at the defaults in a row; each must finish with no worker lost.
 """
@@ -147,9 +150,21 @@ def crawl_child(base: str, paths: list[str], settings: dict, out: str) -> None:
 
 
 def run_crawl(base: str, paths: list[str], settings: dict, workdir: str) -> dict:
-    out = tempfile.mktemp(dir=workdir, suffix=".json")
-    process = multiprocessing.get_context("fork").Process(target=crawl_child, args=(base, paths, settings, out))
-    process.start()
+    return run_crawls(base, [paths], settings, workdir)[0]
+
+
+def run_crawls(base: str, parts: list[list[str]], settings: dict, workdir: str) -> list[dict]:
+    """One crawl per part of the paths, all at once, each in a process of its own; their results."""
+    started = []
+    for paths in parts:
+        out = tempfile.mktemp(dir=workdir, suffix=".json")
+        process = multiprocessing.get_context("fork").Process(target=crawl_child, args=(base, paths, settings, out))
+        process.start()
+        started.append((process, out))
+    return [_finished(process, out) for process, out in started]
+
+
+def _finished(process: multiprocessing.process.BaseProcess, out: str) -> dict:
     process.join()
     if process.exitcode != 0 or not os.path.exists(out):
         raise RuntimeError(f"crawl failed (exit code {process.exitcode})")
@@ -242,9 +257,24 @@ def quality(args: argparse.Namespace, base: str, paths: list[str], pages: dict[s
     for item in args.setting:
         name, _, value = item.partition("=")
         settings[name] = value
-    result = run_crawl(base, paths, settings, workdir)
-    with open(result["items"]) as f:
-        items = [json.loads(line) for line in f]
+    cluster = None
+    if args.redis_cluster:
+        sys.path.insert(0, os.path.join(ROOT, "tests"))
+        from redis_cluster import RedisCluster
+
+        cluster = RedisCluster(os.path.join(workdir, "cluster"), masters=args.redis_cluster).start()
+        settings["NEARDUP_STORE_URL"] = cluster.url
+    try:
+        results = run_crawls(base, [paths[i :: args.processes] for i in range(args.processes)], settings, workdir)
+    finally:
+        if cluster is not None:
+            cluster.stop()
+    items = []
+    for part in results:
+        with open(part["items"]) as f:
+            items += [json.loads(line) for line in f]
+    result = {"seconds": max(r["seconds"] for r in results), "stats": results[0]["stats"] if len(results) == 1
+              else [r["stats"] for r in results]}
     # A page that declares a canonical URL (real pages carry their original site's) is filed under it: the
     # canonical a copy is tagged with is then that URL, which stands for the page filed under it.
     filed_as = {i["key"]: by_path[i["path"]] for i in items if i.get("key") and i["key"].startswith("http")}
@@ -269,7 +299,9 @@ def quality(args: argparse.Namespace, base: str, paths: list[str], pages: dict[s
     def row(s):  # type: ignore[no-untyped-def]
         return {"f1": round(s.f1, 4), "precision": round(s.precision, 4), "recall": round(s.recall, 4)}
 
-    return {"pages": len(paths), "crawl": {**row(crawl_score), "seconds": round(result["seconds"], 1),
+    return {"pages": len(paths), "processes": args.processes, "store": "redis+cluster" if args.redis_cluster else
+            settings.get("NEARDUP_STORE_URL") or "sqlite",
+            "crawl": {**row(crawl_score), "seconds": round(result["seconds"], 1),
                                            "stats": result["stats"]},
             "cli": row(cli_score), "f1_gap": round(cli_score.f1 - crawl_score.f1, 4)}
 
@@ -305,6 +337,9 @@ def main() -> int:
                         help="also time the template guard off and main-content extraction off")
     parser.add_argument("--quality", action="store_true", help="score a crawl and the CLI on the same pages")
     parser.add_argument("--stability", type=int, default=0, metavar="N", help="N crawls in a row")
+    parser.add_argument("--processes", type=int, default=1, help="--quality: crawls at once, sharing the store")
+    parser.add_argument("--redis-cluster", type=int, default=0, metavar="M",
+                        help="--quality: the crawls' store is a real Redis Cluster of M masters")
     parser.add_argument("-s", dest="setting", action="append", default=[], metavar="NAME=VALUE",
                         help="a Scrapy setting for the --quality crawl")
     args = parser.parse_args()
