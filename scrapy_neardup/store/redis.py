@@ -79,7 +79,7 @@ import struct
 import time
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -1135,13 +1135,7 @@ class RedisStore(Store):
             # Made void while it was filing (its lease ran out, a waiter took it for dead): nothing stands.
             logger.warning("A batch of %d documents outlived its lease (%.0f s) in the Redis store at %s; "
                            "its documents are checked again", len(filings), self.lease_secs, self.location)
-            drops: dict[int, list[bytes]] = defaultdict(list)
-            for doc in written:
-                drops[layout.record_group(doc)].append(_U32.pack(doc))
-            gone: dict[int, list[bytes]] = defaultdict(list)
-            for where, doc in zip(keys, ids):
-                gone[where[0]].append(self._key_entry(where, doc))
-            self._write({}, drops, gone)
+            self._write({}, self._drops(written), self._releases((f.key, doc) for f, doc in zip(filings, ids)))
             return [Added.STALE] * len(filings)
         return results
 
@@ -1165,12 +1159,33 @@ class RedisStore(Store):
 
     def _id_of(self, key: str | None) -> int | None:
         """The id of a filed key, ``None`` when it is not filed."""
-        if key is None:
-            return None
-        g, kbin, khash = self.layout.key(key)
-        reply = self._scripts("lookup", {g: [struct.pack("<H", kbin) + khash, b""]})[g]
-        doc = _U32.unpack_from(reply[0])[0]
-        return doc or None
+        return (self._ids_of([key])[0] or None) if key is not None else None
+
+    def _ids_of(self, keys: Sequence[str]) -> list[int]:
+        """The ids of keys (0: not filed), in one step."""
+        calls: dict[int, list[bytes]] = defaultdict(list)
+        at = []
+        for key in keys:
+            g, kbin, khash = self.layout.key(key)
+            at.append((g, len(calls[g])))
+            calls[g].append(struct.pack("<H", kbin) + khash)
+        replies = self._scripts("lookup", {g: [b"".join(parts), b""] for g, parts in calls.items()})
+        return [_U32.unpack_from(replies[g][0], 4 * i)[0] for g, i in at]
+
+    def _releases(self, gone: Iterable[tuple[str, int]]) -> dict[int, list[bytes]]:
+        """The key entries of ``(key, id)`` pairs, by group, for :meth:`_write` to release."""
+        out: dict[int, list[bytes]] = defaultdict(list)
+        for key, doc in gone:
+            where = self.layout.key(key)
+            out[where[0]].append(self._key_entry(where, doc))
+        return out
+
+    def _drops(self, ids: Iterable[int]) -> dict[int, list[bytes]]:
+        """Record ids by group, for :meth:`_write` to delete."""
+        out: dict[int, list[bytes]] = defaultdict(list)
+        for doc in ids:
+            out[self.layout.record_group(doc)].append(_U32.pack(doc))
+        return out
 
     def refile(self, key: str, signature: bytes, buckets: Sequence[int] | np.ndarray) -> bool:
         doc = self._id_of(key)
@@ -1281,18 +1296,11 @@ class RedisStore(Store):
 
     def touch(self, keys: Sequence[str]) -> None:
         if keys:
-            ids = [self._id_of(key) for key in keys]
-            self._records({doc: True for doc in ids if doc})
+            self._records({doc: True for doc in self._ids_of(keys) if doc})
 
     def _forget(self, gone: Mapping[int, str]) -> int:
         """Delete the records of ids (id -> key) and release their key entries; how many records were."""
-        drops: dict[int, list[bytes]] = defaultdict(list)
-        releases: dict[int, list[bytes]] = defaultdict(list)
-        for doc, key in gone.items():
-            drops[self.layout.record_group(doc)].append(_U32.pack(doc))
-            kg, kbin, khash = self.layout.key(key)
-            releases[kg].append(struct.pack("<H", kbin) + khash + _U32.pack(doc))
-        dropped, _ = self._write(drops={g: v for g, v in drops.items()}, writes={}, releases=releases)
+        dropped, _ = self._write({}, self._drops(gone), self._releases((key, doc) for doc, key in gone.items()))
         if dropped:
             self._call(self.client.decrby, self._key("count"), dropped)
         return dropped
@@ -1301,9 +1309,7 @@ class RedisStore(Store):
         removed = 0
         for i in range(0, len(keys), self._BATCH):
             part = keys[i : i + self._BATCH]
-            ids = {self._id_of(key): key for key in part}
-            ids.pop(None, None)
-            removed += self._forget(ids)  # type: ignore[arg-type]
+            removed += self._forget({doc: key for doc, key in zip(self._ids_of(part), part) if doc})
         return removed
 
     def expire(self, before: float) -> int:
@@ -1318,11 +1324,7 @@ class RedisStore(Store):
                     gone[doc] = unpack_record(reply[pos + 8 : pos + 8 + size], self._where(doc))[0]
                     pos += 8 + size
         # The records are gone (counted here); their key entries are released.
-        releases: dict[int, list[bytes]] = defaultdict(list)
-        for doc, key in gone.items():
-            kg, kbin, khash = self.layout.key(key)
-            releases[kg].append(struct.pack("<H", kbin) + khash + _U32.pack(doc))
-        self._write({}, {}, releases)
+        self._write({}, {}, self._releases((key, doc) for doc, key in gone.items()))
         if gone:
             self._call(self.client.decrby, self._key("count"), len(gone))
         return len(gone)
@@ -1337,11 +1339,14 @@ class RedisStore(Store):
         self._forget(orphans)
         live = set(by_id) - set(orphans)
         for g, numbers in self._bins(b"b").items():
-            for number in numbers:
-                value = self._call(self.client.get, self.layout.bin_name(g, b"b", number)) or b""
-                entries = np.frombuffer(value, dtype=np.uint8).reshape(-1, 7)
-                ids = set(entries[:, 3:].copy().view("<u4").ravel().tolist())
-                dead = sorted(doc for doc in ids if doc < limit and doc not in live)
-                if dead:
-                    self._scripts("purge", {g: [struct.pack("<H", number) + b"".join(_U32.pack(d) for d in dead)]})
+            for i in range(0, len(numbers), self._BATCH):
+                part = numbers[i : i + self._BATCH]
+                values = self._call(lambda: self._get_many([self.layout.bin_name(g, b"b", n) for n in part]))
+                for number, value in zip(part, values):
+                    entries = np.frombuffer(value or b"", dtype=np.uint8).reshape(-1, 7)
+                    ids = set(entries[:, 3:].copy().view("<u4").ravel().tolist())
+                    dead = sorted(doc for doc in ids if doc < limit and doc not in live)
+                    if dead:
+                        blob = struct.pack("<H", number) + b"".join(_U32.pack(d) for d in dead)
+                        self._scripts("purge", {g: [blob]})
         return len(orphans)
