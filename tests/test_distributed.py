@@ -91,16 +91,28 @@ def test_processes_sharing_redis_keep_what_one_process_keeps(site, redis_server,
                                              NEARDUP_REDIS_KEY=f"multi{processes}:{{%(spider)s}}")
 
 
-def test_redis_restart_mid_crawl_loses_nothing_acknowledged(site, redis_server, tmp_path):
+def filed(client) -> int:
+    """Documents the paths spider has filed in a Redis store (its ``:count``), through any redis-py client."""
+    return int(client.get("neardup:{paths}:count") or 0)
+
+
+def crawl_riding_out_faults(site, tmp_path, store_url, name, delay):
+    """A slow crawl of every article (one request at a time) that retries Redis for long and passes pages on
+    when it cannot: the process, its stats file and the paths, for a fault injected while it runs."""
     paths, _ = article_paths()
-    settings = settings_for(redis_server.url, DOWNLOAD_DELAY="0.15", CONCURRENT_REQUESTS="1",
-                            NEARDUP_REDIS_RETRIES="8", NEARDUP_ON_STORE_ERROR="pass")
+    settings = settings_for(store_url, DOWNLOAD_DELAY=delay, CONCURRENT_REQUESTS="1", NEARDUP_REDIS_RETRIES="8",
+                            NEARDUP_ON_STORE_ERROR="pass")
     proc, stats_file, _ = popen_scrapy(spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path, settings,
-                                       "restart")
+                                       name)
+    return proc, stats_file, paths
+
+
+def test_redis_restart_mid_crawl_loses_nothing_acknowledged(site, redis_server, tmp_path):
+    proc, stats_file, paths = crawl_riding_out_faults(site, tmp_path, redis_server.url, "restart", "0.15")
     import redis
 
     client = redis.Redis.from_url(redis_server.url)
-    wait_until(lambda: int(client.get("neardup:{paths}:count") or 0) >= 8, what="8 pages filed")
+    wait_until(lambda: filed(client) >= 8, what="8 pages filed")
     redis_server.stop()
     time.sleep(0.3)  # down for a while: calls in flight fail and are retried
     redis_server.start()
@@ -111,7 +123,7 @@ def test_redis_restart_mid_crawl_loses_nothing_acknowledged(site, redis_server, 
     acknowledged = stats["neardup/unique"] + stats["neardup/duplicate"] + stats.get("neardup/seen", 0)
     neardup = {k: v for k, v in stats.items() if k.startswith("neardup/")}
     assert acknowledged + stats.get("neardup/store_error", 0) == len(paths), neardup
-    assert int(client.get("neardup:{paths}:count")) == acknowledged
+    assert filed(client) == acknowledged
 
 
 def test_lost_redis_stops_the_crawl_when_told_to(site, redis_server, tmp_path):
@@ -126,7 +138,7 @@ def test_lost_redis_stops_the_crawl_when_told_to(site, redis_server, tmp_path):
     import redis
 
     client = redis.Redis.from_url(redis_server.url)
-    wait_until(lambda: int(client.get("neardup:{paths}:count") or 0) >= 5, what="5 pages filed")
+    wait_until(lambda: filed(client) >= 5, what="5 pages filed")
     redis_server.stop()
     assert proc.wait(60) == 0  # never hangs
     stats = json.loads(stats_file.read_text())
@@ -205,13 +217,9 @@ def test_three_processes_on_a_redis_cluster_keep_what_one_process_keeps(site, re
 def test_a_cluster_master_killed_mid_crawl_is_replaced_and_the_crawl_goes_on(site, redis_cluster, tmp_path):
     from redis.cluster import ClusterNode, RedisCluster
 
-    paths, _ = article_paths()
-    settings = settings_for(redis_cluster.url, DOWNLOAD_DELAY="0.1", CONCURRENT_REQUESTS="1",
-                            NEARDUP_REDIS_RETRIES="8", NEARDUP_ON_STORE_ERROR="pass")
-    proc, stats_file, _ = popen_scrapy(spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path, settings,
-                                       "failover")
+    proc, stats_file, paths = crawl_riding_out_faults(site, tmp_path, redis_cluster.url, "failover", "0.1")
     client = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", n.port) for n in redis_cluster.nodes])
-    wait_until(lambda: int(client.get("neardup:{paths}:count") or 0) >= 8, what="8 pages filed")
+    wait_until(lambda: filed(client) >= 8, what="8 pages filed")
     master = client.get_node_from_key("neardup:{paths}:count")  # the spider's own slot; groups on all
     next(n for n in redis_cluster.nodes if n.port == master.port).stop()  # its replica takes over
     assert proc.wait(180) == 0  # never hangs
@@ -224,7 +232,7 @@ def test_a_cluster_master_killed_mid_crawl_is_replaced_and_the_crawl_goes_on(sit
     survivors = [ClusterNode("127.0.0.1", n.port) for n in redis_cluster.nodes if n.port != master.port]
     fresh = RedisCluster(startup_nodes=survivors)  # a new view of the cluster: the replica is the master now
     assert fresh.get_node_from_key("neardup:{paths}:count").port != master.port
-    assert int(fresh.get("neardup:{paths}:count")) >= 8
+    assert filed(fresh) >= 8
     fresh.close()
 
 
