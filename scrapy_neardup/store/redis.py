@@ -96,6 +96,7 @@ RECORD_VERSION = 3
 _LAYOUT_FIELD = "redis_layout"
 _HEADER = struct.Struct("<BIfIH")
 _U32 = struct.Struct("<I")
+_U16 = struct.Struct("<H")
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _KEY_SEED = 0x4B45_5953
 #: Defaults of a new store (a store keeps the values it was made with, in ``P:meta``).
@@ -171,32 +172,6 @@ local function record_at(bin, slot)  -- 1-based position of the entry of `slot` 
   end
   return nil
 end
-"""
-
-# ARGV: tag, key queries (10 bytes each: u16 key bin, 8-byte key hash), bucket queries (5 bytes each: u16
-# bin, 3-byte rest). Reply: {u32 id per key query (0: none), per bucket query u32 bin length and u16 number
-# of ids found, the ids found (u32 each, query after query)}.
-_LOOKUP = """
-local tag, kq, bq = ARGV[1], ARGV[2], ARGV[3]
-local cache, ids, found, hits, names = {}, {}, {}, {}, {}
-local knames, bnames = want(names, tag, ':k:', kq, 10), want(names, tag, ':b:', bq, 5)
-prefetch(cache, names)
-for q = 1, string.len(kq), 10 do
-  local name = knames[(q + 9) / 10]
-  local at = find_entry(cache[name], string.sub(kq, q + 2, q + 9), 12, 1)
-  ids[#ids + 1] = at and string.sub(cache[name], at + 8, at + 11) or struct.pack('<I4', 0)
-end
-for q = 1, string.len(bq), 5 do
-  local bin, rest, n = cache[bnames[(q + 4) / 5]], string.sub(bq, q + 2, q + 4), 0
-  local at = find_entry(bin, rest, 7, 1)
-  while at do
-    hits[#hits + 1] = string.sub(bin, at + 3, at + 6)
-    n = n + 1
-    at = find_entry(bin, rest, 7, at + 7)
-  end
-  found[#found + 1] = struct.pack('<I4I2', string.len(bin), n)
-end
-return {table.concat(ids), table.concat(found), table.concat(hits)}
 """
 
 # ARGV: tag, now (4 bytes; empty: no touch), queries (5 bytes each: u32 id, u8 touch). Reply: per query u32
@@ -305,57 +280,48 @@ return 1
 # canonicals that must still be canonical). Reply: {per claim '1' claimed | 'K' held by another id, per
 # append the u32 length of what was appended to its bin since the lookup and before this entry (0xFFFFFFFF:
 # the bin shrank since the lookup), those bytes (append after append), per check '1' | '0'}.
+# Entries are APPENDed, not rewritten: one native call per entry (a retried step whose first reply was lost
+# appends an entry twice: 7 bytes, read once as a candidate).
 _CLAIM = """
 local tag, claims, appends, checks = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local bins, dirty, out_c, out_a, out_d, out_k, names = {}, {}, {}, {}, {}, {}, {}
-local knames, bnames = want(names, tag, ':k:', claims, 18), want(names, tag, ':b:', appends, 13)
-want(names, tag, ':r:', checks, 4)
-prefetch(bins, names)
-local function get(name) return bins[name] end
-local none, sub = struct.pack('<I4', 0), string.sub
+local out_c, out_a, out_d, out_k = {}, {}, {}, {}
+local none, sub, call = struct.pack('<I4', 0), string.sub, redis.call
 for i = 1, string.len(claims), 18 do
-  local name = knames[(i + 17) / 18]
-  local bin, hash, id = get(name), string.sub(claims, i + 2, i + 9), string.sub(claims, i + 10, i + 13)
-  local replace = string.sub(claims, i + 14, i + 17)
+  local name = tag .. ':k:' .. sub(claims, i, i + 1)
+  local bin, hash, id = call('GET', name) or '', sub(claims, i + 2, i + 9), sub(claims, i + 10, i + 13)
   local at = find_entry(bin, hash, 12, 1)
   if not at then
-    bins[name] = bin .. hash .. id; dirty[name] = true; out_c[#out_c + 1] = '1'
+    call('APPEND', name, hash .. id); out_c[#out_c + 1] = '1'
   else
-    local holder = string.sub(bin, at + 8, at + 11)
+    local holder = sub(bin, at + 8, at + 11)
     if holder == id then
       out_c[#out_c + 1] = '1'
-    elseif holder == replace then
-      bins[name] = string.sub(bin, 1, at + 7) .. id .. string.sub(bin, at + 12); dirty[name] = true
-      out_c[#out_c + 1] = '1'
+    elseif holder == sub(claims, i + 14, i + 17) then
+      call('SETRANGE', name, at + 7, id); out_c[#out_c + 1] = '1'
     else
       out_c[#out_c + 1] = 'K'
     end
   end
 end
 for i = 1, string.len(appends), 13 do
-  local name = bnames[(i + 12) / 13]
-  local bin, entry = bins[name], sub(appends, i + 2, i + 8)
+  local name = tag .. ':b:' .. sub(appends, i, i + 1)
   local seen = u32(appends, i + 9)
-  local mine = find_entry(bin, entry, 7, 1)
-  local upto = mine and mine - 1 or string.len(bin)
+  local upto = call('APPEND', name, sub(appends, i + 2, i + 8)) - 7
   if seen == upto then
     out_a[#out_a + 1] = none
   elseif seen > upto then
     out_a[#out_a + 1] = struct.pack('<I4', 4294967295)
   else
     out_a[#out_a + 1] = struct.pack('<I4', upto - seen)
-    out_d[#out_d + 1] = sub(bin, seen + 1, upto)
+    out_d[#out_d + 1] = call('GETRANGE', name, seen, upto - 1)
   end
-  if not mine then bins[name] = bin .. entry; dirty[name] = true end
 end
 for i = 1, string.len(checks), 4 do
   local id = u32(checks, i)
-  local name = record_bin(tag, id)
-  local rbin = get(name)
+  local rbin = call('GET', record_bin(tag, id)) or ''
   local at, size = record_at(rbin, id % 64)
-  out_k[#out_k + 1] = (at and size >= 15 and string.sub(rbin, at + 4, at + 7) == struct.pack('<I4', 0)) and '1' or '0'
+  out_k[#out_k + 1] = (at and size >= 15 and sub(rbin, at + 4, at + 7) == none) and '1' or '0'
 end
-store(bins, dirty)
 return {table.concat(out_c), table.concat(out_a), table.concat(out_d), table.concat(out_k)}
 """
 
@@ -380,47 +346,52 @@ return {table.concat(lens), table.concat(out)}
 # deleted if that id still holds it). Reply: {records deleted, key entries released}.
 _WRITE = """
 local tag, writes, drops, releases = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local bins, dirty, dropped, released, names = {}, {}, 0, 0, {}
+local sub, call, dropped, released = string.sub, redis.call, 0, 0
+-- record bin name -> {cut = {slot -> 'w' (written) | 'd' (deleted)}, add = {slot -> entry}, slots = {in order}}
+local edits, order = {}, {}
+local function edit(id)
+  local name = record_bin(tag, id)
+  if not edits[name] then edits[name] = {cut = {}, add = {}, slots = {}}; order[#order + 1] = name end
+  return edits[name]
+end
 local pos = 1
 while pos <= string.len(writes) do
-  local id, size = struct.unpack('<I4I4', string.sub(writes, pos, pos + 7))
-  names[record_bin(tag, id)] = true
-  pos = pos + 8 + size
-end
-want(names, tag, ':r:', drops, 4)
-want(names, tag, ':k:', releases, 14)
-prefetch(bins, names)
-local function get(name) return bins[name] end
-local function cut(name, id)
-  local bin = get(name)
-  local at, size = record_at(bin, id % 64)
-  if at then bins[name] = string.sub(bin, 1, at - 1) .. string.sub(bin, at + 3 + size); dirty[name] = true end
-  return at ~= nil
-end
-pos = 1
-while pos <= string.len(writes) do
-  local id, size = struct.unpack('<I4I4', string.sub(writes, pos, pos + 7))
-  local name = record_bin(tag, id)
-  cut(name, id)
-  local record = string.sub(writes, pos + 8, pos + 7 + size)
-  bins[name] = bins[name] .. string.char(id % 64) .. struct.pack('<I2', size) .. record
-  dirty[name] = true
+  local id, size = struct.unpack('<I4I4', sub(writes, pos, pos + 7))
+  local e = edit(id)
+  if not e.add[id % 64] then e.slots[#e.slots + 1] = id % 64 end
+  e.cut[id % 64] = 'w'
+  e.add[id % 64] = string.char(id % 64) .. struct.pack('<I2', size) .. sub(writes, pos + 8, pos + 7 + size)
   pos = pos + 8 + size
 end
 for i = 1, string.len(drops), 4 do
-  local id = struct.unpack('<I4', string.sub(drops, i, i + 3))
-  if cut(record_bin(tag, id), id) then dropped = dropped + 1 end
+  local id = u32(drops, i)
+  edit(id).cut[id % 64] = 'd'
+end
+-- Each record bin read and written once: its kept entries, then the new ones (exact size: SET, not APPEND).
+for _, name in ipairs(order) do
+  local e, bin, kept, at = edits[name], call('GET', name) or '', {}, 1
+  while at + 2 <= string.len(bin) do
+    local size = struct.unpack('<I2', sub(bin, at + 1, at + 2))
+    local cut = e.cut[string.byte(bin, at)]
+    if cut == 'd' then dropped = dropped + 1 elseif not cut then kept[#kept + 1] = sub(bin, at, at + 2 + size) end
+    at = at + 3 + size
+  end
+  for _, slot in ipairs(e.slots) do
+    if e.cut[slot] == 'w' then kept[#kept + 1] = e.add[slot] end
+  end
+  local value = table.concat(kept)
+  if string.len(value) == 0 then call('DEL', name) else call('SET', name, value) end
 end
 for i = 1, string.len(releases), 14 do
-  local name = tag .. ':k:' .. string.sub(releases, i, i + 1)
-  local bin = get(name)
-  local at = find_entry(bin, string.sub(releases, i + 2, i + 9), 12, 1)
-  if at and string.sub(bin, at + 8, at + 11) == string.sub(releases, i + 10, i + 13) then
-    bins[name] = string.sub(bin, 1, at - 1) .. string.sub(bin, at + 12); dirty[name] = true
+  local name = tag .. ':k:' .. sub(releases, i, i + 1)
+  local bin = call('GET', name) or ''
+  local at = find_entry(bin, sub(releases, i + 2, i + 9), 12, 1)
+  if at and sub(bin, at + 8, at + 11) == sub(releases, i + 10, i + 13) then
+    local rest = sub(bin, 1, at - 1) .. sub(bin, at + 12)
+    if string.len(rest) == 0 then call('DEL', name) else call('SET', name, rest) end
     released = released + 1
   end
 end
-store(bins, dirty)
 return {dropped, released}
 """
 
@@ -500,7 +471,7 @@ return out
 """
 
 
-_GROUP_SCRIPTS = {"lookup": _LOOKUP, "records": _RECORDS, "claim": _CLAIM, "delta": _DELTA, "write": _WRITE,
+_GROUP_SCRIPTS = {"records": _RECORDS, "claim": _CLAIM, "delta": _DELTA, "write": _WRITE,
                   "expire": _EXPIRE, "purge": _PURGE}
 _SCRIPTS = {"alloc": _ALLOC, "wait": _WAIT, "commit": _COMMIT, "appended": _APPENDED, "holders": _HOLDERS,
             **{name: _for_groups(body) for name, body in _GROUP_SCRIPTS.items()}}
@@ -555,6 +526,42 @@ def _lower_entry(delta: bytes, rest: int, doc: int) -> bool:
     return False
 
 
+def _key_entry_id(bin_value: bytes, key_hash: bytes, where: str) -> int:
+    """The id in a key bin's entry (12 bytes: the key's 8-byte hash, u32 id) for ``key_hash``; 0: none."""
+    if len(bin_value) % 12:
+        raise StoreError(f"malformed key bin in the Redis store{where} ({len(bin_value)} bytes, not a multiple of 12)")
+    at = bin_value.find(key_hash)
+    while at >= 0 and at % 12:
+        at = bin_value.find(key_hash, at + 1)
+    return 0 if at < 0 else _U32.unpack_from(bin_value, at + 8)[0]
+
+
+def _bucket_hits(entries: bytes, counts: np.ndarray, inverse: np.ndarray, rests: np.ndarray) -> dict[int, list[int]]:
+    """The ids each bucket row found: ``entries`` are the bins read (7-byte entries end to end, ``counts``
+    entries each), row r looks in bin ``inverse[r]`` for entries of prefix ``rests[r]``. Row -> ids, in bin
+    order, for the rows that found any."""
+    table = np.frombuffer(entries, dtype=np.uint8).reshape(-1, 7)
+    if not len(table):
+        return {}
+    prefix = table[:, 0].astype(np.int64) | (table[:, 1].astype(np.int64) << 8) | (table[:, 2].astype(np.int64) << 16)
+    entry_bin = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    entry_key = (entry_bin << 24) | prefix
+    row_key = (inverse.astype(np.int64) << 24) | rests
+    order = np.argsort(row_key, kind="stable")
+    sorted_keys = row_key[order]
+    matched = np.flatnonzero(np.isin(entry_key, sorted_keys, assume_unique=False))
+    if not len(matched):
+        return {}
+    ids = np.ascontiguousarray(table[matched, 3:]).view("<u4").ravel().tolist()
+    hits: dict[int, list[int]] = {}
+    lo = np.searchsorted(sorted_keys, entry_key[matched], "left").tolist()
+    hi = np.searchsorted(sorted_keys, entry_key[matched], "right").tolist()
+    for doc, a, b in zip(ids, lo, hi):
+        for row in order[a:b].tolist():
+            hits.setdefault(row, []).append(doc)
+    return hits
+
+
 def _rows(bins: np.ndarray, rests: np.ndarray, *columns: Any) -> np.ndarray:
     """Bucket entries as rows of bytes: u16 bin, the 3-byte prefix, then each of ``columns`` as a u32."""
     n = len(bins)
@@ -598,6 +605,8 @@ class _Layout:
         #: One key of each group, for a cluster client to route the group's scripts by.
         self.route = [f"{tag}:r" for tag in self.tags]
         self.pattern = "".join("\\" + c if c in "*?[]\\" else c for c in f"{{{base}:") + "*}:*"
+        #: The start of a bin's name by kind and group (the number follows as raw bytes).
+        self.heads = {kind: [f"{tag}:{kind.decode()}:".encode() for tag in self.tags] for kind in (b"b", b"k", b"r")}
 
     def params(self) -> str:
         return json.dumps({"version": LAYOUT, "group_bits": self.group_bits, "bucket_bin_bits": self.bucket_bin_bits,
@@ -627,7 +636,7 @@ class _Layout:
         """The key of bin ``number`` of ``kind`` (``b"b"``, ``b"k"``, ``b"r"``) in ``group``: the group's tag,
         the kind and the number as raw little-endian bytes (u32 for records, u16 for the others), which the
         scripts cut from their arguments without formatting a number."""
-        return f"{self.tags[group]}:{kind.decode()}:".encode() + number.to_bytes(4 if kind == b"r" else 2, "little")
+        return self.heads[kind][group] + number.to_bytes(4 if kind == b"r" else 2, "little")
 
 
 class _Buckets:
@@ -933,35 +942,89 @@ class RedisStore(Store):
     def _where(self, doc: int) -> str:
         return f" ({self.layout.bin_name(self.layout.record_group(doc), b'r', doc // RECORDS_PER_BIN)!r}, id {doc})"
 
+    def _get_bins(self, names: Mapping[int, Sequence[bytes]]) -> dict[int, list[bytes]]:
+        """The values of bins (group -> names; a missing bin reads as empty), by group. Plain MGETs, atomic
+        per group: one for them all on one server, one per group on a cluster, every master at once."""
+        groups = [g for g in names if names[g]]
+        if not groups:
+            return {}
+
+        def run() -> list[list[Any]]:
+            if not self.cluster:
+                values = self.client.execute_command("MGET", *[n for g in groups for n in names[g]])
+                out, at = [], 0
+                for g in groups:
+                    out.append(values[at : at + len(names[g])])
+                    at += len(names[g])
+                return out
+            route = self.layout.route
+            return self._on_masters([(route[g], ("MGET", *names[g])) for g in groups])
+
+        return {g: [v or b"" for v in values] for g, values in zip(groups, self._call(run))}
+
+    def _key_names(self, wheres: Sequence[tuple[int, int, bytes]],
+                   names: dict[int, list[bytes]]) -> list[tuple[int, int]]:
+        """Add the key bins of keys (group, key bin, hash) to ``names`` (group -> bin names, each once); where
+        each key's bin is in it."""
+        at: list[tuple[int, int]] = []
+        index: dict[tuple[int, int], int] = {}
+        for g, kbin, _ in wheres:
+            i = index.get((g, kbin))
+            if i is None:
+                i = index[(g, kbin)] = len(names[g])
+                names[g].append(self.layout.bin_name(g, b"k", kbin))
+            at.append((g, i))
+        return at
+
+    def _holders(self, wheres: Sequence[tuple[int, int, bytes]], at: Sequence[tuple[int, int]],
+                 values: Mapping[int, list[bytes]]) -> list[int]:
+        """The ids that hold keys (0: none), from their bins as read."""
+        return [_key_entry_id(values[g][i], where[2], self._where_bin(g, b"k", where[1]))
+                for (g, i), where in zip(at, wheres)]
+
+    def _key_ids(self, wheres: Sequence[tuple[int, int, bytes]]) -> list[int]:
+        """The ids that hold keys (0: none), in one step of MGETs."""
+        names: dict[int, list[bytes]] = defaultdict(list)
+        at = self._key_names(wheres, names)
+        return self._holders(wheres, at, self._get_bins(names))
+
+    def _where_bin(self, group: int, kind: bytes, number: int) -> str:
+        return f" (bin {self.layout.bin_name(group, kind, number)!r})"
+
     def _lookup_many(self, queries: Sequence[Query], touch: bool) -> list[Lookup]:
         layout = self.layout
         items = [Query(*query) for query in queries]
-        key_calls: dict[int, list[bytes]] = defaultdict(list)
-        key_at = []
-        for query in items:
-            g, kbin, khash = layout.key(query.key)
-            key_at.append((g, len(key_calls[g])))
-            key_calls[g].append(struct.pack("<H", kbin) + khash)
-        # Every bucket of the batch at once: rows in query order, split by group.
+        wheres = [layout.key(query.key) for query in items]
+        # Every bucket of the batch at once: rows in query order; their bins read whole, in one step with
+        # the key bins (plain MGETs: Redis does no more than fetch; the entries are matched here).
         sizes = np.array([len(q.buckets) for q in items], dtype=np.int64)
         starts = np.r_[0, np.cumsum(sizes)]
         keys = np.concatenate([np.asarray(q.buckets, dtype=np.int64) for q in items]) if starts[-1] else \
             np.empty(0, dtype=np.int64)
         groups, bins, rests = layout.buckets(keys)
-        split = _by_group(groups, _rows(bins, rests))
-        calls = {g: [b"".join(key_calls.get(g, [])), split[g][1] if g in split else b""]
-                 for g in set(key_calls) | set(split)}
-        replies = self._scripts("lookup", calls)
-        lengths = np.zeros(len(keys), dtype=np.int64)
-        hits: dict[int, list[int]] = {}  # bucket row -> ids found
-        for g, (positions, _) in split.items():
-            fixed = np.frombuffer(replies[g][1], dtype=np.dtype([("len", "<u4"), ("n", "<u2")]))
-            lengths[positions] = fixed["len"]
-            found = np.frombuffer(replies[g][2], dtype="<u4")
-            ends = np.cumsum(fixed["n"].astype(np.int64))
-            for i in np.flatnonzero(fixed["n"]).tolist():
-                hits[int(positions[i])] = found[ends[i] - fixed["n"][i] : ends[i]].tolist()
-        known_ids = [_U32.unpack_from(replies[g][0], 4 * i)[0] for g, i in key_at]
+        codes = (groups << 32) | bins
+        unique, inverse = np.unique(codes, return_inverse=True)  # sorted: each group's bins side by side
+        names: dict[int, list[bytes]] = defaultdict(list)
+        kat = self._key_names(wheres, names)
+        heads, pack = layout.heads[b"b"], _U16.pack
+        bucket_names = [heads[code >> 32] + pack(code & 0xFFFF) for code in unique.tolist()]
+        bucket_groups = unique >> 32
+        bounds = np.searchsorted(bucket_groups, np.arange(layout.groups + 1)).tolist()
+        split = {g: (len(names[g]), bounds[g], bounds[g + 1]) for g in range(layout.groups)
+                 if bounds[g] < bounds[g + 1]}
+        for g, (_, lo, hi) in split.items():
+            names[g] += bucket_names[lo:hi]
+        values = self._get_bins(names)
+        known_ids = self._holders(wheres, kat, values)
+        blobs = [value for g, (skip, _, _) in split.items() for value in values[g][skip:]]
+        lengths_by_bin = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
+        if np.any(lengths_by_bin % 7):
+            bad = int(np.flatnonzero(lengths_by_bin % 7)[0])
+            where = self._where_bin(int(bucket_groups[bad]), b"b", int(unique[bad]) & 0xFFFF)
+            raise StoreError(f"malformed bucket bin in the Redis store{where} ({lengths_by_bin[bad]} bytes, "
+                             "not a multiple of 7)")
+        lengths = lengths_by_bin[inverse] if len(keys) else np.zeros(0, dtype=np.int64)
+        hits = _bucket_hits(b"".join(blobs), lengths_by_bin // 7, inverse, rests)
         wanted: dict[int, bool] = {doc: touch for doc in known_ids if doc}
         for ids in hits.values():
             for doc in ids:
@@ -1163,14 +1226,7 @@ class RedisStore(Store):
 
     def _ids_of(self, keys: Sequence[str]) -> list[int]:
         """The ids of keys (0: not filed), in one step."""
-        calls: dict[int, list[bytes]] = defaultdict(list)
-        at = []
-        for key in keys:
-            g, kbin, khash = self.layout.key(key)
-            at.append((g, len(calls[g])))
-            calls[g].append(struct.pack("<H", kbin) + khash)
-        replies = self._scripts("lookup", {g: [b"".join(parts), b""] for g, parts in calls.items()})
-        return [_U32.unpack_from(replies[g][0], 4 * i)[0] for g, i in at]
+        return self._key_ids([self.layout.key(key) for key in keys])
 
     def _releases(self, gone: Iterable[tuple[str, int]]) -> dict[int, list[bytes]]:
         """The key entries of ``(key, id)`` pairs, by group, for :meth:`_write` to release."""
