@@ -31,9 +31,11 @@ def group_texts(groups, variants, seed=0):
     return texts
 
 
-def _worker(url, prefix, worker, groups, barrier, queue):
+def _worker(url, prefix, worker, groups, barrier, queue, read_bins_upto):
     algorithm = MinHashLSH(0.5)
-    detector = Detector(algorithm, RedisStore(url, prefix=prefix))
+    store = RedisStore(url, prefix=prefix)
+    store.read_bins_upto = read_bins_upto
+    detector = Detector(algorithm, store)
     detector.open()
     texts = group_texts(groups, 4)
     items = []
@@ -48,13 +50,15 @@ def _worker(url, prefix, worker, groups, barrier, queue):
     queue.put([(v.key, v.status, v.canonical) for v in verdicts])
 
 
-def assert_racing_processes_keep_one_canonical_per_group(url, prefix=None, groups=40, workers=4):
+def assert_racing_processes_keep_one_canonical_per_group(url, prefix=None, groups=40, workers=4, read_bins_upto=128):
     """``workers`` processes file one copy each of ``groups`` texts at the same instant, in small batches so
-    that they interleave: each text ends with exactly one canonical, the other copies its near-duplicates."""
+    that they interleave: each text ends with exactly one canonical, the other copies its near-duplicates.
+    ``read_bins_upto`` -1: the processes' lookups let Redis scan the bins (as for a big store)."""
     prefix = prefix or f"race:{{{uuid.uuid4().hex}}}"
     ctx = multiprocessing.get_context("fork")
     barrier, queue = ctx.Barrier(workers), ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(url, prefix, w, groups, barrier, queue)) for w in range(workers)]
+    procs = [ctx.Process(target=_worker, args=(url, prefix, w, groups, barrier, queue, read_bins_upto))
+             for w in range(workers)]
     for p in procs:
         p.start()
     results = [v for _ in procs for v in queue.get(timeout=180)]
@@ -72,12 +76,15 @@ def assert_racing_processes_keep_one_canonical_per_group(url, prefix=None, group
     store.close()
 
 
-def test_concurrent_processes_keep_exactly_one_canonical_per_group(redis_server):
-    assert_racing_processes_keep_one_canonical_per_group(redis_server.url)
+@pytest.mark.parametrize("read_bins_upto", [128, -1], ids=["bins read whole", "bins scanned by Redis"])
+def test_concurrent_processes_keep_exactly_one_canonical_per_group(redis_server, read_bins_upto):
+    assert_racing_processes_keep_one_canonical_per_group(redis_server.url, read_bins_upto=read_bins_upto)
 
 
-@pytest.mark.parametrize("store_kind", ["memory", "redis"])
+@pytest.mark.parametrize("store_kind", ["memory", "redis", "redis-scan"])
 def test_batches_decide_as_one_by_one(store_kind, tmp_path):
+    """A batch decides as one page at a time would; on Redis with either way of reading bucket bins (whole,
+    or scanned by Redis as once they are big)."""
     algorithm = MinHashLSH(0.5)
     texts = [t for row in group_texts(15, 3, seed=4) for t in row]
     random.Random(1).shuffle(texts)
@@ -89,7 +96,10 @@ def test_batches_decide_as_one_by_one(store_kind, tmp_path):
     one = Detector(algorithm, make_store("memory", tmp_path, "one"))
     one.open()
     expected = [one.check_fingerprint(*item) for item in items]
-    batch = Detector(algorithm, make_store(store_kind, tmp_path, "batch"))
+    store = make_store(store_kind.partition("-")[0], tmp_path, "batch")
+    if store_kind == "redis-scan":
+        store.read_bins_upto = -1
+    batch = Detector(algorithm, store)
     batch.open()
     got = batch.check_many(items)
     assert [(v.status, v.canonical) for v in got] == [(v.status, v.canonical) for v in expected]

@@ -10,7 +10,7 @@ Redis Cluster *hash tag*), ``B`` the same prefix without its braces. Four small 
     P:flight   hash    first id of a batch being filed -> "last id, lease deadline (ms)[, a]", or "void ..."
 
 Everything else lives in *groups*, 64 hash tags ``{B:g}`` that a cluster spreads over its masters (each
-group is one slot), in strings packed end to end (bins), every one written at its exact size. A bin's
+group is one slot), in strings packed end to end (bins). A bin's
 name ends in its number as raw little-endian bytes (u16; u32 for records), so the scripts cut names from
 their arguments without formatting numbers::
 
@@ -27,22 +27,26 @@ signature, so that costs a comparison, never a verdict. A record (little-endian)
     u16 signature length | signature bytes | key (UTF-8, to the end)
 
 Measured at a million pages (``bench/redis_layouts.py``): Redis keeps a hash field in 82 bytes of overhead
-and a string key in ~70, a byte of a string in one; hence bins, and bins written whole (``APPEND`` grows a
-string by doubling it). Nothing is pickled; a record that does not parse is an error, never code.
+and a string key in ~70, a byte of a string in one; hence bins. Record bins, most of the bytes, are written
+whole at their exact size (``APPEND`` grows a string by doubling it); bucket and key entries are appended,
+one native call each, whose slack costs a few bytes a page. Nothing is pickled; a record that does not
+parse is an error, never code.
 
-**Check-and-insert across shards.** Lua scripts are atomic on one slot only, so a batch goes in steps. A
-step is one script call per group touched, all in one pipeline that reaches every master at once (on one
-server, one call for all the groups):
+**Check-and-insert across shards.** What is atomic is one command, and one script on one server, so a
+batch goes in steps. A step is one call per server (on a cluster, one per master for the groups it serves,
+sent to every master at once; a script without a shebang may touch any slot its server holds):
 
-1. *Lookup* (``_LOOKUP``, then ``_RECORDS``): each key's id; each bucket's entries and the length of its bin
-   (the *token*); then the records of the known ids and of the candidates. Ids met without a record belong
-   to a batch still filing (waited for, ``_HOLDERS``, then read again) or were left behind (skipped).
+1. *Lookup*: the key bins and bucket bins the batch needs, read whole by plain MGETs (atomic per group)
+   and matched here: each key's id; each bucket's entries and the length of its bin (the *token*). Then
+   the records of the known ids and of the candidates (``_RECORDS``). Ids met without a record belong to a
+   batch still filing (waited for, ``_HOLDERS``, then read again) or were left behind (skipped).
 2. *Ids* (``_ALLOC``, ``P``'s slot): INCRBY gives the batch consecutive ids, and the batch is entered in
    ``P:flight`` with a lease. The reply names the batches with lower ids in flight that have not appended.
 3. *Claim and append* (``_CLAIM``): each key claims its key entry (refused if another id holds it: KNOWN);
-   each canonical document appends its id to its buckets and gets back what other documents appended there
-   since its lookup; near-duplicates check that their canonical is still canonical. Then the batch is
-   marked as having appended (``_APPENDED``).
+   each canonical document APPENDs its entry to its buckets' bins and gets back what other documents
+   appended there since its lookup (APPEND is atomic per bin, which is all the argument below needs);
+   near-duplicates check that their canonical is still canonical. Then the batch is marked as having
+   appended (``_APPENDED``).
 4. *Wait* (``_WAIT``): if step 2 named batches, until each has appended (or is past its lease: then marked
    void), then the buckets are read again since the lookup (``_DELTA``).
 5. *Verdicts*: a canonical document with an entry of a *lower* id in one of its buckets that its lookup did
@@ -64,7 +68,8 @@ What a crash leaves: a batch that dies between steps 2 and 7 stays in ``P:flight
 (``lease_secs``, 30 s by default); a waiter then marks it void and goes on. Its bucket entries and key
 claims stay behind: bucket entries without a record are skipped by every lookup, a claim without a record
 is taken over by the next writer of that key (whose lookup waited for the dead batch), and :meth:`purge`
-deletes both. Every script is idempotent, so a step whose reply was lost is retried whole.
+deletes both. Every step may be retried whole when its reply was lost: the claims and writes find their
+own work, and an append made twice leaves a duplicate 7-byte entry, read as one candidate.
 
 Removal deletes a document's key entry and record; its bucket entries stay (skipped) until :meth:`purge`.
 Ids are never reused. Stores of layout 2 (one hash per kind, every key on one slot) are refused at open
@@ -90,6 +95,12 @@ from .base import Added, Candidate, DocRecord, Filing, Lookup, Query, Store, Sto
 
 logger = logging.getLogger(__name__)
 
+_hiredis: Any
+try:
+    import hiredis as _hiredis
+except ImportError:  # optional: redis-py packs and parses in Python then
+    _hiredis = None
+
 #: Version of the Redis layout (``P:meta`` field ``redis_layout``); layout 2 stores are refused at open.
 LAYOUT = 3
 RECORD_VERSION = 3
@@ -104,8 +115,9 @@ GROUP_BITS, BUCKET_BIN_BITS, KEY_BIN_BITS = 6, 12, 8
 RECORDS_PER_BIN = 64
 
 # --- Lua ---------------------------------------------------------------------------------------------
-# Every group script gets the group's tag '{B:g}' as ARGV[1] and one of the group's keys as KEYS[1] (what
-# a cluster client routes by). Blobs pack fixed-size entries; struct is Redis's Lua struct library.
+# A group script's body sees the group's tag '{B:g}' as ARGV[1] (see _for_groups: a call runs it for
+# several groups); KEYS[1] is a key of the first group, what a cluster routes the call by. Blobs pack
+# fixed-size entries; struct is Redis's Lua struct library.
 _FIND = """
 local function find_entry(s, needle, width, from)
   local pos = from
@@ -172,6 +184,32 @@ local function record_at(bin, slot)  -- 1-based position of the entry of `slot` 
   end
   return nil
 end
+"""
+
+# ARGV: tag, key queries (10 bytes each: u16 key bin, 8-byte key hash), bucket queries (5 bytes each: u16
+# bin, 3-byte rest). Reply: {u32 id per key query (0: none), per bucket query u32 bin length and u16 number
+# of ids found, the ids found (u32 each, query after query)}.
+_LOOKUP = """
+local tag, kq, bq = ARGV[1], ARGV[2], ARGV[3]
+local cache, ids, found, hits, names = {}, {}, {}, {}, {}
+local knames, bnames = want(names, tag, ':k:', kq, 10), want(names, tag, ':b:', bq, 5)
+prefetch(cache, names)
+for q = 1, string.len(kq), 10 do
+  local name = knames[(q + 9) / 10]
+  local at = find_entry(cache[name], string.sub(kq, q + 2, q + 9), 12, 1)
+  ids[#ids + 1] = at and string.sub(cache[name], at + 8, at + 11) or struct.pack('<I4', 0)
+end
+for q = 1, string.len(bq), 5 do
+  local bin, rest, n = cache[bnames[(q + 4) / 5]], string.sub(bq, q + 2, q + 4), 0
+  local at = find_entry(bin, rest, 7, 1)
+  while at do
+    hits[#hits + 1] = string.sub(bin, at + 3, at + 6)
+    n = n + 1
+    at = find_entry(bin, rest, 7, at + 7)
+  end
+  found[#found + 1] = struct.pack('<I4I2', string.len(bin), n)
+end
+return {table.concat(ids), table.concat(found), table.concat(hits)}
 """
 
 # ARGV: tag, now (4 bytes; empty: no touch), queries (5 bytes each: u32 id, u8 touch). Reply: per query u32
@@ -457,8 +495,7 @@ return redis.call('HGETALL', key)
 def _for_groups(body: str) -> str:
     """A group script run for several groups in one call: ARGV is the number of groups, then for each its
     tag and arguments (``width`` values in all, the same for every group); the reply has one reply per
-    group. A cluster gets one group per call (a script touches one slot); one server gets a whole step in
-    one call."""
+    group. One server gets a whole step in one call; a cluster master, the groups it serves."""
     return _FIND + "local function run(ARGV)\n" + body + """
 end
 local n, width, out = tonumber(ARGV[1]), tonumber(ARGV[2]), {}
@@ -471,7 +508,7 @@ return out
 """
 
 
-_GROUP_SCRIPTS = {"records": _RECORDS, "claim": _CLAIM, "delta": _DELTA, "write": _WRITE,
+_GROUP_SCRIPTS = {"lookup": _LOOKUP, "records": _RECORDS, "claim": _CLAIM, "delta": _DELTA, "write": _WRITE,
                   "expire": _EXPIRE, "purge": _PURGE}
 _SCRIPTS = {"alloc": _ALLOC, "wait": _WAIT, "commit": _COMMIT, "appended": _APPENDED, "holders": _HOLDERS,
             **{name: _for_groups(body) for name, body in _GROUP_SCRIPTS.items()}}
@@ -524,6 +561,14 @@ def _lower_entry(delta: bytes, rest: int, doc: int) -> bool:
         if delta[pos : pos + 3] == prefix and _U32.unpack_from(delta, pos + 3)[0] < doc:
             return True
     return False
+
+
+def _pack(conn: Any, commands: Sequence[tuple[Any, ...]]) -> Any:
+    """Commands in the Redis protocol: by hiredis when it is there (redis-py's own packing looks at every
+    argument in Python, thousands per batch), else by the connection."""
+    if _hiredis is not None:
+        return [b"".join([_hiredis.pack_command(command) for command in commands])]
+    return conn.pack_commands(commands)
 
 
 def _key_entry_id(bin_value: bytes, key_hash: bytes, where: str) -> int:
@@ -692,6 +737,8 @@ class RedisStore(Store):
         self.layout = _Layout(prefix, GROUP_BITS, bucket_bins.bit_length() - 1 - GROUP_BITS)
         self.client: Any = None
         self._sha: dict[str, str] = {}
+        self._nodes: dict[str, Any] = {}
+        self._mean_bin = 0.0  # mean length of the bucket bins the last lookup met
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _connect(self) -> None:
@@ -752,7 +799,8 @@ class RedisStore(Store):
                     self._sha = {}  # a master that lost its script cache (a restart, a promoted replica)
                     self._load_scripts()
                     failure, state = exc, "without its scripts"
-                elif isinstance(exc, self._transient) or message.startswith(("MOVED", "ASK")):
+                elif isinstance(exc, self._transient) or message.startswith(("MOVED", "ASK")) or (
+                        "non local key" in message):
                     failure, state = exc, "unavailable"  # a cluster in failover: a master down, slots moving
                 else:
                     raise StoreError(f"Redis error at {self.location}: {exc}") from exc
@@ -772,59 +820,77 @@ class RedisStore(Store):
     def _refresh_slots(self) -> None:
         """Ask the surviving nodes which master serves which slots (after a failover, the promoted
         replica); a pipeline does not do it by itself."""
+        self._nodes.clear()
         try:
             self.client.nodes_manager.initialize()
         except self._redis_module.RedisError as exc:  # no node answers yet: the next try asks again
             logger.debug("Redis Cluster slots not refreshed: %s", exc)
 
+    def _node_of(self, key: str) -> Any:
+        """The master that serves ``key``'s slot, as last known (forgotten when the slots are asked again)."""
+        node = self._nodes.get(key)
+        if node is None:
+            node = self._nodes[key] = self.client.get_node_from_key(key)
+        return node
+
     def _scripts(self, name: str, calls: Mapping[int, Sequence[Any]]) -> dict[int, Any]:
         """Run group script ``name`` for each group of ``calls`` (group -> arguments after the tag); the
-        replies by group. On a cluster, one call per group, sent to every master at once (:meth:`_on_masters`);
-        on one server, one call for them all."""
+        replies by group. One call per server: on a cluster, one per master for the groups it serves, sent to
+        every master at once (:meth:`_on_masters`). A script may touch keys of several slots when they are
+        all on its server (Redis allows it to scripts without a shebang, 6.x and 7.x alike); if one has
+        moved meanwhile, the call fails with "non local key" and is retried on the new slot map."""
         if not calls:
             return {}
-        groups = list(calls)
-        width = 1 + len(calls[groups[0]])
+        width = 1 + len(next(iter(calls.values())))
         sha, route, tags = self._sha[name], self.layout.route, self.layout.tags
 
-        def run() -> list[Any]:
-            if not self.cluster:
-                args: list[Any] = []
-                for g in groups:
-                    args += [tags[g], *calls[g]]
-                return self.client.execute_command("EVALSHA", sha, 1, route[groups[0]], len(groups), width, *args)
-            commands = [(route[g], ("EVALSHA", sha, 1, route[g], 1, width, tags[g], *calls[g])) for g in groups]
-            return [reply[0] for reply in self._on_masters(commands)]
+        def command(groups: list[int]) -> tuple[Any, ...]:
+            args: list[Any] = []
+            for g in groups:
+                args += [tags[g], *calls[g]]
+            return ("EVALSHA", sha, 1, route[groups[0]], len(groups), width, *args)
 
-        return dict(zip(groups, self._call(run)))
+        def run() -> dict[int, Any]:
+            if not self.cluster:
+                groups = list(calls)
+                return dict(zip(groups, self.client.execute_command(*command(groups))))
+            by_master: dict[str, list[int]] = defaultdict(list)
+            for g in calls:
+                by_master[self._node_of(route[g]).name].append(g)
+            parts = list(by_master.values())
+            replies = self._on_masters([(route[groups[0]], command(groups)) for groups in parts])
+            return {g: r for groups, reply in zip(parts, replies) for g, r in zip(groups, reply)}
+
+        return self._call(run)
 
     def _on_masters(self, commands: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
-        """Each command (with the key it is routed by) sent to the master of its slot: everything is sent to
-        every master first, then the replies are read, so the masters work at once. redis-py's cluster
-        pipeline does the same with far more work per command; a failover or a moved slot raises, and
-        :meth:`_call` asks for the slots again and retries."""
+        """Each command (with the key it is routed by) sent to the master of its slot (on one server, to it):
+        everything is sent to every master first, then the replies are read, so the masters work at once.
+        redis-py's cluster pipeline does the same with far more work per command; a failover or a moved
+        slot raises, and :meth:`_call` asks for the slots again and retries."""
         by_node: dict[str, list[int]] = defaultdict(list)
-        nodes = {}
+        nodes: dict[str, Any] = {}
         for i, (key, _) in enumerate(commands):
-            node = self.client.get_node_from_key(key)
-            nodes[node.name] = node
-            by_node[node.name].append(i)
+            node = self._node_of(key) if self.cluster else None
+            name = node.name if node is not None else ""
+            nodes[name] = node
+            by_node[name].append(i)
         replies: list[Any] = [None] * len(commands)
         sent = []
         failure: Exception | None = None
         try:
             for name, indices in by_node.items():
-                client = self.client.get_redis_connection(nodes[name])
+                client = self.client.get_redis_connection(nodes[name]) if self.cluster else self.client
                 try:
                     conn = client.connection_pool.get_connection()
                 except TypeError:  # redis-py before 5.3 names the command
                     conn = client.connection_pool.get_connection("EVALSHA")
                 sent.append((client, conn, indices))
-                conn.send_packed_command(conn.pack_commands([commands[i][1] for i in indices]))
+                conn.send_packed_command(_pack(conn, [commands[i][1] for i in indices]))
             for client, conn, indices in sent:
                 for i in indices:
                     try:
-                        replies[i] = client.parse_response(conn, "EVALSHA")
+                        replies[i] = client.parse_response(conn, commands[i][1][0])
                     except self._redis_module.ResponseError as exc:  # read every reply: the socket stays in step
                         failure = failure or exc
         except BaseException:
@@ -950,14 +1016,14 @@ class RedisStore(Store):
             return {}
 
         def run() -> list[list[Any]]:
+            route = self.layout.route
             if not self.cluster:
-                values = self.client.execute_command("MGET", *[n for g in groups for n in names[g]])
+                values = self._on_masters([("", ("MGET", *[n for g in groups for n in names[g]]))])[0]
                 out, at = [], 0
                 for g in groups:
                     out.append(values[at : at + len(names[g])])
                     at += len(names[g])
                 return out
-            route = self.layout.route
             return self._on_masters([(route[g], ("MGET", *names[g])) for g in groups])
 
         return {g: [v or b"" for v in values] for g, values in zip(groups, self._call(run))}
@@ -991,17 +1057,12 @@ class RedisStore(Store):
     def _where_bin(self, group: int, kind: bytes, number: int) -> str:
         return f" (bin {self.layout.bin_name(group, kind, number)!r})"
 
-    def _lookup_many(self, queries: Sequence[Query], touch: bool) -> list[Lookup]:
+    def _read_bins(self, wheres: Sequence[tuple[int, int, bytes]], groups: np.ndarray, bins: np.ndarray,
+                   rests: np.ndarray) -> tuple[list[int], np.ndarray, dict[int, list[int]]]:
+        """A lookup's reads while bins are small: the key bins and bucket bins it needs, read whole by plain
+        MGETs (Redis does no more than fetch them) and matched here. The ids holding the keys, the length of
+        each bucket row's bin (its token) and the ids each row found (row -> ids, rows that found any)."""
         layout = self.layout
-        items = [Query(*query) for query in queries]
-        wheres = [layout.key(query.key) for query in items]
-        # Every bucket of the batch at once: rows in query order; their bins read whole, in one step with
-        # the key bins (plain MGETs: Redis does no more than fetch; the entries are matched here).
-        sizes = np.array([len(q.buckets) for q in items], dtype=np.int64)
-        starts = np.r_[0, np.cumsum(sizes)]
-        keys = np.concatenate([np.asarray(q.buckets, dtype=np.int64) for q in items]) if starts[-1] else \
-            np.empty(0, dtype=np.int64)
-        groups, bins, rests = layout.buckets(keys)
         codes = (groups << 32) | bins
         unique, inverse = np.unique(codes, return_inverse=True)  # sorted: each group's bins side by side
         names: dict[int, list[bytes]] = defaultdict(list)
@@ -1023,8 +1084,50 @@ class RedisStore(Store):
             where = self._where_bin(int(bucket_groups[bad]), b"b", int(unique[bad]) & 0xFFFF)
             raise StoreError(f"malformed bucket bin in the Redis store{where} ({lengths_by_bin[bad]} bytes, "
                              "not a multiple of 7)")
-        lengths = lengths_by_bin[inverse] if len(keys) else np.zeros(0, dtype=np.int64)
-        hits = _bucket_hits(b"".join(blobs), lengths_by_bin // 7, inverse, rests)
+        lengths = lengths_by_bin[inverse] if len(codes) else np.zeros(0, dtype=np.int64)
+        return known_ids, lengths, _bucket_hits(b"".join(blobs), lengths_by_bin // 7, inverse, rests)
+
+    def _scan_bins(self, wheres: Sequence[tuple[int, int, bytes]], groups: np.ndarray, bins: np.ndarray,
+                   rests: np.ndarray) -> tuple[list[int], np.ndarray, dict[int, list[int]]]:
+        """:meth:`_read_bins` once bins are big: Redis scans them (``_LOOKUP``) and sends back only the
+        matching entries and each bin's length, so what crosses the network stays ~10 bytes a bucket."""
+        key_calls: dict[int, list[bytes]] = defaultdict(list)
+        key_at = []
+        for g, kbin, khash in wheres:
+            key_at.append((g, len(key_calls[g])))
+            key_calls[g].append(_U16.pack(kbin) + khash)
+        split = _by_group(groups, _rows(bins, rests))
+        replies = self._scripts("lookup", {g: [b"".join(key_calls.get(g, [])), split[g][1] if g in split else b""]
+                                           for g in set(key_calls) | set(split)})
+        lengths = np.zeros(len(groups), dtype=np.int64)
+        hits: dict[int, list[int]] = {}
+        for g, (positions, _) in split.items():
+            fixed = np.frombuffer(replies[g][1], dtype=np.dtype([("len", "<u4"), ("n", "<u2")]))
+            lengths[positions] = fixed["len"]
+            found = np.frombuffer(replies[g][2], dtype="<u4")
+            ends = np.cumsum(fixed["n"].astype(np.int64))
+            for i in np.flatnonzero(fixed["n"]).tolist():
+                hits[int(positions[i])] = found[ends[i] - fixed["n"][i] : ends[i]].tolist()
+        return [_U32.unpack_from(replies[g][0], 4 * i)[0] for g, i in key_at], lengths, hits
+
+    #: Bucket bins are read whole while they average at most this many bytes (a lookup reads a sample of
+    #: them and remembers the mean); beyond it Redis scans them and sends back only what matches.
+    read_bins_upto = 128
+
+    def _lookup_many(self, queries: Sequence[Query], touch: bool) -> list[Lookup]:
+        layout = self.layout
+        items = [Query(*query) for query in queries]
+        wheres = [layout.key(query.key) for query in items]
+        # Every bucket of the batch at once: rows in query order.
+        sizes = np.array([len(q.buckets) for q in items], dtype=np.int64)
+        starts = np.r_[0, np.cumsum(sizes)]
+        keys = np.concatenate([np.asarray(q.buckets, dtype=np.int64) for q in items]) if starts[-1] else \
+            np.empty(0, dtype=np.int64)
+        groups, bins, rests = layout.buckets(keys)
+        read = self._read_bins if self._mean_bin <= self.read_bins_upto else self._scan_bins
+        known_ids, lengths, hits = read(wheres, groups, bins, rests)
+        if len(lengths):
+            self._mean_bin = float(lengths.mean())
         wanted: dict[int, bool] = {doc: touch for doc in known_ids if doc}
         for ids in hits.values():
             for doc in ids:
