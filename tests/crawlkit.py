@@ -102,8 +102,8 @@ class WorkerWatch:
     ``TEST_PIDS_FILE`` and, with ``TEST_KILL_URL_SUFFIX``, SIGKILLs the worker process that holds the page
     whose URL ends so, while it is extracting it.
 
-    It finds that worker in pebble's table of running tasks (the pool's internals: test code only), which
-    is exactly the information a precise kill needs."""
+    It finds that worker in the pool's table of busy workers (``ExtractionPool.running``), which is
+    exactly the information a precise kill needs."""
 
     def __init__(self, crawler):
         self.crawler = crawler
@@ -140,17 +140,12 @@ class WorkerWatch:
             self.parents.add(_ppid(pid))
         if new:
             self.write()
-        if not self.kill_suffix or self.killed or extraction._pool is None:
+        if not self.kill_suffix or self.killed:
             return
-        tasks = extraction._pool._pool_manager.task_manager.tasks
-        for running in list(tasks.values()):
-            args = running.payload.args
-            if running.worker_id and len(args) > 1 and str(args[1]).endswith(self.kill_suffix):
-                # 0.3 s after the worker took the page it is extracting it, no longer touching the pipe it
-                # shares with the others (a kill at that instant is another test, of the watchdog).
-                if running.timestamp and time.time() - running.timestamp > 0.3:
-                    os.kill(running.worker_id, _signal.SIGKILL)
-                    self.killed.append(running.worker_id)
+        for pid, seconds, (_, args) in extraction.running():
+            if len(args) > 1 and str(args[1]).endswith(self.kill_suffix) and seconds > 0.05:
+                os.kill(pid, _signal.SIGKILL)  # while it is extracting that page
+                self.killed.append(pid)
 
     def closed(self, spider, reason):
         if self.loop is not None and self.loop.running:
@@ -251,19 +246,6 @@ def sleepy(seconds):
 
     time.sleep(seconds)
     return seconds
-
-
-def die_holding_the_pipe_lock():
-    """A worker task that takes the lock of the pipe pebble's workers share and is then SIGKILLed: the
-    state a kill from outside (the out-of-memory killer) leaves when it lands at that instant."""
-    import gc
-    import signal as _signal
-
-    from pebble.pool.channel import WorkerChannel
-
-    channel = next(o for o in gc.get_objects() if isinstance(o, WorkerChannel))
-    channel.mutex.writer_mutex.acquire()
-    os.kill(os.getpid(), _signal.SIGKILL)
 
 
 def assert_no_process_left(info, within=10.0):

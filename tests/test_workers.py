@@ -9,7 +9,15 @@ import subprocess
 import time
 
 import pytest
-from crawlkit import ServerThread, assert_no_process_left, crawl_pages, pages_server, paths_crawl_command, read_result
+from crawlkit import (
+    ServerThread,
+    assert_no_process_left,
+    crawl_pages,
+    pages_server,
+    paths_crawl_command,
+    read_result,
+    wait_until,
+)
 from sitegen import article_page, slow_page
 
 pytestmark = pytest.mark.slow
@@ -181,35 +189,52 @@ def test_a_real_segfault_costs_one_page(pool):
     assert wire[3] is not None  # a fingerprint came back
 
 
-def test_a_worker_killed_while_idle_breaks_nothing(pool):
-    """pebble declares its pool broken when a worker dies with no page in flight; the next page gets a
-    fresh pool."""
+def test_a_worker_killed_while_idle_is_replaced(pool):
+    """A worker killed with no page: its pipe closes, a new worker takes its place, the next page goes to it."""
     from crawlkit import sleepy
 
     assert page_result(pool, sleepy, 0.01) == 0.01
     (pid,) = pool.pids()
     os.kill(pid, signal.SIGKILL)
-    time.sleep(0.5)  # pebble's manager notices within its 0.1 s poll
+    wait_until(lambda: pool.replaced == 1 and pool.pids() and pid not in pool.pids(), timeout=10,
+               what="the killed worker replaced")
     assert page_result(pool, sleepy, 0.02) == 0.02
-    assert pool.restarts == 1 and pid not in pool.pids()
 
 
-def test_a_worker_killed_holding_the_pipe_lock_costs_the_pages_in_flight_not_the_crawl(pool):
-    """pebble's workers share one pipe under a lock; a worker killed while it holds it would block every
-    other worker for good. The watchdog finds the stall, fails the pages in flight and starts a new pool."""
-    from crawlkit import die_holding_the_pipe_lock, sleepy
+def test_pages_wait_for_a_busy_pool_and_a_death_costs_only_the_page_its_worker_held(pool):
+    """One worker, three pages: they queue; the worker is SIGKILLed while it holds the first (a real kill);
+    that page fails, naming the signal, and the two waiting pages are extracted by its replacement."""
+    from crawlkit import sleepy
 
     from scrapy_neardup.crawl.workers import WorkerLost
 
-    with pytest.raises(WorkerLost):
-        page_result(pool, die_holding_the_pipe_lock)
-    started = time.monotonic()
-    stuck = pool.submit(sleepy, 0.01)  # its worker cannot report: the lock is held by a dead process
-    with pytest.raises(WorkerLost, match="stalled"):
-        stuck.result(timeout=30)
-    assert time.monotonic() - started < 20
-    assert pool.wedged == 1
-    assert page_result(pool, sleepy, 0.01) == 0.01  # the new pool works
+    first, second, third = pool.submit(sleepy, 5), pool.submit(sleepy, 0.01), pool.submit(sleepy, 0.02)
+    wait_until(lambda: pool.running() and pool.running()[0][2][1] == (5,), timeout=10, what="the first page taken")
+    (pid,) = pool.pids()
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(WorkerLost, match="SIGKILL"):
+        first.result(timeout=30)
+    assert second.result(timeout=30) == 0.01 and third.result(timeout=30) == 0.02
+    assert pool.replaced == 1 and pid not in pool.pids()
+
+
+def test_workers_are_recycled_after_max_tasks_and_stop_cleanly():
+    from crawlkit import sleepy
+
+    from scrapy_neardup._config import Config
+    from scrapy_neardup.crawl.workers import ExtractionPool
+
+    extraction = ExtractionPool(Config.from_settings({}), 1, max_tasks=2)
+    extraction.start()
+    try:
+        seen = set()
+        for i in range(5):
+            assert extraction.submit(sleepy, 0.001 * i).result(timeout=30) == 0.001 * i
+            seen.update(extraction.pids())
+        assert extraction.recycled == 2 and len(seen) == 3
+    finally:
+        extraction.close()
+    assert_no_process_left({"workers": sorted(seen), "parents": [], "crawler": os.getpid()})
 
 
 def test_a_page_past_the_timeout_fails_and_the_worker_is_replaced(pool):

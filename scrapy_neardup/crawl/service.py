@@ -19,8 +19,11 @@ from scrapy.exceptions import CloseSpider, NotConfigured
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.project import data_path
 from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IReadDescriptor
 from twisted.internet.threads import deferToThreadPool
+from twisted.python.threadable import isInIOThread
 from twisted.python.threadpool import ThreadPool
+from zope.interface import implementer
 
 from .._config import Config, ConfigError, unknown_settings
 from ..engine.decisions import DecisionLoop
@@ -32,6 +35,8 @@ from ..store import Store, StoreError, StoreMismatchError, StoreWriteError, reda
 from .workers import IN_PROCESS, ExtractionPool, WorkerLost, WorkerTimeout, analyze_html, analyze_text
 
 if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from scrapy.spiders import Spider
@@ -69,6 +74,63 @@ RECHECK_REASONS = {
 }
 
 _services: weakref.WeakKeyDictionary[Any, NearDupService] = weakref.WeakKeyDictionary()
+
+
+@implementer(IReadDescriptor)
+class _WorkerPipe:
+    """A worker's pipe as the reactor watches it, like a socket: the pool reads a result when it is there."""
+
+    def __init__(self, conn: Connection, on_readable: Any) -> None:
+        self.conn, self.on_readable = conn, on_readable
+        self.fd = conn.fileno()  # kept: the reactor asks for it again after the pipe is closed
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def doRead(self) -> None:
+        self.on_readable()
+
+    def connectionLost(self, reason: Any) -> None:
+        pass
+
+    def logPrefix(self) -> str:
+        return "scrapy-neardup-worker"
+
+
+class ReactorIO:
+    """The workers' results read by the reactor (:class:`~scrapy_neardup.crawl.workers.PoolIO`): a page's
+    result wakes the reactor once, and it is decided there (a local store) or handed to the store thread."""
+
+    def __init__(self) -> None:
+        from twisted.internet import reactor
+
+        self.reactor: Any = reactor
+        self._pipes: dict[Connection, _WorkerPipe] = {}
+
+    def _in_reactor(self, fn: Any, *args: Any) -> None:
+        if isInIOThread():
+            fn(*args)
+        else:
+            self.reactor.callFromThread(fn, *args)
+
+    def watch(self, conn: Connection, on_readable: Any) -> None:
+        def add() -> None:
+            pipe = self._pipes[conn] = _WorkerPipe(conn, on_readable)
+            self.reactor.addReader(pipe)
+
+        self._in_reactor(add)
+
+    def release(self, conn: Connection) -> None:
+        def remove() -> None:
+            pipe = self._pipes.pop(conn, None)
+            if pipe is not None:
+                self.reactor.removeReader(pipe)
+            conn.close()
+
+        self._in_reactor(remove)
+
+    def stop(self) -> None:
+        pass
 
 
 def _scrapy_version() -> tuple[int, ...]:
@@ -231,7 +293,7 @@ class NearDupService:
         if self.workers:
             self._extraction = ExtractionPool(config, self.workers, timeout=config.worker_timeout,
                                               max_tasks=config.worker_max_tasks)
-            self._extraction.start()
+            self._extraction.start(ReactorIO())
         else:
             quiet_trafilatura()
             self._threads = ThreadPool(0, self._thread_count, name="scrapy-neardup")
@@ -277,10 +339,15 @@ class NearDupService:
         self.detector, self._store_thread, self._threads, self._extraction = None, None, None, None
         self._decisions = None
         try:
+            if extraction is not None:
+                extraction.close()  # here, on the reactor, which reads the workers' pipes
+                for name, value in (("replaced", extraction.replaced), ("recycled", extraction.recycled)):
+                    if value:
+                        self.stats.set_value(f"neardup/workers/{name}", value)
             if store_thread is not None:
-                await _in_thread(store_thread, self._close_store, detector, extraction)
+                await _in_thread(store_thread, self._close_store, detector)
             else:
-                self._close_store(detector, extraction)
+                self._close_store(detector)
         except Exception as exc:  # noqa: BLE001 - the crawl must still end, and say what was lost
             unsaved = exc.unsaved if isinstance(exc, StoreWriteError) else 0
             if unsaved:
@@ -353,13 +420,12 @@ class NearDupService:
         string is a reason to skip. ``declared``: the canonical URL the response's ``Link`` header declares
         (the page's own ``<link rel="canonical">`` comes back from the worker); with ``NEARDUP_CANONICAL``,
         a page is filed as its declared canonical's copy (:meth:`Detector.check_declared`) unless ``own_key``
-        says its key was given (``neardup_key``), which wins. A worker's result is decided where it
-        arrives, off the reactor: for a local store (SQLite, memory) on the thread that receives the
-        workers' results, for Redis on the plugin's store thread; either makes the template decision and
-        the store call, in the order results arrive, under the store lock, and the reactor is woken once a
-        page, when all is decided.
-        Slow pages or a store that is retrying never take the reactor's threads, which Scrapy's DNS
-        resolver needs.
+        says its key was given (``neardup_key``), which wins. A worker's result is read by the reactor
+        (:class:`ReactorIO`) and, for a local store (SQLite, memory: well under a millisecond a page),
+        decided right there; for Redis on the plugin's store thread, which wakes the reactor once the
+        page is decided. Either way the template decision and the store call run in the order results
+        arrive, under the store lock. A store that is retrying never holds the reactor, nor its threads,
+        which Scrapy's DNS resolver needs.
         """
         if isinstance(job, str):
             self.skip(job, key)
@@ -385,7 +451,7 @@ class NearDupService:
         outcome = await maybe_deferred_to_future(deferred)
         return self._settle(key, outcome)
 
-    # -- check(), off the reactor: pebble's result thread or an extraction thread, then the store thread --
+    # -- check(): the reactor reads the worker's result, or an extraction thread; a remote store's thread --
     def _analysed(self, done: Future, key: str, url: str | None, deferred: Deferred,  # type: ignore[type-arg]
                   declared: str | None = None) -> None:
         try:
@@ -395,8 +461,8 @@ class NearDupService:
             return
         detector = self.detector
         if detector is not None and detector.store.local and prepared.fingerprint is not None and not self._closing:
-            # A local store answers in well under a millisecond: decided right here, on the one thread that
-            # receives the workers' results (in arrival order), which saves a hand-over to the store thread.
+            # A local store answers in well under a millisecond: decided right here, where the worker's
+            # result was read (the reactor; in arrival order), which saves two hand-overs between threads.
             self._decide_and_file(prepared, key, url, deferred, declared)
             return
         self._to_store_thread(prepared, key, url, deferred, declared)
@@ -445,6 +511,9 @@ class NearDupService:
 
     @staticmethod
     def _reply(deferred: Deferred, outcome: Any) -> None:  # type: ignore[type-arg]
+        if isInIOThread():  # decided where the worker's result was read: no hand-over
+            deferred.callback(outcome)
+            return
         from twisted.internet import reactor
 
         reactor.callFromThread(deferred.callback, outcome)
@@ -485,14 +554,10 @@ class NearDupService:
         self.skip("store_closed", key)
         return Prepared(None, "store_closed"), None
 
-    def _close_store(self, detector: Detector, extraction: ExtractionPool | None) -> None:
-        """Store thread, at close: stop the workers, then flush and close the store."""
-        try:
-            if extraction is not None:
-                extraction.close()
-        finally:
-            with self._store_lock:
-                detector.close()
+    def _close_store(self, detector: Detector) -> None:
+        """Store thread, at close (the workers are stopped): flush and close the store."""
+        with self._store_lock:
+            detector.close()
 
     def _close_spider(self, reason: str) -> None:
         engine = self.crawler.engine

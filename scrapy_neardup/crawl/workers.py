@@ -5,33 +5,54 @@ process aborted a crawl with a glibc ``double free``, see docs/reference.md) kil
 in. Here it happens in a worker: the crawler, its store and its decisions live in another process.
 Extraction is also CPU work under the GIL; a pool of processes uses every core.
 
-The pool is pebble's :class:`~pebble.ProcessPool`: each task is acknowledged by the worker that takes it,
-so a worker that dies (SIGSEGV, SIGABRT, SIGKILL, the kernel's out-of-memory killer) fails exactly the
-page it held, with :class:`~pebble.ProcessExpired`, and is replaced; a task past its timeout has its
-worker stopped and replaced; ``max_tasks`` recycles each worker after so many pages, which bounds the
-memory a long crawl lets a worker grow to. What crosses to a worker is a page's body, URL and
-``Content-Type``; what comes back is :meth:`Prepared.to_wire <scrapy_neardup.engine.prepare.Prepared.to_wire>`.
+The pool is this module's own, because what a crawl pays per page beyond extraction is mostly travel:
+pebble's pool (used before) hands each page to a scheduler thread, sends it down one pipe all workers share
+and reads the result on a result thread, which then wakes the reactor: four thread wake-ups a page. Here
+each worker has a pipe of its own; a page is written to an idle worker's pipe by the thread that submits it
+(the reactor), and the results are read where the caller says (:class:`PoolIO`): in a crawl, by the
+reactor itself, which watches the pipes like sockets, so a result costs one wake-up. Without a reactor (the
+tests, other callers) a thread of the pool's own reads them.
+
+* A worker that dies (SIGSEGV, SIGABRT, SIGKILL, the kernel's out-of-memory killer) closes its pipe: the
+  page it held, the only one (a worker gets its next page when it returns the last), fails with
+  :class:`WorkerLost` naming the signal, and a new worker takes its place. No lock is shared between
+  workers, so a worker killed at any instant cannot block the others (pebble's shared pipe could be).
+* A page past ``timeout`` has its worker killed by the pool's watchdog thread; it fails with
+  :class:`WorkerTimeout` and the worker is replaced.
+* ``max_tasks`` recycles each worker after so many pages, which bounds the memory a long crawl lets a
+  worker grow to.
+
+What crosses to a worker is the task (a module-level function and its arguments: a page's body, URL and
+``Content-Type``); what comes back is :meth:`Prepared.to_wire
+<scrapy_neardup.engine.prepare.Prepared.to_wire>`, pickled: both ends are this package's own processes,
+and nothing read from a store or a page is ever unpickled.
 
 Workers start from a fork server (a clean single-threaded process started once, with the extraction
 modules imported), never by forking the crawler, whose threads may hold locks at fork time. Each worker
 ignores SIGINT (Ctrl-C reaches the whole process group; the crawler decides what it means) and asks the
 kernel to kill it when its parent dies, so no worker outlives a crawler that was killed.
 
-Nothing here imports Scrapy.
+Nothing here imports Scrapy or Twisted.
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
+import pickle
 import signal
+import struct
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from itertools import count
+from multiprocessing.connection import Connection, wait
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..engine.extract import decode_html, quiet_trafilatura
 
@@ -43,12 +64,9 @@ logger = logging.getLogger("scrapy_neardup")
 
 #: How long closing the pool waits for its worker processes to end before killing them.
 CLOSE_WAIT_SECS = 5.0
-#: Pages in flight and none finished for this long: the watchdog checks the workers' shared pipe.
-STALL_CHECK_SECS = 5.0
-#: How long that check waits for the pipe's locks, which a healthy worker holds for milliseconds.
-LOCK_WAIT_SECS = 5.0
-#: How often the watchdog looks.
-WATCH_EVERY_SECS = 1.0
+#: How long a dead worker's process is waited for, to read its exit code.
+REAP_WAIT_SECS = 1.0
+_TASK = struct.Struct("<Q")
 
 _pipeline: DocumentPipeline | None = None
 
@@ -59,6 +77,10 @@ class WorkerLost(Exception):
 
 class WorkerTimeout(Exception):
     """A page took longer than the timeout; its worker was stopped and replaced."""
+
+
+class WorkerError(Exception):
+    """A task failed in its worker with an error that could not be sent back as it was."""
 
 
 def _die_with_parent() -> None:
@@ -112,6 +134,33 @@ IN_PROCESS: dict[Callable[..., Any], Callable[..., Prepared]] = {analyze_html: p
                                                                  analyze_text: prepare_text}
 
 
+def serve(conn: Connection, config: Config) -> None:
+    """A worker's life: a task in (``(function, arguments)``, pickled), its result out (the task's number,
+    then ``(True, value)`` or ``(False, exception)``, pickled), one at a time, until its pipe closes."""
+    init_worker(config)
+    while True:
+        try:
+            message = conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+        if not message:  # the pool's word to stop
+            return
+        number, task = message[: _TASK.size], message[_TASK.size :]
+        try:
+            fn, args = pickle.loads(task)
+            reply: tuple[bool, Any] = (True, fn(*args))
+        except Exception as exc:  # noqa: BLE001 - the task's own error goes back to the page that caused it
+            reply = (False, exc)
+        try:
+            data = pickle.dumps(reply, pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # noqa: BLE001 - an error (or a result) that does not pickle
+            data = pickle.dumps((False, WorkerError(f"{type(reply[1]).__name__}: {reply[1]} ({exc})")))
+        try:
+            conn.send_bytes(number + data)
+        except OSError:  # the pool closed the pipe: it is done with this worker
+            return
+
+
 def _context() -> Any:
     methods = multiprocessing.get_all_start_methods()
     if "forkserver" in methods:
@@ -122,25 +171,101 @@ def _context() -> Any:
     return multiprocessing.get_context("spawn")
 
 
+class PoolIO(Protocol):
+    """Who watches the workers' pipes: ``watch(conn, on_readable)`` calls ``on_readable()`` (on the
+    watcher's thread) whenever ``conn`` has a result or has closed, until ``release(conn)``, which stops
+    watching it and closes it (on the watcher's thread: a pipe closed while it is being watched could
+    have its number reused by the next worker's). Both may be called from any thread."""
+
+    def watch(self, conn: Connection, on_readable: Callable[[], None]) -> None: ...
+
+    def release(self, conn: Connection) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class ThreadIO:
+    """:class:`PoolIO` on a thread of its own, for callers without an event loop."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._watched: dict[Connection, Callable[[], None]] = {}
+        self._released: list[Connection] = []
+        self._wake_r, self._wake_w = multiprocessing.Pipe(duplex=False)
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="scrapy-neardup-results", daemon=True)
+        self._thread.start()
+
+    def watch(self, conn: Connection, on_readable: Callable[[], None]) -> None:
+        with self._lock:
+            self._watched[conn] = on_readable
+        self._wake()
+
+    def release(self, conn: Connection) -> None:
+        with self._lock:
+            self._watched.pop(conn, None)
+            self._released.append(conn)
+        self._wake()
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send_bytes(b"")
+        except OSError:  # stopped
+            pass
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                watched, released, self._released = dict(self._watched), self._released, []
+            for conn in released:
+                conn.close()
+            if self._stopped:
+                return
+            for ready in wait([self._wake_r, *watched]):
+                if ready is self._wake_r:
+                    try:
+                        while self._wake_r.poll():
+                            self._wake_r.recv_bytes()
+                    except (EOFError, OSError):
+                        return
+                else:
+                    with self._lock:
+                        still = self._watched.get(ready)  # type: ignore[call-overload]
+                    if still is not None:
+                        still()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._wake()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(CLOSE_WAIT_SECS)
+            self._wake_w.close()
+            self._wake_r.close()
+
+
+class _Worker:
+    """One worker process, its end of its pipe, and the page it holds (at most one)."""
+
+    __slots__ = ("process", "conn", "page", "args", "started", "done", "timed_out", "gone")
+
+    def __init__(self, process: Any, conn: Connection) -> None:
+        self.process, self.conn = process, conn
+        self.page: Future | None = None  # type: ignore[type-arg]
+        self.args: tuple[Any, ...] = ()
+        self.started = 0.0
+        self.done = 0
+        self.timed_out = False
+        self.gone = False
+
+
 class ExtractionPool:
-    """A pool of ``workers`` processes running :func:`analyze_html` and :func:`analyze_text`.
+    """A pool of ``workers`` processes running :func:`analyze_html` and :func:`analyze_text` (or any
+    module-level function: the tests send their own).
 
-    :meth:`submit` returns a :class:`concurrent.futures.Future` of the wire tuple, which fails with
-    :class:`WorkerLost` or :class:`WorkerTimeout`. ``timeout`` is per page, in seconds (``None``: none);
-    ``max_tasks`` recycles a worker after that many pages (0: never).
-
-    Two failures of pebble's pool are handled here, so that no page ever waits forever:
-
-    * pebble declares its pool *broken* when a worker dies while no page at all is in flight; the next
-      :meth:`submit` then starts a new pool.
-    * pebble's workers share one pipe, guarded by two process-shared locks. pebble only ever stops a worker
-      when it can take both, but a worker killed from outside (the out-of-memory killer, a signal) while it
-      holds one leaves it held for good: the other workers block, pebble can no longer time pages out, and
-      the pages in flight would never finish. A watchdog thread notices when pages are in flight and none
-      has finished for ``STALL_CHECK_SECS``; it then tries the locks, which a healthy worker holds for
-      milliseconds. If they cannot be had within ``LOCK_WAIT_SECS`` the pool is *wedged*: every page in
-      flight fails with :class:`WorkerLost` and a new pool (new pipe, new locks) takes over. Such a kill
-      therefore costs the pages in flight and about ten seconds, not the crawl.
+    :meth:`submit` returns a :class:`concurrent.futures.Future` of the task's value, which fails with
+    :class:`WorkerLost` or :class:`WorkerTimeout`; its callbacks run where the results are read (``io``
+    of :meth:`start`). ``timeout`` is per page, in seconds (``None``: none); ``max_tasks`` recycles a worker
+    after that many pages (0: never). A page waits in the pool's queue while every worker is busy.
     """
 
     def __init__(self, config: Config, workers: int, timeout: float | None = None, max_tasks: int = 0) -> None:
@@ -150,138 +275,219 @@ class ExtractionPool:
         self.workers = workers
         self.timeout = timeout
         self.max_tasks = max_tasks
-        self.restarts = 0  # pools replaced, broken or wedged
-        self.wedged = 0
-        self._lock = threading.Lock()
-        self._pool: Any = None
+        self.replaced = 0  # workers that died or timed out and were replaced
+        self.recycled = 0  # workers retired after max_tasks pages
+        self._lock = threading.RLock()
+        self._ctx = _context()
+        self._io: PoolIO | None = None
+        self._own_io = False
+        self._workers: list[_Worker] = []
+        self._queue: deque[tuple[Future, tuple[Any, ...]]] = deque()  # type: ignore[type-arg]
         self._closed = False
-        self._inflight: dict[Future, Any] = {}  # type: ignore[type-arg]  # page's future -> the pool it went to
-        self._last_progress = time.monotonic()
-        self._delivering = 0  # results being handed to their callbacks right now
+        self._numbers = count(1)
         self._stop_watching = threading.Event()
         self._watchdog: threading.Thread | None = None
 
-    def start(self) -> None:
-        self._pool = self._new_pool()
+    def start(self, io: PoolIO | None = None) -> None:
+        """Start the workers; their results are read by ``io`` (by default a thread of the pool's own)."""
+        self._own_io = io is None
+        self._io = io if io is not None else ThreadIO()
+        for _ in range(self.workers):
+            self._spawn()
         self._watchdog = threading.Thread(target=self._watch, name="scrapy-neardup-watchdog", daemon=True)
         self._watchdog.start()
 
-    def _new_pool(self) -> Any:
-        from pebble import ProcessPool
-
-        return ProcessPool(self.workers, max_tasks=self.max_tasks, initializer=init_worker,
-                           initargs=(self.config,), context=_context())
-
-    def submit(self, fn: Any, *args: Any) -> Future:  # type: ignore[type-arg]
-        outer: Future = Future()  # type: ignore[type-arg]
+    # -- workers -----------------------------------------------------------------------------------
+    def _spawn(self) -> _Worker:
+        ours, theirs = multiprocessing.Pipe(duplex=True)
+        process = self._ctx.Process(target=serve, args=(theirs, self.config), name="scrapy-neardup-worker",
+                                    daemon=True)
+        process.start()
+        theirs.close()  # the worker's end lives in the worker only: its death closes the pipe
+        worker = _Worker(process, ours)
         with self._lock:
-            if self._closed or self._pool is None:
-                raise RuntimeError("the extraction pool is closed")
-            try:
-                inner = self._pool.schedule(fn, args, timeout=self.timeout)
-            except RuntimeError:  # pebble: the pool is broken; start a fresh one
-                logger.warning("scrapy-neardup: the extraction pool broke (a worker died while idle); "
-                               "starting a new one")
-                self._swap_pool()
-                inner = self._pool.schedule(fn, args, timeout=self.timeout)
-            if not self._inflight:
-                self._last_progress = time.monotonic()
-            self._inflight[outer] = self._pool
-        inner.add_done_callback(lambda done: self._settle(done, outer))
-        return outer
+            self._workers.append(worker)
+        assert self._io is not None
+        self._io.watch(ours, lambda: self._readable(worker))
+        return worker
 
-    def _swap_pool(self) -> Any:
-        """Under the lock: a new pool in place of the current one, which is disposed of in the background
-        (stopping a broken pool can take seconds)."""
-        old, self._pool = self._pool, self._new_pool()
-        self.restarts += 1
-        if old is not None:
-            threading.Thread(target=_dispose, args=(old,), name="scrapy-neardup-dispose", daemon=True).start()
-        return old
-
-    def _settle(self, inner: Future, outer: Future) -> None:  # type: ignore[type-arg]
-        from concurrent.futures import CancelledError
-        from concurrent.futures import TimeoutError as FutureTimeout
-
-        from pebble import ProcessExpired
-
-        with self._lock:
-            self._inflight.pop(outer, None)
-            self._last_progress = time.monotonic()
+    def _send(self, worker: _Worker, page: Future, args: tuple[Any, ...]) -> None:  # type: ignore[type-arg]
+        """Hand ``page`` to an idle ``worker`` (marked busy by the caller, under the lock)."""
         try:
-            result = inner.result()
-        except ProcessExpired as exc:
-            code = exc.exitcode
-            how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
-            _fail(outer, WorkerLost(f"its extraction worker died ({how})"))
-        except FutureTimeout:
-            _fail(outer, WorkerTimeout("extraction took longer than NEARDUP_WORKER_TIMEOUT"))
-        except CancelledError:
-            _fail(outer, WorkerLost("the extraction pool was stopped"))
-        except Exception as exc:  # noqa: BLE001 - BrokenProcessPool, and the task's own errors
-            if type(exc).__name__ == "BrokenProcessPool":
-                _fail(outer, WorkerLost(f"the extraction pool broke ({exc})"))
-            else:
-                _fail(outer, exc)
-        else:
-            # The page's callbacks run here, on pebble's result thread (for a local store, the decision
-            # itself): time spent in them is the caller's, not a stalled pool.
+            data = _TASK.pack(next(self._numbers)) + pickle.dumps(args, pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # noqa: BLE001 - arguments that do not pickle: this page's error only
             with self._lock:
-                self._delivering += 1
+                worker.page = None
+            _fail(page, exc)
+            self._next(worker)
+            return
+        try:
+            worker.conn.send_bytes(data)
+        except OSError:  # the worker died meanwhile; its pipe's end-of-file is on its way to _readable
+            pass
+
+    def _next(self, worker: _Worker) -> None:
+        """Give an idle worker the next page waiting, if any."""
+        with self._lock:
+            if self._closed or worker.gone or worker.page is not None or not self._queue:
+                return
+            page, args = self._queue.popleft()
+            worker.page, worker.args, worker.started = page, args, time.monotonic()
+        self._send(worker, page, args)
+
+    def _readable(self, worker: _Worker) -> None:
+        """On the reader's thread: a worker's result, or its death."""
+        try:
+            data = worker.conn.recv_bytes()
+        except (EOFError, OSError):
+            self._lost(worker)
+            return
+        with self._lock:
+            page, worker.page, worker.args = worker.page, None, ()
+            worker.done += 1
+            retire = bool(self.max_tasks) and worker.done >= self.max_tasks and not self._closed
+        if not retire:
+            self._next(worker)  # first: the worker extracts the next page while this one is decided
+        if page is not None:
             try:
-                outer.set_result(result)
-            except InvalidStateError:  # already failed by the watchdog
-                pass
-            finally:
-                with self._lock:
-                    self._delivering -= 1
-                    self._last_progress = time.monotonic()
+                ok, value = pickle.loads(data[_TASK.size :])
+            except Exception as exc:  # noqa: BLE001 - an exception class the crawler cannot rebuild
+                ok, value = False, WorkerError(f"its worker's reply could not be read: {exc}")
+            if ok:
+                _resolve(page, value)
+            else:
+                _fail(page, value)
+        if retire:
+            self._retire(worker)
+
+    def _lost(self, worker: _Worker) -> None:
+        """A worker's pipe closed: it died (or was killed for a timeout). Its page fails; a new worker
+        takes its place."""
+        with self._lock:
+            if worker.gone:
+                return
+            worker.gone = True
+            page, timed_out = worker.page, worker.timed_out
+            worker.page = None
+            if worker in self._workers:
+                self._workers.remove(worker)
+            closed = self._closed
+        assert self._io is not None
+        self._io.release(worker.conn)
+        worker.process.join(REAP_WAIT_SECS)
+        code = worker.process.exitcode
+        if not closed:
+            self.replaced += 1
+            try:
+                self._next(self._spawn())
+            except Exception:  # noqa: BLE001 - no new worker now (out of processes?): the next loss tries again
+                logger.exception("scrapy-neardup: could not start a new extraction worker")
+        if page is None:
+            return
+        if timed_out:
+            _fail(page, WorkerTimeout("extraction took longer than NEARDUP_WORKER_TIMEOUT"))
+        elif closed:
+            _fail(page, WorkerLost("the extraction pool was stopped"))
+        else:
+            how = (f"signal {signal.Signals(-code).name}" if code is not None and code < 0
+                   else f"exit code {code}" if code is not None else "it did not exit")
+            _fail(page, WorkerLost(f"its extraction worker died ({how})"))
+
+    def _retire(self, worker: _Worker) -> None:
+        """A worker past ``max_tasks`` is told to stop; a new one takes its place."""
+        with self._lock:
+            worker.gone = True
+            if worker in self._workers:
+                self._workers.remove(worker)
+        _stop(worker)
+        assert self._io is not None
+        self._io.release(worker.conn)
+        threading.Thread(target=_reap, args=(worker.process,), name="scrapy-neardup-reap", daemon=True).start()
+        self.recycled += 1
+        self._next(self._spawn())
 
     def _watch(self) -> None:
-        while not self._stop_watching.wait(WATCH_EVERY_SECS):
-            with self._lock:
-                pool = self._pool
-                stalled = (bool(self._inflight) and not self._delivering
-                           and time.monotonic() - self._last_progress > STALL_CHECK_SECS)
-            if not stalled or pool is None or _channel_free(pool):
-                if stalled:
-                    with self._lock:  # slow pages, not a wedge: look again after another quiet spell
-                        self._last_progress = time.monotonic()
+        """The watchdog: kills the worker of a page past its timeout (its pipe then closes: :meth:`_lost`)."""
+        while not self._stop_watching.wait(min(0.1, self.timeout / 4) if self.timeout else 1.0):
+            if not self.timeout:
                 continue
+            deadline = time.monotonic() - self.timeout
             with self._lock:
-                if self._closed or self._pool is not pool:
-                    continue
-                lost = [page for page, went_to in self._inflight.items() if went_to is pool]
-                for page in lost:
-                    del self._inflight[page]
-                self._swap_pool()
-                self.wedged += 1
-                self._last_progress = time.monotonic()
-            logger.error("scrapy-neardup: the extraction pool stalled (a worker died holding the lock of the "
-                         "pipe the workers share); the %d pages in flight pass on unchecked and a new pool takes "
-                         "over", len(lost))
-            for page in lost:
-                _fail(page, WorkerLost("the extraction pool stalled: a worker died holding its pipe's lock"))
+                late = [w for w in self._workers if w.page is not None and not w.timed_out and w.started < deadline]
+                for worker in late:
+                    worker.timed_out = True
+            for worker in late:
+                try:
+                    os.kill(worker.process.pid, signal.SIGKILL)
+                except OSError:  # already gone
+                    pass
+
+    # -- callers -----------------------------------------------------------------------------------
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:  # type: ignore[type-arg]
+        page: Future = Future()  # type: ignore[type-arg]
+        task = (fn, args)
+        with self._lock:
+            if self._closed or self._io is None:
+                raise RuntimeError("the extraction pool is closed")
+            idle = next((w for w in self._workers if w.page is None and not w.gone), None)
+            if idle is None:
+                self._queue.append((page, task))
+                return page
+            idle.page, idle.args, idle.started = page, task, time.monotonic()
+        self._send(idle, page, task)
+        return page
 
     def pids(self) -> list[int]:
-        """The worker processes' ids (for tests and diagnostics; reads pebble's internals)."""
-        pool = self._pool
-        if pool is None:
-            return []
-        workers = getattr(getattr(pool, "_pool_manager", None), "worker_manager", None)
-        return [p.pid for p in getattr(workers, "workers", {}).values() if p.pid]
+        """The worker processes' ids (for tests and diagnostics)."""
+        with self._lock:
+            return [w.process.pid for w in self._workers if w.process.pid]
+
+    def running(self) -> list[tuple[int, float, tuple[Any, ...]]]:
+        """``(pid, seconds since it took the page, (function, arguments))`` of each busy worker (for tests
+        and diagnostics)."""
+        now = time.monotonic()
+        with self._lock:
+            return [(w.process.pid, now - w.started, w.args) for w in self._workers if w.page is not None]
 
     def close(self) -> None:
-        """Stop every worker and wait for them; pages still in flight fail with :class:`WorkerLost`."""
+        """Stop every worker and wait for them; pages still in flight or waiting fail with :class:`WorkerLost`."""
         self._stop_watching.set()
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
-            pool, self._pool = self._pool, None
-            lost, self._inflight = list(self._inflight), {}
-        if pool is not None:
-            _dispose(pool)
+            workers, self._workers = list(self._workers), []
+            lost = [page for page, _ in self._queue] + [w.page for w in workers if w.page is not None]
+            busy = [w for w in workers if w.page is not None]
+            self._queue.clear()
+            for worker in workers:
+                worker.gone, worker.page = True, None
+        for worker in workers:
+            if worker in busy:
+                worker.process.kill()  # its page is failed below: nothing to wait for
+            else:
+                _stop(worker)
+        deadline = time.monotonic() + CLOSE_WAIT_SECS
+        for worker in workers:
+            worker.process.join(max(0.0, deadline - time.monotonic()))
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join(REAP_WAIT_SECS)
+        io = self._io
+        if io is not None:
+            for worker in workers:
+                io.release(worker.conn)
+            if self._own_io:
+                io.stop()
         for page in lost:
             _fail(page, WorkerLost("the extraction pool was stopped"))
+
+
+def _resolve(page: Future, value: Any) -> None:  # type: ignore[type-arg]
+    try:
+        page.set_result(value)
+    except InvalidStateError:  # already settled
+        pass
 
 
 def _fail(page: Future, exc: BaseException) -> None:  # type: ignore[type-arg]
@@ -291,24 +497,17 @@ def _fail(page: Future, exc: BaseException) -> None:  # type: ignore[type-arg]
         pass
 
 
-def _dispose(pool: Any) -> None:
-    """Stop a pebble pool and wait a bounded time for its workers to end."""
+def _stop(worker: _Worker) -> None:
+    """Tell an idle worker to stop (an empty message)."""
     try:
-        pool.stop()
-        pool.join(CLOSE_WAIT_SECS)
-    except Exception:  # noqa: BLE001 - a broken or wedged pool may not stop cleanly; its workers die with it
-        logger.debug("scrapy-neardup: stopping an extraction pool did not finish cleanly", exc_info=True)
+        worker.conn.send_bytes(b"")
+    except OSError:  # already gone
+        pass
 
 
-def _channel_free(pool: Any) -> bool:
-    """Whether the pipe pebble's workers share can be locked within ``LOCK_WAIT_SECS`` (released at once).
-    Reads pebble's internals; where they are not as expected, answers True (no verdict)."""
-    channel = getattr(getattr(getattr(pool, "_pool_manager", None), "worker_manager", None), "workers_channel", None)
-    lock = getattr(channel, "lock", None)
-    if lock is None:
-        return True
-    try:
-        with lock(block=True, timeout=LOCK_WAIT_SECS) as locked:
-            return bool(locked)
-    except (OSError, ValueError):  # the channel was closed meanwhile: that pool is being replaced anyway
-        return True
+def _reap(process: Any) -> None:
+    """Wait for a retired worker to end (it finishes nothing: its pipe is closed), killing it if it lingers."""
+    process.join(CLOSE_WAIT_SECS)
+    if process.is_alive():
+        process.kill()
+        process.join(REAP_WAIT_SECS)
