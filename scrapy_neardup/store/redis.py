@@ -1,5 +1,5 @@
 """Redis store: one fingerprint index shared by many crawler processes and machines, one Redis server or
-a Redis Cluster, in about 500 bytes of Redis memory per page (MinHash-128).
+a Redis Cluster, in about 570 bytes of Redis memory per page (MinHash-128 at a million pages).
 
 Layout 3. ``P`` is the prefix from ``NEARDUP_REDIS_KEY`` (by default ``neardup:{<spider>}``; its braces are a
 Redis Cluster *hash tag*), ``B`` the same prefix without its braces. Four small keys share ``P``'s slot::
