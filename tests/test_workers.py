@@ -246,3 +246,31 @@ def test_a_page_past_the_timeout_fails_and_the_worker_is_replaced(pool):
     with pytest.raises(WorkerTimeout):
         page_result(pool, sleepy, 3)
     assert page_result(pool, sleepy, 0.01) == 0.01
+
+
+def test_when_no_worker_can_be_started_pages_fail_instead_of_waiting(pool):
+    """A worker dies and no new one can be started (fork failing is faked: it cannot be produced here for
+    real, root ignores RLIMIT_NPROC): the page it held and the page waiting fail with WorkerLost at once,
+    a page submitted meanwhile fails too, and once workers can start again pages are extracted."""
+    from crawlkit import sleepy
+
+    from scrapy_neardup.crawl.workers import WorkerLost
+
+    held, waiting = pool.submit(sleepy, 5), pool.submit(sleepy, 0.01)
+    wait_until(lambda: pool.running(), timeout=10, what="the first page taken")
+    spawn = pool._spawn
+
+    def cannot_fork():
+        raise OSError(11, "Resource temporarily unavailable")
+
+    pool._spawn = cannot_fork
+    (pid,) = pool.pids()
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(WorkerLost, match="SIGKILL"):
+        held.result(timeout=30)
+    with pytest.raises(WorkerLost, match="no extraction worker could be started"):
+        waiting.result(timeout=30)
+    with pytest.raises(WorkerLost, match="no extraction worker could be started"):
+        pool.submit(sleepy, 0.01).result(timeout=30)
+    pool._spawn = spawn
+    assert page_result(pool, sleepy, 0.03) == 0.03

@@ -32,7 +32,15 @@ from ..engine.extract import quiet_trafilatura
 from ..engine.prepare import Prepared
 from ..engine.template import TemplateGuard
 from ..store import Store, StoreError, StoreMismatchError, StoreWriteError, redact_url
-from .workers import IN_PROCESS, ExtractionPool, WorkerLost, WorkerTimeout, analyze_html, analyze_text
+from .workers import (
+    IN_PROCESS,
+    ExtractionPool,
+    WorkerLost,
+    WorkerTimeout,
+    analyze_html,
+    analyze_text,
+    run_reader_callback,
+)
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -88,7 +96,8 @@ class _WorkerPipe:
         return self.fd
 
     def doRead(self) -> None:
-        self.on_readable()
+        # A callback error must not reach the reactor, which would stop watching this pipe for good.
+        run_reader_callback(self.on_readable)
 
     def connectionLost(self, reason: Any) -> None:
         pass

@@ -232,7 +232,7 @@ class ThreadIO:
                     with self._lock:
                         still = self._watched.get(ready)  # type: ignore[call-overload]
                     if still is not None:
-                        still()
+                        run_reader_callback(still)
 
     def stop(self) -> None:
         self._stopped = True
@@ -284,6 +284,7 @@ class ExtractionPool:
         self._workers: list[_Worker] = []
         self._queue: deque[tuple[Future, tuple[Any, ...]]] = deque()  # type: ignore[type-arg]
         self._closed = False
+        self._starting = 0  # workers being started in place of others (not yet in _workers)
         self._numbers = count(1)
         self._stop_watching = threading.Event()
         self._watchdog: threading.Thread | None = None
@@ -306,7 +307,15 @@ class ExtractionPool:
         theirs.close()  # the worker's end lives in the worker only: its death closes the pipe
         worker = _Worker(process, ours)
         with self._lock:
-            self._workers.append(worker)
+            closed = self._closed
+            if not closed:
+                self._workers.append(worker)
+        if closed:  # the pool closed while this one started: it must not outlive it
+            worker.gone = True
+            process.kill()
+            process.join(REAP_WAIT_SECS)
+            ours.close()
+            return worker
         assert self._io is not None
         self._io.watch(ours, lambda: self._readable(worker))
         return worker
@@ -346,6 +355,10 @@ class ExtractionPool:
             page, worker.page, worker.args = worker.page, None, ()
             worker.done += 1
             retire = bool(self.max_tasks) and worker.done >= self.max_tasks and not self._closed
+            if retire:  # out of the pool before its page is answered: no new page may reach it
+                worker.gone = True
+                self._workers.remove(worker)
+                self._starting += 1  # its successor, started by _retire
         if not retire:
             self._next(worker)  # first: the worker extracts the next page while this one is decided
         if page is not None:
@@ -378,10 +391,7 @@ class ExtractionPool:
         code = worker.process.exitcode
         if not closed:
             self.replaced += 1
-            try:
-                self._next(self._spawn())
-            except Exception:  # noqa: BLE001 - no new worker now (out of processes?): the next loss tries again
-                logger.exception("scrapy-neardup: could not start a new extraction worker")
+            self._replace()
         if page is None:
             return
         if timed_out:
@@ -393,18 +403,37 @@ class ExtractionPool:
                    else f"exit code {code}" if code is not None else "it did not exit")
             _fail(page, WorkerLost(f"its extraction worker died ({how})"))
 
-    def _retire(self, worker: _Worker) -> None:
-        """A worker past ``max_tasks`` is told to stop; a new one takes its place."""
+    def _replace(self, counted: bool = False) -> None:
+        """Start a worker in place of one that is gone, and give it the next page waiting. If none can be
+        started (out of processes, memory) and none is left, the pages waiting fail rather than wait forever;
+        the next page submitted tries again. ``counted``: the caller already counted it in ``_starting``."""
+        if not counted:
+            with self._lock:
+                self._starting += 1
+        try:
+            worker = self._spawn()
+        except Exception as exc:  # noqa: BLE001 - whatever stopped the start, no page may wait for ever
+            logger.error("scrapy-neardup: could not start an extraction worker: %s", exc)
+            with self._lock:
+                self._starting -= 1
+                stranded = [page for page, _ in self._queue] if not self._workers and not self._starting else []
+                if stranded:
+                    self._queue.clear()
+            for page in stranded:
+                _fail(page, WorkerLost(f"no extraction worker could be started ({exc})"))
+            return
         with self._lock:
-            worker.gone = True
-            if worker in self._workers:
-                self._workers.remove(worker)
+            self._starting -= 1
+        self._next(worker)
+
+    def _retire(self, worker: _Worker) -> None:
+        """A worker past ``max_tasks`` (already out of the pool) is told to stop; a new one takes its place."""
         _stop(worker)
         assert self._io is not None
         self._io.release(worker.conn)
         threading.Thread(target=_reap, args=(worker.process,), name="scrapy-neardup-reap", daemon=True).start()
         self.recycled += 1
-        self._next(self._spawn())
+        self._replace(counted=True)
 
     def _watch(self) -> None:
         """The watchdog: kills the worker of a page past its timeout (its pipe then closes: :meth:`_lost`)."""
@@ -429,6 +458,15 @@ class ExtractionPool:
         with self._lock:
             if self._closed or self._io is None:
                 raise RuntimeError("the extraction pool is closed")
+            empty = not self._workers and not self._starting
+        if empty:  # every worker died and none could be started since: try again now
+            self._replace()
+            with self._lock:
+                empty = not self._workers and not self._starting
+            if empty:
+                _fail(page, WorkerLost("no extraction worker could be started"))
+                return page
+        with self._lock:
             idle = next((w for w in self._workers if w.page is None and not w.gone), None)
             if idle is None:
                 self._queue.append((page, task))
@@ -481,6 +519,14 @@ class ExtractionPool:
                 io.stop()
         for page in lost:
             _fail(page, WorkerLost("the extraction pool was stopped"))
+
+
+def run_reader_callback(on_readable: Callable[[], None]) -> None:
+    """Run a pipe's callback; a bug in it is logged and must not stop the reading of the other pipes."""
+    try:
+        on_readable()
+    except Exception:  # noqa: BLE001 - the reader serves every worker
+        logger.exception("scrapy-neardup: error while reading an extraction worker's pipe")
 
 
 def _resolve(page: Future, value: Any) -> None:  # type: ignore[type-arg]
