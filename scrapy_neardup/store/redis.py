@@ -37,7 +37,8 @@ batch goes in steps. A step is one call per server (on a cluster, one per master
 sent to every master at once; a script without a shebang may touch any slot its server holds):
 
 1. *Lookup*: the key bins and bucket bins the batch needs, read whole by plain MGETs (atomic per group)
-   and matched here: each key's id; each bucket's entries and the length of its bin (the *token*). Then
+   and matched here, or, once bins average over 128 bytes, scanned by Redis (``_LOOKUP``, atomic per
+   call): each key's id; each bucket's entries and the length of its bin (the *token*). Then
    the records of the known ids and of the candidates (``_RECORDS``). Ids met without a record belong to a
    batch still filing (waited for, ``_HOLDERS``, then read again) or were left behind (skipped).
 2. *Ids* (``_ALLOC``, ``P``'s slot): INCRBY gives the batch consecutive ids, and the batch is entered in
