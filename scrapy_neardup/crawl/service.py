@@ -8,6 +8,7 @@ and get the same instance, so a crawler has exactly one store connection. The st
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import weakref
@@ -302,7 +303,9 @@ class NearDupService:
         if self.workers:
             self._extraction = ExtractionPool(config, self.workers, timeout=config.worker_timeout,
                                               max_tasks=config.worker_max_tasks)
-            self._extraction.start(ReactorIO())
+            # The reactor watches the workers' pipes where they are file descriptors (POSIX); elsewhere a
+            # thread of the pool reads them and hands each result over.
+            self._extraction.start(ReactorIO() if os.name == "posix" else None)
         else:
             quiet_trafilatura()
             self._threads = ThreadPool(0, self._thread_count, name="scrapy-neardup")
