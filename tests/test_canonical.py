@@ -75,5 +75,9 @@ def test_canonical_declarations_are_read_from_the_head_and_the_link_header():
     assert declared_canonical("<HEAD><LINK HREF='https://o/a' REL='Canonical'></HEAD>", "http://h/") == "https://o/a"
     assert declared_canonical('<head><link rel=canonical href="javascript:alert(1)"></head>', "http://h/") is None
     assert declared_canonical('<head></head><body><link rel=canonical href=/late></body>', "http://h/") is None
+    # The word elsewhere first (a meta tag, a stylesheet's URL) and in odd casing: the link that declares it wins.
+    head = ('<head><meta property="og:type" content="canonical"><link rel="stylesheet" href="/canonical.css">'
+            '<link title="x" rel="CaNoNiCaL" href="/real"></head>')
+    assert declared_canonical(head, "http://h/") == "http://h/real"
     assert link_header_canonical(['</b>; rel=preload, </c>; rel="canonical"'], "http://h/p") == "http://h/c"
     assert link_header_canonical(['<https://o/a>; rel="next"'], "http://h/") is None

@@ -90,17 +90,30 @@ def canonical_url(value: str | None, base: str | None) -> str | None:
         return None
 
 
+_HEAD_END = re.compile("</head>", re.IGNORECASE)
+_CANONICAL_WORD = re.compile("canonical", re.IGNORECASE)
+
+
 def declared_canonical(html: str, base: str | None = None) -> str | None:
     """The URL a page declares canonical with ``<link rel="canonical" href="...">`` in its head, made
-    absolute (RFC 6596). Read with a pattern over the page's first characters, not a parse: it costs
-    microseconds, and an attribute a pattern misreads yields ``None``, never a wrong page."""
-    head = html[:CANONICAL_SCAN_CHARS]
-    end = head.lower().find("</head>")
-    if end >= 0:
-        head = head[:end]
-    for match in _LINK_TAG.finditer(head):
+    absolute (RFC 6596). Read with patterns over the page's first characters, not a parse, and only around
+    the word itself: a case-insensitive search finds the end of the head and each "canonical" in it, and
+    only the ``<link>`` tag around one is read (lower-casing the head, or reading each of its dozens of
+    tags, cost ~0.25 ms a page; this, tens of microseconds). An attribute the patterns misread yields
+    ``None``, never a wrong page."""
+    head_end = _HEAD_END.search(html, 0, CANONICAL_SCAN_CHARS)
+    end = head_end.start() if head_end else min(len(html), CANONICAL_SCAN_CHARS)
+    for word in _CANONICAL_WORD.finditer(html, 0, end):
+        at = word.start()
+        back = max(0, at - 4096)
+        before = html[back:at].lower()
+        start = before.rfind("<link")
+        close = html.find(">", at, end)
+        # The word inside a <link ...> tag: no '>' between the tag's start and the word.
+        if start < 0 or close < 0 or ">" in before[start:] or not _LINK_TAG.match(html, back + start):
+            continue
         attributes = {name.lower(): next((v for v in values if v), "")
-                      for name, *values in _ATTRIBUTE.findall(match.group(1))}
+                      for name, *values in _ATTRIBUTE.findall(html, back + start + 5, close)}
         if "canonical" in attributes.get("rel", "").lower().split():
             return canonical_url(attributes.get("href"), base)
     return None
