@@ -399,9 +399,7 @@ class ExtractionPool:
         elif closed:
             _fail(page, WorkerLost("the extraction pool was stopped"))
         else:
-            how = (f"signal {signal.Signals(-code).name}" if code is not None and code < 0
-                   else f"exit code {code}" if code is not None else "it did not exit")
-            _fail(page, WorkerLost(f"its extraction worker died ({how})"))
+            _fail(page, WorkerLost(f"its extraction worker died ({_how_it_ended(code)})"))
 
     def _replace(self, counted: bool = False) -> None:
         """Start a worker in place of one that is gone, and give it the next page waiting. If none can be
@@ -541,6 +539,18 @@ def _fail(page: Future, exc: BaseException) -> None:  # type: ignore[type-arg]
         page.set_exception(exc)
     except InvalidStateError:  # already settled
         pass
+
+
+def _how_it_ended(code: int | None) -> str:
+    """A process's exit code in words: ``signal SIGSEGV``, ``exit code 1``."""
+    if code is None:
+        return "it did not exit"
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:  # a signal without a name (a real-time one)
+            return f"signal {-code}"
+    return f"exit code {code}"
 
 
 def _stop(worker: _Worker) -> None:
