@@ -162,20 +162,6 @@ local function prefetch(cache, names)
   end
   if #batch > 0 then fetch() end
 end
--- Write back the `dirty` values of `cache` (MSET; an empty one is deleted).
-local function store(cache, dirty)
-  local batch, gone = {}, {}
-  for name in pairs(dirty) do
-    if string.len(cache[name]) == 0 then
-      gone[#gone + 1] = name
-    else
-      batch[#batch + 1] = name; batch[#batch + 1] = cache[name]
-      if #batch == 4000 then redis.call('MSET', unpack(batch)); batch = {} end
-    end
-  end
-  if #batch > 0 then redis.call('MSET', unpack(batch)) end
-  if #gone > 0 then redis.call('DEL', unpack(gone)) end
-end
 local function record_at(bin, slot)  -- 1-based position of the entry of `slot` in a record bin, or nil
   local pos, len = 1, string.len(bin)
   while pos + 2 <= len do
@@ -595,14 +581,15 @@ def _bucket_hits(entries: bytes, counts: np.ndarray, inverse: np.ndarray, rests:
     row_key = (inverse.astype(np.int64) << 24) | rests
     order = np.argsort(row_key, kind="stable")
     sorted_keys = row_key[order]
-    matched = np.flatnonzero(np.isin(entry_key, sorted_keys, assume_unique=False))
+    # Each entry's run of rows with its key: an entry matches where the run is not empty.
+    lo = np.searchsorted(sorted_keys, entry_key, "left")
+    hi = np.searchsorted(sorted_keys, entry_key, "right")
+    matched = np.flatnonzero(hi > lo)
     if not len(matched):
         return {}
     ids = np.ascontiguousarray(table[matched, 3:]).view("<u4").ravel().tolist()
     hits: dict[int, list[int]] = {}
-    lo = np.searchsorted(sorted_keys, entry_key[matched], "left").tolist()
-    hi = np.searchsorted(sorted_keys, entry_key[matched], "right").tolist()
-    for doc, a, b in zip(ids, lo, hi):
+    for doc, a, b in zip(ids, lo[matched].tolist(), hi[matched].tolist()):
         for row in order[a:b].tolist():
             hits.setdefault(row, []).append(doc)
     return hits
@@ -1049,12 +1036,6 @@ class RedisStore(Store):
         return [_key_entry_id(values[g][i], where[2], self._where_bin(g, b"k", where[1]))
                 for (g, i), where in zip(at, wheres)]
 
-    def _key_ids(self, wheres: Sequence[tuple[int, int, bytes]]) -> list[int]:
-        """The ids that hold keys (0: none), in one step of MGETs."""
-        names: dict[int, list[bytes]] = defaultdict(list)
-        at = self._key_names(wheres, names)
-        return self._holders(wheres, at, self._get_bins(names))
-
     def _where_bin(self, group: int, kind: bytes, number: int) -> str:
         return f" (bin {self.layout.bin_name(group, kind, number)!r})"
 
@@ -1330,7 +1311,10 @@ class RedisStore(Store):
 
     def _ids_of(self, keys: Sequence[str]) -> list[int]:
         """The ids of keys (0: not filed), in one step."""
-        return self._key_ids([self.layout.key(key) for key in keys])
+        wheres = [self.layout.key(key) for key in keys]
+        names: dict[int, list[bytes]] = defaultdict(list)
+        at = self._key_names(wheres, names)
+        return self._holders(wheres, at, self._get_bins(names))
 
     def _releases(self, gone: Iterable[tuple[str, int]]) -> dict[int, list[bytes]]:
         """The key entries of ``(key, id)`` pairs, by group, for :meth:`_write` to release."""
