@@ -336,7 +336,7 @@ class ExtractionPool:
             pass
 
     def _next(self, worker: _Worker) -> None:
-        """Give an idle worker the next page waiting, if any."""
+        """Give an idle worker the next page waiting, if any (the one place a page is handed out)."""
         with self._lock:
             if self._closed or worker.gone or worker.page is not None or not self._queue:
                 return
@@ -465,12 +465,10 @@ class ExtractionPool:
                 _fail(page, WorkerLost("no extraction worker could be started"))
                 return page
         with self._lock:
+            self._queue.append((page, task))
             idle = next((w for w in self._workers if w.page is None and not w.gone), None)
-            if idle is None:
-                self._queue.append((page, task))
-                return page
-            idle.page, idle.args, idle.started = page, task, time.monotonic()
-        self._send(idle, page, task)
+        if idle is not None:
+            self._next(idle)
         return page
 
     def pids(self) -> list[int]:
