@@ -192,7 +192,7 @@ def extraction_floor(pages: dict[str, bytes], base: str, limit: int) -> float:
     from scrapy_neardup.engine.extract import decode_html
 
     pipeline = Config.from_settings({}).build_pipeline()
-    items = list(pages.items())[:limit]
+    items = list(pages.items())[: limit or None]
     started = time.process_time()
     for path, body in items:
         pipeline.from_html(decode_html(body, "text/html; charset=utf-8"), base + path)
@@ -332,7 +332,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="rounds of alternating crawls (medians over them)")
     parser.add_argument("--pools", type=int, nargs="*", help="pool sizes to time (default 0, 1, 2, the cores)")
     parser.add_argument("--limit", type=int, help="only the first N pages")
-    parser.add_argument("--floor-pages", type=int, default=600, help="pages timed alone for the floor")
+    parser.add_argument("--floor-pages", type=int, default=0,
+                        help="pages timed alone for the floor (default 0: every page the crawl fetches)")
     parser.add_argument("--variants", action="store_true",
                         help="also time the template guard off and main-content extraction off")
     parser.add_argument("--quality", action="store_true", help="score a crawl and the CLI on the same pages")
