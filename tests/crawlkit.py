@@ -112,6 +112,7 @@ class WorkerWatch:
         self.pids = set()
         self.parents = set()
         self.killed = []
+        self.reader = None
         self.loop = None
         crawler.signals.connect(self.opened, signal=signals.spider_opened)
         crawler.signals.connect(self.closed, signal=signals.spider_closed)
@@ -134,6 +135,7 @@ class WorkerWatch:
         extraction = NearDupService.for_crawler(self.crawler)._extraction
         if extraction is None:
             return
+        self.reader = type(extraction._io).__name__  # who reads the workers' results
         new = [pid for pid in extraction.pids() if pid not in self.pids]
         for pid in new:
             self.pids.add(pid)
@@ -158,8 +160,20 @@ class WorkerWatch:
             tmp = self.pids_file + ".tmp"
             with open(tmp, "w") as f:
                 json.dump({"workers": sorted(self.pids), "parents": sorted(p for p in self.parents if p),
-                           "killed": self.killed, "crawler": os.getpid()}, f)
+                           "killed": self.killed, "crawler": os.getpid(), "reader": self.reader}, f)
             os.replace(tmp, self.pids_file)
+
+
+class ThreadReader:
+    """Test-only extension: the crawl reads its workers' results on the pool's own thread, as it does where
+    pipes are not file descriptors the reactor can watch (Windows), instead of on the reactor."""
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        from scrapy_neardup.crawl import service
+
+        service.pool_reader = lambda: None  # before the spider opens and the service starts its pool
+        return cls()
 
 
 def _ppid(pid):

@@ -148,15 +148,20 @@ def test_one_threshold_means_the_same_for_simhash_and_minhash_in_a_crawl(site, g
             "'simhash'") in refused.log
     (tmp_path / "s").mkdir()
     (tmp_path / "m").mkdir()
-    simhash = crawl(site, tmp_path / "s", NEARDUP_ALGORITHM="simhash", NEARDUP_THRESHOLD=0.6)
-    minhash = crawl(site, tmp_path / "m", NEARDUP_ALGORITHM="minhash", NEARDUP_THRESHOLD=0.6)
+    # 0.7: at 0.6 (14 bits) SimHash also merges short print pages of different articles of this small site
+    # (six cross-article pairs in every crawl), and whether that absorbs a whole group depends on which page
+    # arrives first. One request at a time: both crawls meet the pages in the same order (at the default
+    # concurrency the order changed from crawl to crawl, and about one comparison in 25 differed at 0.7).
+    one_at_a_time = {"CONCURRENT_REQUESTS": 1}
+    simhash = crawl(site, tmp_path / "s", NEARDUP_ALGORITHM="simhash", NEARDUP_THRESHOLD=0.7, **one_at_a_time)
+    minhash = crawl(site, tmp_path / "m", NEARDUP_ALGORITHM="minhash", NEARDUP_THRESHOLD=0.7, **one_at_a_time)
     kept = {name: {path_of(i["url"], site) for i in result.items}
             for name, result in (("simhash", simhash), ("minhash", minhash))}
-    # Pages of each group of copies kept (which copy comes first varies with the crawl's concurrency).
+    # Pages of each group of copies kept.
     per_group = {name: [len(set(group) & paths) for group in groups] for name, paths in kept.items()}
-    assert sum(a != b for a, b in zip(per_group["simhash"], per_group["minhash"])) <= 1, per_group
-    # The same number of near-duplicates within the crawl order's noise (the old scale, 25 bits at 0.6,
-    # matched most pages of the site to each other).
+    assert per_group["simhash"] == per_group["minhash"] == [1] * len(groups), per_group
+    # About the same number of near-duplicates (the old scale, 25 bits at 0.6, matched most pages of the
+    # site to each other).
     duplicates = {name: result.stats["neardup/duplicate"] for name, result in (("s", simhash), ("m", minhash))}
     assert abs(duplicates["s"] - duplicates["m"]) <= 0.2 * duplicates["m"], duplicates
 

@@ -42,12 +42,19 @@ def pids(tmp_path):
     return json.loads((tmp_path / "pids.json").read_text())
 
 
-def test_a_worker_killed_mid_crawl_costs_only_its_page(tmp_path):
+@pytest.mark.parametrize("reader", ["reactor", "pool thread"])
+def test_a_worker_killed_mid_crawl_costs_only_its_page(tmp_path, reader):
+    """Whoever reads the workers' results: the reactor (POSIX), or the pool's thread (elsewhere; here forced
+    by a test extension, with the store's decisions then made on that thread)."""
     pages = site(articles=120)  # enough pages after the kill for the replacement worker to take some
+    extensions = {"crawlkit.StatsToFile": 0, "crawlkit.WorkerWatch": 0}
+    if reader == "pool thread":
+        extensions["crawlkit.ThreadReader"] = 0
     result = crawl_pages(tmp_path, pages, watched(tmp_path, NEARDUP_ACTION="tag", CONCURRENT_REQUESTS="8",
-                                                  TEST_KILL_URL_SUFFIX="/slow"))
+                                                  TEST_KILL_URL_SUFFIX="/slow", EXTENSIONS=json.dumps(extensions)))
     assert result.returncode == 0, result.log[-3000:]
     info = pids(tmp_path)
+    assert info["reader"] == {"reactor": "ReactorIO", "pool thread": "ThreadIO"}[reader]
     assert len(info["killed"]) == 1  # the worker holding /slow, SIGKILLed while it extracted it
     stats = result.stats
     assert stats["finish_reason"] == "finished"

@@ -143,6 +143,12 @@ class ReactorIO:
         pass
 
 
+def pool_reader() -> ReactorIO | None:
+    """Who reads the workers' results: the reactor, which watches their pipes where they are file
+    descriptors (POSIX); elsewhere (``None``) a thread of the pool reads them and hands each result over."""
+    return ReactorIO() if os.name == "posix" else None
+
+
 def _scrapy_version() -> tuple[int, ...]:
     import scrapy
 
@@ -303,9 +309,7 @@ class NearDupService:
         if self.workers:
             self._extraction = ExtractionPool(config, self.workers, timeout=config.worker_timeout,
                                               max_tasks=config.worker_max_tasks)
-            # The reactor watches the workers' pipes where they are file descriptors (POSIX); elsewhere a
-            # thread of the pool reads them and hands each result over.
-            self._extraction.start(ReactorIO() if os.name == "posix" else None)
+            self._extraction.start(pool_reader())
         else:
             quiet_trafilatura()
             self._threads = ThreadPool(0, self._thread_count, name="scrapy-neardup")
