@@ -8,6 +8,9 @@ check-and-insert through ``Detector.check_many`` in batches, with 1, 2 and 4 pro
 own documents (a fifth of them near-duplicates). Also measured side by side: datasketch's MinHashLSH on
 the same Redis, one by one (query + insert) and with its insertion session (insert only).
 
+``--threads N`` times one process with 1 and with N threads sharing its batches (each thread its own
+connection), on each store of ``--shards``, instead of the sweep.
+
 ``--shards 1,3`` runs the process sweep against one redis-server and against a real Redis Cluster of three
 masters (``redis+cluster://``, made by ``tests/redis_cluster.py``), the processes sharing one spider's index.
 """
@@ -21,6 +24,7 @@ import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -59,23 +63,46 @@ def fingerprints(n: int, seed: int) -> list[tuple[str, bytes, object]]:
     return items
 
 
-def worker(url: str, prefix: str, items: list, batch: int, barrier: object, queue: object) -> None:
-    detector = Detector(MinHashLSH(0.8), RedisStore(url, prefix=prefix))
-    detector.open()
+def worker(url: str, prefix: str, items: list, batch: int, barrier: object, queue: object, threads: int = 1) -> None:
+    """One process's check-and-insert of its ``items`` in batches; with ``threads`` > 1, that many threads of
+    the process take the batches in turn, each with its own connection, so that one's Python may run while
+    another waits for Redis."""
+    detectors = [Detector(MinHashLSH(0.8), RedisStore(url, prefix=prefix)) for _ in range(threads)]
+    for detector in detectors:
+        detector.open()
+    batches = iter(range(0, len(items), batch))
+    lock = threading.Lock()
+
+    def run(detector: Detector) -> None:
+        while True:
+            with lock:
+                start = next(batches, None)
+            if start is None:
+                return
+            detector.check_many(items[start : start + batch])
+
     barrier.wait()  # type: ignore[attr-defined]
     started = time.perf_counter()
-    for i in range(0, len(items), batch):
-        detector.check_many(items[i : i + batch])
+    if threads == 1:
+        run(detectors[0])
+    else:
+        pool = [threading.Thread(target=run, args=(detector,)) for detector in detectors]
+        for thread in pool:
+            thread.start()
+        for thread in pool:
+            thread.join()
     queue.put(time.perf_counter() - started)  # type: ignore[attr-defined]
-    detector.close()
+    for detector in detectors:
+        detector.close()
 
 
-def run_processes(server: RedisServer | RedisCluster, processes: int, docs: int, batch: int, prefix: str) -> float:
+def run_processes(server: RedisServer | RedisCluster, processes: int, docs: int, batch: int, prefix: str,
+                  threads: int = 1) -> float:
     """Median per-process check-and-insert rate (ops/s) with ``processes`` running at once."""
     ctx = multiprocessing.get_context("fork")
     barrier, queue = ctx.Barrier(processes), ctx.Queue()
     work = [fingerprints(docs, seed) for seed in range(processes)]
-    procs = [ctx.Process(target=worker, args=(server.url, prefix, work[p], batch, barrier, queue))
+    procs = [ctx.Process(target=worker, args=(server.url, prefix, work[p], batch, barrier, queue, threads))
              for p in range(processes)]
     for p in procs:
         p.start()
@@ -111,6 +138,26 @@ def datasketch_rates(server: RedisServer, docs: int) -> tuple[float, float]:
     return one_by_one, session_rate
 
 
+def thread_rates(args: argparse.Namespace) -> int:
+    """``--threads N``: one process on each store of ``--shards``, its batches taken by 1 thread, then by N,
+    alternating, ``--repeat`` times; the median rates."""
+    for shards in [int(n) for n in args.shards.split(",")]:
+        with tempfile.TemporaryDirectory() as tmp:
+            server = (RedisCluster(tmp, masters=shards) if shards > 1 else RedisServer(tmp)).start()
+            try:
+                rates: dict[int, list[float]] = {1: [], args.threads: []}
+                for r in range(args.repeat):
+                    for threads in rates:
+                        rates[threads].append(run_processes(server, 1, args.docs, args.batch,
+                                                            f"bench:{{t{threads}-{r}}}", threads))
+                for threads, values in rates.items():
+                    print(f"| {shards} | {threads} | {statistics.median(values):,.0f} | "
+                          f"{', '.join(f'{v:,.0f}' for v in values)} |", flush=True)
+            finally:
+                server.stop()
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=int, default=50_000, help="documents per process")
@@ -119,7 +166,11 @@ def main() -> int:
     parser.add_argument("--datasketch-docs", type=int, default=3000)
     parser.add_argument("--shards", default="1", help="comma-separated: 1 = one redis-server, N > 1 = a cluster "
                                                       "of N masters")
+    parser.add_argument("--threads", type=int, default=0, metavar="N",
+                        help="only one process, with 1 and with N threads sharing its batches, alternating")
     args = parser.parse_args()
+    if args.threads:
+        return thread_rates(args)
     for shards in [int(n) for n in args.shards.split(",") if int(n) > 1]:
         with tempfile.TemporaryDirectory() as tmp:
             cluster = RedisCluster(tmp, masters=shards).start()
