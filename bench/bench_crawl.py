@@ -29,7 +29,6 @@ fall to different crawls); ``--redis-cluster M`` gives them a real Redis Cluster
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import multiprocessing
 import os
@@ -46,7 +45,7 @@ sys.path.insert(0, ROOT)
 
 import localsite  # noqa: E402  (bench/, the script's own folder)
 
-from scrapy_neardup.offline.evaluation import load_manifest, score  # noqa: E402
+from scrapy_neardup.offline.evaluation import load_manifest, read_page, score  # noqa: E402
 
 
 def site_path(url: str) -> str:
@@ -62,9 +61,7 @@ def site_path(url: str) -> str:
 def load_pages(dataset: str, manifest: list[dict]) -> dict[str, bytes]:
     pages = {}
     for row in manifest:
-        with open(os.path.join(dataset, row["file"]), "rb") as f:
-            data = f.read()
-        pages[site_path(row["url"])] = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+        pages[site_path(row["url"])] = read_page(os.path.join(dataset, row["file"]))
     return pages
 
 

@@ -11,7 +11,6 @@ pass, and how many pages got a different text, method or page text.
 from __future__ import annotations
 
 import argparse
-import gzip
 import importlib.util
 import json
 import os
@@ -21,7 +20,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from scrapy_neardup.engine import extract as this  # noqa: E402
-from scrapy_neardup.offline.evaluation import load_manifest  # noqa: E402
+from scrapy_neardup.offline.evaluation import load_manifest, read_page  # noqa: E402
 
 
 def main() -> int:
@@ -39,9 +38,7 @@ def main() -> int:
     this.quiet_trafilatura()
     pages = []
     for row in load_manifest(os.path.join(args.dataset, "manifest.jsonl")):
-        with open(os.path.join(args.dataset, row["file"]), "rb") as f:
-            data = f.read()
-        body = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+        body = read_page(os.path.join(args.dataset, row["file"]))
         pages.append((this.decode_html(body, "text/html"), row["url"]))
     clock = time.process_time
     passes, differ = [], {"text": 0, "method": 0, "page_text": 0}

@@ -11,7 +11,6 @@ that ``bench_crawl.py``'s floor assumes), without a crawler beside them.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import multiprocessing
 import os
@@ -22,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from scrapy_neardup import Config  # noqa: E402
 from scrapy_neardup.engine.extract import decode_html, quiet_trafilatura  # noqa: E402
-from scrapy_neardup.offline.evaluation import load_manifest  # noqa: E402
+from scrapy_neardup.offline.evaluation import load_manifest, read_page  # noqa: E402
 
 
 def job(pages: list[tuple[bytes, str]], results: object) -> None:
@@ -43,9 +42,7 @@ def main() -> int:
     args = parser.parse_args()
     pages = []
     for row in load_manifest(os.path.join(args.dataset, "manifest.jsonl")):
-        with open(os.path.join(args.dataset, row["file"]), "rb") as f:
-            data = f.read()
-        pages.append((gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data, row["url"]))
+        pages.append((read_page(os.path.join(args.dataset, row["file"])), row["url"]))
     ctx = multiprocessing.get_context("fork")
     runs = []
     for _ in range(args.repeat):

@@ -11,7 +11,6 @@ start-up and every ``--every`` pages, as one JSON object. Growth past the first 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import sys
@@ -20,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from scrapy_neardup._config import Config  # noqa: E402
 from scrapy_neardup.crawl.workers import analyze_html, init_worker  # noqa: E402
-from scrapy_neardup.offline.evaluation import load_manifest  # noqa: E402
+from scrapy_neardup.offline.evaluation import load_manifest, read_page  # noqa: E402
 
 
 def rss_mb() -> float:
@@ -37,9 +36,7 @@ def main() -> int:
     manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
     bodies = []
     for row in manifest:
-        with open(os.path.join(args.dataset, row["file"]), "rb") as f:
-            data = f.read()
-        bodies.append((gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data, row["url"]))
+        bodies.append((read_page(os.path.join(args.dataset, row["file"])), row["url"]))
     before = rss_mb()  # the pages themselves are held in this process: measured before the worker starts
     init_worker(Config.from_settings({}))
     samples = [{"pages": 0, "rss_mb": round(rss_mb() - before, 1)}]

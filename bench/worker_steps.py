@@ -12,7 +12,6 @@ mean CPU milliseconds over all pages, and the share of pages that needed a page-
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import sys
@@ -29,7 +28,7 @@ from scrapy_neardup.engine.extract import (  # noqa: E402
     page_text,
     parse_for_extraction,
 )
-from scrapy_neardup.offline.evaluation import load_manifest  # noqa: E402
+from scrapy_neardup.offline.evaluation import load_manifest, read_page  # noqa: E402
 
 
 def main() -> int:
@@ -43,9 +42,7 @@ def main() -> int:
     with_page = 0
     clock = time.process_time
     for row in manifest:
-        with open(os.path.join(args.dataset, row["file"]), "rb") as f:
-            data = f.read()
-        body = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+        body = read_page(os.path.join(args.dataset, row["file"]))
         t0 = clock()
         html = decode_html(body, "text/html")
         t1 = clock()

@@ -153,7 +153,8 @@ def error_report(manifest: list[dict], pairs: Iterable[tuple[str, str, float]]) 
     return report
 
 
-def _read_page(path: str) -> bytes:
+def read_page(path: str) -> bytes:
+    """A dataset page's body as the site served it (gzip-compressed files are decompressed)."""
     import gzip
 
     with open(path, "rb") as f:
@@ -168,7 +169,7 @@ def _extract_job(job: tuple[str, str, bool, int, bool, str, bool]) -> tuple[Any,
 
     path, url, use_main, min_length, fast, favor, with_page_text = job
     started = time.perf_counter()
-    got = extract(_read_page(path), url, use_main=use_main, min_length=min_length, fast=fast, favor=favor,
+    got = extract(read_page(path), url, use_main=use_main, min_length=min_length, fast=fast, favor=favor,
                   with_page_text=with_page_text)
     return got, time.perf_counter() - started
 
@@ -252,7 +253,7 @@ def lexicon_for_manifest(manifest_path: str, limit: int | None = None, config: A
     pipeline = (config or Config.from_settings({"NEARDUP_ENABLED": True})).build_pipeline()
     manifest = load_manifest(manifest_path)[:limit] if limit else load_manifest(manifest_path)
     base = os.path.dirname(os.path.abspath(manifest_path))
-    texts = (pipeline.text_of(_read_page(os.path.join(base, r["file"])), r["url"]).text for r in manifest)
+    texts = (pipeline.text_of(read_page(os.path.join(base, r["file"])), r["url"]).text for r in manifest)
     terms = IMatch.build_lexicon(texts)
     fd, path = tempfile.mkstemp(prefix="neardup-lexicon-", suffix=".txt")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
