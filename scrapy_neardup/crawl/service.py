@@ -354,12 +354,15 @@ class NearDupService:
         detector, store_thread, threads, extraction = self.detector, self._store_thread, self._threads, self._extraction
         self.detector, self._store_thread, self._threads, self._extraction = None, None, None, None
         self._decisions = None
-        try:
-            if extraction is not None:
+        if extraction is not None:
+            try:
                 extraction.close()  # here, on the reactor, which reads the workers' pipes
-                for name, value in (("replaced", extraction.replaced), ("recycled", extraction.recycled)):
-                    if value:
-                        self.stats.set_value(f"neardup/workers/{name}", value)
+            except Exception:  # noqa: BLE001 - the store must still be flushed and closed below
+                logger.exception("scrapy-neardup: stopping the extraction workers failed", extra={"spider": spider})
+            for name, value in (("replaced", extraction.replaced), ("recycled", extraction.recycled)):
+                if value:
+                    self.stats.set_value(f"neardup/workers/{name}", value)
+        try:
             if store_thread is not None:
                 await _in_thread(store_thread, self._close_store, detector)
             else:
@@ -372,9 +375,7 @@ class NearDupService:
                          f"the fingerprints of the last {unsaved} pages filed were not saved" if unsaved
                          else "what it had not yet saved may be lost", exc, extra={"spider": spider})
         finally:
-            # Whatever the store did at close, no thread or worker of ours may keep the process alive.
-            if extraction is not None:
-                extraction.close()
+            # Whatever the store did at close, no thread of ours may keep the process alive.
             for pool in (store_thread, threads):
                 if pool is not None:
                     pool.stop()
@@ -478,7 +479,8 @@ class NearDupService:
         detector = self.detector
         if detector is not None and detector.store.local and prepared.fingerprint is not None and not self._closing:
             # A local store answers in well under a millisecond: decided right here, where the worker's
-            # result was read (the reactor; in arrival order), which saves two hand-overs between threads.
+            # result was read (the reactor, or the pool's reader thread off POSIX; in arrival order), which
+            # saves two hand-overs between threads.
             self._decide_and_file(prepared, key, url, deferred, declared)
             return
         self._to_store_thread(prepared, key, url, deferred, declared)
