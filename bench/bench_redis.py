@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from typing import NamedTuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -82,7 +83,7 @@ def worker(url: str, prefix: str, items: list, batch: int, barrier: object, queu
             detector.check_many(items[start : start + batch])
 
     barrier.wait()  # type: ignore[attr-defined]
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     if threads == 1:
         run(detectors[0])
     else:
@@ -91,25 +92,57 @@ def worker(url: str, prefix: str, items: list, batch: int, barrier: object, queu
             thread.start()
         for thread in pool:
             thread.join()
-    queue.put(time.perf_counter() - started)  # type: ignore[attr-defined]
+    queue.put((time.perf_counter() - started, time.process_time() - cpu))  # type: ignore[attr-defined]
     for detector in detectors:
         detector.close()
 
 
+def redis_cpu_seconds(server: RedisServer | RedisCluster) -> float:
+    """CPU seconds (user + system) every Redis process of ``server`` has used, by its own ``INFO cpu``."""
+    import redis
+
+    total = 0.0
+    for node in getattr(server, "nodes", [server]):
+        client = redis.Redis(port=node.port)
+        try:
+            info = client.info("cpu")
+        finally:
+            client.close()
+        total += float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+    return total
+
+
+class Rate(NamedTuple):
+    """One run's median per-process rate, and the CPU it cost a document: in the client processes (their
+    own process time) and in Redis (every server of the store, by ``INFO cpu``), in microseconds."""
+
+    per_process: float
+    client_us: float
+    redis_us: float
+
+
 def run_processes(server: RedisServer | RedisCluster, processes: int, docs: int, batch: int, prefix: str,
-                  threads: int = 1) -> float:
+                  threads: int = 1) -> Rate:
     """Median per-process check-and-insert rate (ops/s) with ``processes`` running at once."""
     ctx = multiprocessing.get_context("fork")
     barrier, queue = ctx.Barrier(processes), ctx.Queue()
     work = [fingerprints(docs, seed) for seed in range(processes)]
     procs = [ctx.Process(target=worker, args=(server.url, prefix, work[p], batch, barrier, queue, threads))
              for p in range(processes)]
+    redis_before = redis_cpu_seconds(server)
     for p in procs:
         p.start()
-    seconds = [queue.get(timeout=600) for _ in procs]
+    results = [queue.get(timeout=600) for _ in procs]
     for p in procs:
         p.join()
-    return statistics.median(docs / s for s in seconds)
+    redis_seconds = redis_cpu_seconds(server) - redis_before
+    total = docs * processes
+    return Rate(statistics.median(docs / seconds for seconds, _ in results),
+                sum(cpu for _, cpu in results) / total * 1e6, redis_seconds / total * 1e6)
+
+
+def median_rate(rates: list[Rate]) -> Rate:
+    return Rate(*(statistics.median(values) for values in zip(*rates)))
 
 
 def datasketch_rates(server: RedisServer, docs: int) -> tuple[float, float]:
@@ -138,6 +171,13 @@ def datasketch_rates(server: RedisServer, docs: int) -> tuple[float, float]:
     return one_by_one, session_rate
 
 
+def cpu_cells(rate: Rate) -> str:
+    """Table cells: the rate, the CPU a document cost in the clients and in Redis, and the ceiling those
+    set on this machine, every core busy with nothing else (cores ÷ CPU seconds a document), in total."""
+    ceiling = (os.cpu_count() or 1) / ((rate.client_us + rate.redis_us) / 1e6)
+    return f"{rate.per_process:,.0f} | {rate.client_us:.0f} | {rate.redis_us:.0f} | {ceiling:,.0f}"
+
+
 def thread_rates(args: argparse.Namespace) -> int:
     """``--threads N``: one process on each store of ``--shards``, its batches taken by 1 thread, then by N,
     alternating, ``--repeat`` times; the median rates."""
@@ -145,14 +185,14 @@ def thread_rates(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             server = (RedisCluster(tmp, masters=shards) if shards > 1 else RedisServer(tmp)).start()
             try:
-                rates: dict[int, list[float]] = {1: [], args.threads: []}
+                rates: dict[int, list[Rate]] = {1: [], args.threads: []}
                 for r in range(args.repeat):
                     for threads in rates:
                         rates[threads].append(run_processes(server, 1, args.docs, args.batch,
                                                             f"bench:{{t{threads}-{r}}}", threads))
                 for threads, values in rates.items():
-                    print(f"| {shards} | {threads} | {statistics.median(values):,.0f} | "
-                          f"{', '.join(f'{v:,.0f}' for v in values)} |", flush=True)
+                    print(f"| {shards} | {threads} | {cpu_cells(median_rate(values))} | "
+                          f"{', '.join(f'{v.per_process:,.0f}' for v in values)} |", flush=True)
             finally:
                 server.stop()
     return 0
@@ -176,11 +216,10 @@ def main() -> int:
             cluster = RedisCluster(tmp, masters=shards).start()
             try:
                 for processes in (1, 2, 4):
-                    rates = [run_processes(cluster, processes, args.docs, args.batch, f"bench:{{c{processes}-{r}}}")
-                             for r in range(args.repeat)]
-                    rate = statistics.median(rates)
-                    print(f"| {shards} shards (cluster) | {processes} | {rate:,.0f} | {rate * processes:,.0f} |",
-                          flush=True)
+                    rate = median_rate([run_processes(cluster, processes, args.docs, args.batch,
+                                                      f"bench:{{c{processes}-{r}}}") for r in range(args.repeat)])
+                    print(f"| {shards} shards (cluster) | {processes} | {cpu_cells(rate)} | "
+                          f"{rate.per_process * processes:,.0f} |", flush=True)
             finally:
                 cluster.stop()
     if "1" not in args.shards.split(","):
@@ -196,8 +235,9 @@ def main() -> int:
             for r in range(args.repeat):
                 client.flushall()
                 rates.append(run_processes(server, processes, args.docs, args.batch, f"bench:{{{processes}-{r}}}"))
-            rows.append((processes, statistics.median(rates)))
-            print(f"{processes} processes: {rows[-1][1]:,.0f} ops/s per process", file=sys.stderr, flush=True)
+            rows.append((processes, median_rate(rates)))
+            print(f"{processes} processes: {rows[-1][1].per_process:,.0f} ops/s per process", file=sys.stderr,
+                  flush=True)
         client.flushall()
         base = client.info("memory")["used_memory"]
         run_processes(server, 1, args.docs, args.batch, "mem:{1}")
@@ -208,15 +248,17 @@ def main() -> int:
         server.stop()
     print(f"Redis store, MinHash 128 permutations (threshold 0.8), batches of {args.batch}, "
           f"{args.docs:,} documents per process, median of {args.repeat} runs, {time.strftime('%Y-%m-%d')}\n")
-    print("| processes at once | check-and-insert ops/s per process | total ops/s |")
-    print("|---|---|---|")
+    print("| processes at once | check-and-insert ops/s per process | CPU µs a document: client | Redis | "
+          "the machine's ceiling | total ops/s |")
+    print("|---|---|---|---|---|---|")
     for processes, rate in rows:
-        print(f"| {processes} | {rate:,.0f} | {rate * processes:,.0f} |")
+        print(f"| {processes} | {cpu_cells(rate)} | {rate.per_process * processes:,.0f} |")
     print(f"\nRedis memory per document (canonical and near-duplicate mix): {per_doc:,.0f} bytes "
           f"({per_doc * 1e6 / 2**30:.2f} GiB per million pages)\n")
     print(f"datasketch MinHashLSH on the same Redis ({args.datasketch_docs:,} documents): query + insert one by "
           f"one {ds_one:,.0f} docs/s; insertion session (insert only) {ds_session:,.0f} docs/s. "
-          f"scrapy-neardup, 1 process: {rows[0][1] / ds_one:.0f}x and {rows[0][1] / ds_session:.1f}x those.")
+          f"scrapy-neardup, 1 process: {rows[0][1].per_process / ds_one:.0f}x and "
+          f"{rows[0][1].per_process / ds_session:.1f}x those.")
     return 0
 
 
