@@ -15,10 +15,16 @@ another) and times, per page: the extraction (trafilatura, as timed by the worke
 worker's whole job (decoding and fingerprints too), the store thread's part (template guard and
 check-and-insert), the trips (``check`` less extraction and store: the body to the worker, fingerprinting
 there, the result to the store thread and back to the reactor), the transport alone (``check`` less the
-worker's job and the store's), and the downloader middleware's whole ``process_response``. The plugin's own
+worker's job and the store's), of which the pipe (from the page handed to a worker to its result read,
+less the worker's job), and the downloader middleware's whole ``process_response``. The plugin's own
 cost beyond extraction is the
 middleware's time less the extraction's: fingerprinting, the trip to and from the worker, the template
 guard, the store, stats and logging. It also crawls once with the plugin disabled for the crawl rate.
+
+``--timings`` then does the same work again in this one process, page after page with no wait between them
+(``back_to_back``): the worker's job beyond extraction (decoding, fingerprints, the declared canonical) and
+the decision on a new SQLite store, so that the code's own cost can be told from what a process pays for
+waking up after each page (a crawl one page at a time sleeps while the worker extracts).
 """
 
 from __future__ import annotations
@@ -92,6 +98,8 @@ class Timings:
 
     def __init__(self) -> None:
         self.seconds: dict[str, list[float]] = {"extract": [], "work": [], "store": [], "check": [], "middleware": []}
+        self.sent: list[float] = []  # when each page was handed to a worker, and when its result was read
+        self.read: list[float] = []
 
     def wrap(self, owner: type, name: str, label: str) -> None:
         import functools
@@ -118,13 +126,30 @@ class Timings:
                     record.append(time.perf_counter() - started)
             setattr(owner, name, timed)
 
+    @staticmethod
+    def stamp(owner: type, name: str, times: list[float]) -> None:
+        """Record when ``owner.name`` is called."""
+        import functools
+
+        original = getattr(owner, name)
+
+        @functools.wraps(original)
+        def stamped(*args, **kwargs):  # type: ignore[no-untyped-def]
+            times.append(time.perf_counter())
+            return original(*args, **kwargs)
+
+        setattr(owner, name, stamped)
+
     def install(self) -> None:
         from scrapy_neardup.crawl.downloader import NearDupDownloaderMiddleware
         from scrapy_neardup.crawl.service import NearDupService
+        from scrapy_neardup.crawl.workers import ExtractionPool
 
         self.wrap(NearDupService, "check", "check")
         self.wrap(NearDupService, "_decide_and_file", "store")  # the store thread: template guard and store
         self.wrap(NearDupDownloaderMiddleware, "process_response", "middleware")
+        self.stamp(ExtractionPool, "_send", self.sent)
+        self.stamp(ExtractionPool, "_readable", self.read)
         settle = NearDupService._settle
         extract, work = self.seconds["extract"], self.seconds["work"]
 
@@ -136,13 +161,15 @@ class Timings:
 
         NearDupService._settle = timed_settle  # type: ignore[method-assign]
 
-    def summary(self) -> dict[str, dict[str, float]]:
-        def stats(values: list[float]) -> dict[str, float]:
-            ordered = sorted(values)
-            return {"median_ms": round(ordered[len(ordered) // 2] * 1e3, 3),
-                    "p99_ms": round(ordered[int(0.99 * (len(ordered) - 1))] * 1e3, 3),
-                    "mean_ms": round(sum(ordered) / len(ordered) * 1e3, 3), "n": len(ordered)}
+    @staticmethod
+    def stats(values: list[float]) -> dict[str, float]:
+        ordered = sorted(values)
+        return {"median_ms": round(ordered[len(ordered) // 2] * 1e3, 3),
+                "p99_ms": round(ordered[int(0.99 * (len(ordered) - 1))] * 1e3, 3),
+                "mean_ms": round(sum(ordered) / len(ordered) * 1e3, 3), "n": len(ordered)}
 
+    def summary(self) -> dict[str, dict[str, float]]:
+        stats = self.stats
         out = {label: stats(values) for label, values in self.seconds.items() if values}
         middleware = self.seconds["middleware"]
         if len(middleware) == len(self.seconds["extract"]):
@@ -154,7 +181,49 @@ class Timings:
             # The worker's job beyond extraction (decoding, fingerprints), and the page's travel alone.
             out["worker_beyond_extraction"] = stats([w - e for w, e in zip(work, self.seconds["extract"])])
             out["transport"] = stats([c - w - s for c, w, s in zip(check, work, store)])
+        if len(self.sent) == len(self.read) == len(work):
+            # Of the transport, the pipe: from the page handed to a worker to its result read, less the
+            # worker's job (both crossings, the worker's and the reactor's wake-ups); the rest is the
+            # crawler's own handling (pickling, reading the result, the middleware around the check).
+            out["pipe"] = stats([r - s - w for s, r, w in zip(self.sent, self.read, work)])
         return out
+
+
+def back_to_back(settings: dict, dataset: str, manifest: list[dict]) -> dict[str, dict[str, float]]:
+    """The plugin's steps beyond extraction run here, page after page (see the module's docstring); per-page
+    seconds, summarised as :meth:`Timings.summary` does."""
+    from scrapy_neardup._config import Config
+    from scrapy_neardup.engine.decisions import DecisionLoop
+    from scrapy_neardup.engine.extract import declared_canonical, decode_html
+    from scrapy_neardup.offline.evaluation import read_page
+    from scrapy_neardup.store import store_from_url
+
+    config = Config.from_settings({k: v for k, v in settings.items() if k.startswith("NEARDUP_")})
+    pipeline = config.build_pipeline()
+    store = store_from_url(f"sqlite:///{os.path.join(tempfile.mkdtemp(), 'back-to-back.sqlite')}")
+    _, detector, _ = config.open_detector(store)
+    loop = DecisionLoop(detector, config.build_template_guard(detector.algorithm))
+    clock = time.perf_counter
+    worker, decision = [], []
+    try:
+        for row in manifest:
+            body = read_page(os.path.join(dataset, row["file"]))
+            t0 = clock()
+            html = decode_html(body, "text/html")
+            t1 = clock()
+            got = pipeline.text_of(html, row["url"])  # the extraction: not counted
+            t2 = clock()
+            prepared = pipeline.from_extraction(got)
+            if pipeline.find_canonical:
+                declared_canonical(html, row["url"])
+            t3 = clock()
+            worker.append(t1 - t0 + t3 - t2)
+            if prepared.fingerprint is not None:
+                loop.decide(row["url"], row["url"], prepared)
+                decision.append(clock() - t3)
+    finally:
+        detector.close()
+    return {"worker_beyond_extraction": Timings.stats(worker), "store": Timings.stats(decision)}
 
 
 def crawl(settings: dict, base: str, manifest: list[dict]) -> tuple[object, float]:
@@ -218,7 +287,8 @@ def main() -> int:
         "kind_recall": {k: round(v, 3) for k, v in result.kind_recall.items()},
         "items": len(items), "pages": len(manifest), "seconds": round(seconds, 1), "stats": stats,
         "settings": args.settings, "items_file": out,
-        **({"timings": timings.summary(), "pages_per_sec_plugin_off": round(len(manifest) / off_seconds, 1),
+        **({"timings": timings.summary(), "back_to_back": back_to_back(settings, args.dataset, manifest),
+            "pages_per_sec_plugin_off": round(len(manifest) / off_seconds, 1),
             "pages_per_sec_plugin_on": round(len(manifest) / seconds, 1)} if timings else {}),
     }))
     return 0

@@ -170,8 +170,9 @@ class OnePermutationHasher(MinHasher):
             choice = probes[found, hit[found].argmax(axis=1)]
             sig[empty[found]] = sig[choice]
             empty = empty[~found]
-            first += self._PROBES
-            probes = self._probe_bins(first, self._PROBES)[empty]
+            if len(empty):  # rare: a bin still empty after its first probes draws the next ones
+                first += self._PROBES
+                probes = self._probe_bins(first, self._PROBES)[empty]
 
 
 class BottomKSketch:

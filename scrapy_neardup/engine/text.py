@@ -114,13 +114,16 @@ def normalize(text: str) -> str:
     Most web text is already in NFKC except for a few characters (an ellipsis, a ¼, a superscript), and
     ``unicodedata.normalize`` then rewrites the whole text, at ten times the cost of checking it. So a
     long text is cut into pieces just before an ASCII space or newline and only the pieces that fail the
-    check are rewritten. That is exact: a space or newline is a starter that composes with nothing and
-    that no decomposition ends with, so NFKC never acts across it (UAX #15, "Stable Code Points").
+    check are rewritten (a text that passes the check whole is not cut at all). That is exact: a space or
+    newline is a starter that composes with nothing and that no decomposition ends with, so NFKC never acts
+    across it (UAX #15, "Stable Code Points").
     """
     if text.isascii():
         return text.lower()
     if len(text) <= _NFKC_PIECE:
         return unicodedata.normalize("NFKC", text).casefold()
+    if unicodedata.is_normalized("NFKC", text):  # most texts: one check, no pieces
+        return text.casefold()
     pieces = []
     start, end = 0, len(text)
     while start < end:
