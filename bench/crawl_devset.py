@@ -200,7 +200,8 @@ def back_to_back(settings: dict, dataset: str, manifest: list[dict]) -> dict[str
 
     config = Config.from_settings({k: v for k, v in settings.items() if k.startswith("NEARDUP_")})
     pipeline = config.build_pipeline()
-    store = store_from_url(f"sqlite:///{os.path.join(tempfile.mkdtemp(), 'back-to-back.sqlite')}")
+    folder = tempfile.TemporaryDirectory()
+    store = store_from_url(f"sqlite:///{os.path.join(folder.name, 'back-to-back.sqlite')}")
     _, detector, _ = config.open_detector(store)
     loop = DecisionLoop(detector, config.build_template_guard(detector.algorithm))
     clock = time.perf_counter
@@ -223,6 +224,7 @@ def back_to_back(settings: dict, dataset: str, manifest: list[dict]) -> dict[str
                 decision.append(clock() - t3)
     finally:
         detector.close()
+        folder.cleanup()
     return {"worker_beyond_extraction": Timings.stats(worker), "store": Timings.stats(decision)}
 
 
