@@ -14,8 +14,8 @@ default 0, 1, 2 and the core count), in alternation, each crawl in a fresh proce
 32, tag mode, the default SQLite store in a fresh file. Printed: the median wall time of each, T_on / T_off,
 pages/s, CPU seconds per page in the crawler process and in its extraction workers (read from /proc while
 they run), the crawler's peak RSS and the largest worker's peak RSS. The floor: the crawl's own CPU per page
-with the plugin off, plus the extraction and fingerprint CPU per page measured alone in one process, divided
-by the cores, against the crawl's pages.
+with the plugin off, plus the extraction and fingerprint CPU per page measured alone in one process over the
+pages with distinct bodies (byte-identical copies reuse their first copy's job), divided by the cores.
 
 ``--quality``: one tag-mode crawl at the defaults, scored pairwise against the labels, and
 ``scrapy-neardup dedup`` over a JSONL of the same pages under the same URLs, scored the same way. With
@@ -184,28 +184,40 @@ def base_settings(workdir: str) -> dict:
 
 
 def extraction_floor(pages: dict[str, bytes], base: str, limit: int) -> float:
-    """CPU seconds per page of the workers' job (decode, extract, page text, fingerprints), in one process."""
+    """CPU seconds per page of the workers' job (decode, extract, page text, fingerprints), in one process,
+    over the pages with distinct bodies (a byte-identical copy reuses its first copy's job in a crawl:
+    ``NEARDUP_BODY_CACHE_SIZE``)."""
     from scrapy_neardup import Config
     from scrapy_neardup.engine.extract import decode_html
 
     pipeline = Config.from_settings({}).build_pipeline()
-    items = list(pages.items())[: limit or None]
+    items = list(distinct_bodies(pages).items())[: limit or None]
     started = time.process_time()
     for path, body in items:
         pipeline.from_html(decode_html(body, "text/html; charset=utf-8"), base + path)
     return (time.process_time() - started) / len(items)
 
 
-#: ``--variants``: what a user can trade for speed, at the core count (name suffix: the settings changed).
-VARIANTS = {"noguard": {"NEARDUP_TEMPLATE_REPEATS": 0}, "noextract": {"NEARDUP_EXTRACT": False}}
+def distinct_bodies(pages: dict[str, bytes]) -> dict[str, bytes]:
+    """The first page of each distinct body, in crawl order."""
+    first: dict[bytes, str] = {}
+    for path, body in pages.items():
+        first.setdefault(body, path)
+    return {path: body for body, path in first.items()}
+
+
+#: ``--variants``: what a user can trade for speed, at the core count (name suffix: the settings changed);
+#: ``nocache``: every byte-identical copy extracted again, as before ``NEARDUP_BODY_CACHE_SIZE``.
+VARIANTS = {"noguard": {"NEARDUP_TEMPLATE_REPEATS": 0}, "noextract": {"NEARDUP_EXTRACT": False},
+            "nocache": {"NEARDUP_BODY_CACHE_SIZE": 0}}
 
 
 def timings(args: argparse.Namespace, base: str, paths: list[str], pages: dict[str, bytes], workdir: str) -> dict:
     cores = os.cpu_count() or 1
     pools = args.pools if args.pools is not None else sorted({0, 1, 2, cores})
     runs: dict[str, list[dict]] = {"off": [], **{f"on_{p}": [] for p in pools}}
-    if args.variants:
-        runs.update({f"on_{cores}_{name}": [] for name in VARIANTS})
+    if args.variants is not None:
+        runs.update({f"on_{cores}_{name}": [] for name in args.variants or VARIANTS})
     for round_ in range(args.repeat):
         for name in runs:
             settings = base_settings(workdir)
@@ -232,13 +244,16 @@ def timings(args: argparse.Namespace, base: str, paths: list[str], pages: dict[s
             "crawler_peak_rss_mb": round(max(r["crawler_rss"] for r in results) / 2**20, 1),
             "worker_peak_rss_mb": round(max(r["worker_rss"] for r in results) / 2**20, 1),
             "checked": results[-1]["stats"].get("neardup/checked"),
+            "reused": results[-1]["stats"].get("neardup/extract/reused", 0),
         }
     extract_ms = 1000 * extraction_floor(pages, base, args.floor_pages)
     crawl_off_ms = rows["off"]["crawler_cpu_ms_per_page"]
-    floor_seconds = n * (crawl_off_ms + extract_ms) / 1000 / cores
+    distinct = len(distinct_bodies(pages))
+    floor_seconds = (n * crawl_off_ms + distinct * extract_ms) / 1000 / cores
     return {
         "pages": n, "cores": cores, "repeat": args.repeat, "rows": rows,
-        "floor": {"extraction_cpu_ms_per_page": round(extract_ms, 2),
+        "floor": {"distinct_bodies": distinct,
+                  "extraction_cpu_ms_per_page": round(extract_ms, 2),
                   "crawl_off_cpu_ms_per_page": crawl_off_ms,
                   "extraction_ms_per_page_over_cores": round(extract_ms / cores, 2),
                   "t_on_floor_seconds": round(floor_seconds, 2),
@@ -331,8 +346,9 @@ def main() -> int:
     parser.add_argument("--limit", type=int, help="only the first N pages")
     parser.add_argument("--floor-pages", type=int, default=0,
                         help="pages timed alone for the floor (default 0: every page the crawl fetches)")
-    parser.add_argument("--variants", action="store_true",
-                        help="also time the template guard off and main-content extraction off")
+    parser.add_argument("--variants", nargs="*", choices=sorted(VARIANTS), default=None,
+                        help="also time these variants at the core count (no name: all): the template guard "
+                             "off, main-content extraction off, the body cache off")
     parser.add_argument("--quality", action="store_true", help="score a crawl and the CLI on the same pages")
     parser.add_argument("--stability", type=int, default=0, metavar="N", help="N crawls in a row")
     parser.add_argument("--processes", type=int, default=1, help="--quality: crawls at once, sharing the store")

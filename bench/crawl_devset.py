@@ -37,6 +37,7 @@ import os
 import sys
 import tempfile
 import time
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import scrapy
@@ -100,6 +101,7 @@ class Timings:
         self.seconds: dict[str, list[float]] = {"extract": [], "work": [], "store": [], "check": [], "middleware": []}
         self.sent: list[float] = []  # when each page was handed to a worker, and when its result was read
         self.read: list[float] = []
+        self.reused: list[bool] = []  # per page: its body's job was another page's (NEARDUP_BODY_CACHE_SIZE)
 
     def wrap(self, owner: type, name: str, label: str) -> None:
         import functools
@@ -151,12 +153,13 @@ class Timings:
         self.stamp(ExtractionPool, "_send", self.sent)
         self.stamp(ExtractionPool, "_readable", self.read)
         settle = NearDupService._settle
-        extract, work = self.seconds["extract"], self.seconds["work"]
+        extract, work, reused = self.seconds["extract"], self.seconds["work"], self.reused
 
         def timed_settle(service, key, outcome):  # type: ignore[no-untyped-def]
             if isinstance(outcome, tuple):  # the worker's own timing of the extraction and of its whole job
                 extract.append(outcome[0].extract_seconds)
                 work.append(outcome[0].work_seconds)
+                reused.append(outcome[0].reused)
             return settle(service, key, outcome)
 
         NearDupService._settle = timed_settle  # type: ignore[method-assign]
@@ -168,18 +171,24 @@ class Timings:
                 "p99_ms": round(ordered[int(0.99 * (len(ordered) - 1))] * 1e3, 3),
                 "mean_ms": round(sum(ordered) / len(ordered) * 1e3, 3), "n": len(ordered)}
 
-    def summary(self) -> dict[str, dict[str, float]]:
+    def summary(self) -> dict[str, Any]:
         stats = self.stats
-        out = {label: stats(values) for label, values in self.seconds.items() if values}
-        middleware = self.seconds["middleware"]
-        if len(middleware) == len(self.seconds["extract"]):
-            out["beyond_extraction"] = stats([m - e for m, e in zip(middleware, self.seconds["extract"])])
-        check, store, work = self.seconds["check"], self.seconds["store"], self.seconds["work"]
-        if len(check) == len(self.seconds["extract"]) == len(store):  # the trips to the worker and back
-            out["trips"] = stats([c - e - s for c, e, s in zip(check, self.seconds["extract"], store)])
+        # Pages that reused another page's job (byte-identical bodies) went to no worker: they are counted,
+        # and left out of the per-page figures, which pair each extracted page's steps.
+        extracted = [not r for r in self.reused]
+        seconds = {label: [v for v, keep in zip(values, extracted) if keep] if len(values) == len(extracted)
+                   else values for label, values in self.seconds.items()}
+        out: dict[str, Any] = {label: stats(values) for label, values in seconds.items() if values}
+        out["reused_pages"] = sum(self.reused)
+        middleware = seconds["middleware"]
+        if len(middleware) == len(seconds["extract"]):
+            out["beyond_extraction"] = stats([m - e for m, e in zip(middleware, seconds["extract"])])
+        check, store, work = seconds["check"], seconds["store"], seconds["work"]
+        if len(check) == len(seconds["extract"]) == len(store):  # the trips to the worker and back
+            out["trips"] = stats([c - e - s for c, e, s in zip(check, seconds["extract"], store)])
         if len(check) == len(work) == len(store):
             # The worker's job beyond extraction (decoding, fingerprints), and the page's travel alone.
-            out["worker_beyond_extraction"] = stats([w - e for w, e in zip(work, self.seconds["extract"])])
+            out["worker_beyond_extraction"] = stats([w - e for w, e in zip(work, seconds["extract"])])
             out["transport"] = stats([c - w - s for c, w, s in zip(check, work, store)])
         if len(self.sent) == len(self.read) == len(work):
             # Of the transport, the pipe: from the page handed to a worker to its result read, less the

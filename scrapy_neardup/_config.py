@@ -35,6 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_ENABLED": False,
     "NEARDUP_ACTION": "drop",
     "NEARDUP_ALGORITHM": "minhash",
+    "NEARDUP_BODY_CACHE_SIZE": 10_000,
     "NEARDUP_CANONICAL": True,
     "NEARDUP_DEBUG": False,
     "NEARDUP_EXPIRATION_SECS": 0,
@@ -190,6 +191,7 @@ class Config:
     enabled: bool = False
     action: str = "drop"
     algorithm: str = "minhash"
+    body_cache_size: int = 10_000
     canonical: bool = True
     debug: bool = False
     expiration_secs: float = 0.0
@@ -277,6 +279,7 @@ class Config:
             enabled=_bool(settings, "NEARDUP_ENABLED"),
             action=_choice(settings, "NEARDUP_ACTION", ACTIONS),
             algorithm=algorithm,
+            body_cache_size=_int(settings, "NEARDUP_BODY_CACHE_SIZE", 0, 10_000_000),  # type: ignore[arg-type]
             canonical=_bool(settings, "NEARDUP_CANONICAL"),
             debug=_bool(settings, "NEARDUP_DEBUG"),
             expiration_secs=_float(settings, "NEARDUP_EXPIRATION_SECS", 0.0, 1e10),  # type: ignore[arg-type]

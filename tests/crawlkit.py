@@ -100,7 +100,8 @@ class ServerThread:
 class WorkerWatch:
     """Test-only extension: records the extraction workers' pids (and their parent, the fork server) to
     ``TEST_PIDS_FILE`` and, with ``TEST_KILL_URL_SUFFIX``, SIGKILLs the worker process that holds the page
-    whose URL ends so, while it is extracting it.
+    whose URL ends so, while it is extracting it (with ``TEST_KILL_WHEN_WAITED``, once a byte-identical copy
+    waits on that job).
 
     It finds that worker in the pool's table of busy workers (``ExtractionPool.running``), which is
     exactly the information a precise kill needs."""
@@ -144,10 +145,21 @@ class WorkerWatch:
             self.write()
         if not self.kill_suffix or self.killed:
             return
+        waited = self.crawler.settings.getbool("TEST_KILL_WHEN_WAITED")
         for pid, seconds, (_, args) in extraction.running():
+            if waited and not self.waited_on(extraction, pid):
+                continue
             if len(args) > 1 and str(args[1]).endswith(self.kill_suffix) and seconds > 0.05:
                 os.kill(pid, _signal.SIGKILL)  # while it is extracting that page
                 self.killed.append(pid)
+
+    @staticmethod
+    def waited_on(extraction, pid):
+        """Whether a byte-identical copy waits on the page this worker holds (``TEST_KILL_WHEN_WAITED``):
+        its job then has three callbacks, the body cache's, its page's and the copy's."""
+        with extraction._lock:
+            page = next((w.page for w in extraction._workers if w.process.pid == pid), None)
+        return page is not None and len(page._done_callbacks) >= 3
 
     def closed(self, spider, reason):
         if self.loop is not None and self.loop.running:

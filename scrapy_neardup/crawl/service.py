@@ -13,6 +13,7 @@ import threading
 import time
 import weakref
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -29,10 +30,11 @@ from zope.interface import implementer
 from .._config import Config, ConfigError, unknown_settings
 from ..engine.decisions import DecisionLoop
 from ..engine.detector import Detector, Verdict
-from ..engine.extract import quiet_trafilatura
+from ..engine.extract import declared_canonical, decode_html, quiet_trafilatura
 from ..engine.prepare import Prepared
 from ..engine.template import TemplateGuard
 from ..store import Store, StoreError, StoreMismatchError, StoreWriteError, redact_url
+from .bodies import IdenticalBodies, body_digest
 from .workers import (
     IN_PROCESS,
     ExtractionPool,
@@ -230,6 +232,7 @@ class NearDupService:
         self._logged_rechecks: set[str] = set()
         self.workers = config.resolved_workers()
         self._extraction: ExtractionPool | None = None  # worker processes (NEARDUP_WORKERS >= 1)
+        self._bodies: IdenticalBodies | None = None  # byte-identical responses share one job (with workers)
         self._threads: ThreadPool | None = None  # in-process extraction (NEARDUP_WORKERS = 0)
         self._thread_count = max(1, crawler.settings.getint("REACTOR_THREADPOOL_MAXSIZE", 10))
         self._store_thread: ThreadPool | None = None
@@ -310,6 +313,8 @@ class NearDupService:
             self._extraction = ExtractionPool(config, self.workers, timeout=config.worker_timeout,
                                               max_tasks=config.worker_max_tasks)
             self._extraction.start(pool_reader())
+            if config.body_cache_size:
+                self._bodies = IdenticalBodies(config.body_cache_size)
         else:
             quiet_trafilatura()
             self._threads = ThreadPool(0, self._thread_count, name="scrapy-neardup")
@@ -457,8 +462,15 @@ class NearDupService:
         fn, *args = job
         try:
             if self._extraction is not None:
-                future = self._extraction.submit(fn, *args)
-                future.add_done_callback(lambda done: self._analysed(done, key, url, deferred, declared))
+                extraction, copy_of = self._extraction, None
+                if self._bodies is not None and fn is analyze_html:
+                    body, page_url, content_type = args
+                    future, first_url = self._bodies.share(body_digest(body, content_type), page_url,
+                                                           lambda: extraction.submit(fn, *args))
+                    copy_of = None if first_url is None else (job, first_url)
+                else:
+                    future = extraction.submit(fn, *args)
+                future.add_done_callback(lambda done: self._analysed(done, key, url, deferred, declared, copy_of))
             else:
                 assert self._threads is not None
                 self._threads.callInThread(self._analyse_here, fn, args, key, url, deferred, declared)
@@ -470,12 +482,19 @@ class NearDupService:
 
     # -- check(): the reactor reads the worker's result, or an extraction thread; a remote store's thread --
     def _analysed(self, done: Future, key: str, url: str | None, deferred: Deferred,  # type: ignore[type-arg]
-                  declared: str | None = None) -> None:
+                  declared: str | None = None, copy_of: tuple[tuple[Any, ...], str] | None = None) -> None:
+        """A worker's result for this page, or, with ``copy_of`` (the page's job, and the URL of the page
+        the job was made for), the result of another response with the same bytes."""
         try:
             prepared = Prepared.from_wire(done.result())
         except Exception as exc:  # noqa: BLE001 - WorkerLost, WorkerTimeout, or a bug: never a lost page
+            if copy_of is not None and not self._closing:  # the other page's job failed: this page's own
+                self._extract_alone(copy_of[0], key, url, deferred, declared)
+                return
             self._reply(deferred, exc)
             return
+        if copy_of is not None:
+            prepared = self._as_copy(prepared, *copy_of)
         detector = self.detector
         if detector is not None and detector.store.local and prepared.fingerprint is not None and not self._closing:
             # A local store answers in well under a millisecond: decided right here, where the worker's
@@ -484,6 +503,29 @@ class NearDupService:
             self._decide_and_file(prepared, key, url, deferred, declared)
             return
         self._to_store_thread(prepared, key, url, deferred, declared)
+
+    def _as_copy(self, prepared: Prepared, job: tuple[Any, ...], first_url: str) -> Prepared:
+        """Another response's result for this one, with the same bytes: only a relative declared canonical
+        depends on the page's URL, so it is read again against this page's URL."""
+        _, body, page_url, content_type = job
+        canonical = prepared.declared_canonical
+        if canonical is not None and page_url != first_url:
+            canonical = declared_canonical(decode_html(body, content_type), page_url)
+        return replace(prepared, reused=True, extract_seconds=0.0, work_seconds=0.0, declared_canonical=canonical)
+
+    def _extract_alone(self, job: tuple[Any, ...], key: str, url: str | None, deferred: Deferred,  # type: ignore[type-arg]
+                       declared: str | None) -> None:
+        """This page's own job, after the job of another response with its bytes failed (a lost worker is
+        counted for the page it held, not for its copies)."""
+        fn, *args = job
+        try:
+            if self._extraction is None:
+                raise RuntimeError("the extraction pool is closed")
+            future = self._extraction.submit(fn, *args)
+        except RuntimeError:
+            self._reply(deferred, WorkerLost("the extraction pool was stopped"))
+            return
+        future.add_done_callback(lambda done: self._analysed(done, key, url, deferred, declared))
 
     def _analyse_here(self, fn: Any, args: list[Any], key: str, url: str | None,
                       deferred: Deferred, declared: str | None = None) -> None:  # type: ignore[type-arg]
@@ -552,6 +594,8 @@ class NearDupService:
             self.skip("error", key, log=False)
             return Prepared(None, "error"), None
         prepared, result, refiled = outcome
+        if prepared.reused:
+            self.stats.inc_value("neardup/extract/reused")
         if prepared.fingerprint is None:
             self.skip(prepared.skip_reason or "no_text", key)
             return prepared, None

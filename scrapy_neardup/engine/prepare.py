@@ -33,7 +33,8 @@ class Prepared:
     the timing of the plugin's own cost beyond extraction; ``work_seconds``: the whole job there (decoding,
     extraction, fingerprints), so that the time a page spends travelling can be told from its work.
     ``declared_canonical``: the URL the page declares canonical with ``<link rel="canonical">``, when asked
-    for (the crawl files such a page under that URL, see :meth:`Detector.check_declared`).
+    for (the crawl files such a page under that URL, see :meth:`Detector.check_declared`). ``reused``: made
+    for another response with the same bytes, not extracted again (set in the crawler process, never sent).
     """
 
     fingerprint: Fingerprint | None
@@ -45,6 +46,7 @@ class Prepared:
     extract_seconds: float = 0.0
     work_seconds: float = 0.0
     declared_canonical: str | None = None
+    reused: bool = False
 
     def to_wire(self) -> tuple:  # type: ignore[type-arg]
         """Plain bytes, ints and strings: what crosses from a worker process (far cheaper to pickle than
