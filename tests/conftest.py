@@ -64,3 +64,15 @@ def redis_server(tmp_path):
 @pytest.fixture(params=STORE_BACKENDS)
 def store_kind(request):
     return request.param
+
+
+@pytest.fixture
+def pool():
+    """A pool of one real extraction worker process, at the defaults, with a timeout of 5 s."""
+    from scrapy_neardup._config import Config
+    from scrapy_neardup.crawl.workers import ExtractionPool
+
+    extraction = ExtractionPool(Config.from_settings({}), 1, timeout=5.0)
+    extraction.start()
+    yield extraction
+    extraction.close()

@@ -91,18 +91,7 @@ def test_a_copy_waiting_on_a_killed_workers_job_is_extracted_on_its_own(tmp_path
     assert_no_process_left(info)
 
 
-# -- the cache alone, with a real worker process ---------------------------------------------------------
-@pytest.fixture
-def pool():
-    from scrapy_neardup._config import Config
-    from scrapy_neardup.crawl.workers import ExtractionPool
-
-    extraction = ExtractionPool(Config.from_settings({}), 1, timeout=10.0)
-    extraction.start()
-    yield extraction
-    extraction.close()
-
-
+# -- the cache alone, with a real worker process (conftest's pool) ---------------------------------------
 def test_the_cache_shares_running_and_finished_jobs_and_forgets_failed_ones(pool):
     from scrapy_neardup.crawl.workers import WorkerLost, analyze_html
 

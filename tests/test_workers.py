@@ -169,17 +169,6 @@ def test_a_crawl_stopped_at_open_by_its_store_starts_no_worker(tmp_path):
 
 
 # -- the pool alone -------------------------------------------------------------------------------------
-@pytest.fixture
-def pool():
-    from scrapy_neardup._config import Config
-    from scrapy_neardup.crawl.workers import ExtractionPool
-
-    extraction = ExtractionPool(Config.from_settings({}), 1, timeout=5.0)
-    extraction.start()
-    yield extraction
-    extraction.close()
-
-
 def page_result(pool, fn, *args, timeout=60):
     return pool.submit(fn, *args).result(timeout=timeout)
 
