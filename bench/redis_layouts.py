@@ -8,7 +8,7 @@ unique, a 256-byte MinHash-128 signature (16-bit) per canonical page and its 29 
 share of near-duplicates that keep no signature and are in no bucket (the store's own rule). Memory is
 ``used_memory`` after the load less before it, divided by the pages. The layouts:
 
-* ``store``: the Redis store (layout 3: string bins in 64 hash-tagged groups, see
+* ``store``: the Redis store (layout 4: string bins in 64 hash-tagged groups, see
   ``scrapy_neardup/store/redis.py``), loaded through ``RedisStore.add_many``; ``store-cluster``: the same on
   a Redis Cluster of three masters (``tests/redis_cluster.py``), memory summed over the masters, with the
   share of the spider's keys each master holds;

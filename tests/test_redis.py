@@ -11,7 +11,7 @@ from conftest import make_store
 from scrapy_neardup.engine.algorithms.minhash import MinHashLSH
 from scrapy_neardup.engine.detector import Detector
 from scrapy_neardup.store import StoreError, store_from_url
-from scrapy_neardup.store.redis import RedisStore, pack_record, unpack_record
+from scrapy_neardup.store.redis import CLUSTER_SLOTS, RedisStore, _Layout, pack_record, unpack_record
 
 WORDS = [f"w{i}" for i in range(4000)]
 
@@ -136,8 +136,53 @@ def test_one_spiders_keys_spread_over_groups_of_their_own_slots(tmp_path):
     kinds = {k.split(b"}:")[1][:1] for k in grouped}
     assert kinds == {b"b", b"k", b"r"}, (kinds, sorted(k for k in grouped if k.split(b"}:")[1][:1] not in b"bkr")[:5])
     assert len({k.split(b"}:")[0] for k in grouped}) == 64  # every group used
-    assert len({key_slot(k) for k in grouped}) == 64
+    # Group g's keys sit at the start of the g-th 64th of the slots, whatever the (random) prefix.
+    tags = {tag.encode(): g for g, tag in enumerate(store.layout.tags)}
+    by_group = {tags[k[: k.index(b"}") + 1]]: key_slot(k) for k in grouped}
+    assert sorted(by_group) == list(range(64))
+    assert all(0 <= slot - g * CLUSTER_SLOTS // 64 < 16 for g, slot in by_group.items()), by_group
     assert store.count() == 300
+    store.close()
+
+
+@pytest.mark.parametrize("masters", [2, 3, 5, 7])
+def test_masters_serving_runs_of_slots_serve_as_many_groups_as_their_share(masters):
+    """What ``redis-cli --cluster create`` makes: each master serves one run of slots. Every master holds its
+    share of the 64 groups rounded up or down, for any prefix (layout 3's tags put 30/36/34% on three)."""
+    from redis.crc import key_slot
+
+    for prefix in ("neardup:{books}", "neardup:{news}", f"test:{{{uuid.uuid4().hex}}}"):
+        tags = _Layout(prefix).tags
+        starts = [m * CLUSTER_SLOTS // masters for m in range(1, masters)]
+        held = [0] * masters
+        for tag in tags:
+            held[sum(key_slot(f"{tag}:r:x".encode()) >= s for s in starts)] += 1
+        assert all(abs(h - 64 / masters) < 1 for h in held), (prefix, held)
+
+
+def test_a_store_of_layout_3_is_read_with_its_own_group_tags(tmp_path):
+    """A store filed by layout 3 (group tags ``{B:g}`` where CRC16 put them) opens, finds its documents and
+    files new ones under its own tags, and keeps saying layout 3."""
+    import json
+
+    from conftest import shared_redis
+
+    server = shared_redis(tmp_path.parent)
+    prefix = f"l3:{{{uuid.uuid4().hex}}}"
+    old = RedisStore(server.url, prefix=prefix)
+    old.layout = _Layout(prefix, version=3)  # what the earlier release would have written
+    old.open({"format_version": 1})
+    old.add("http://a/", b"sig-a", [7, 8])
+    filed = {k[: k.index(b"}") + 1].decode() for k in old._group_keys()}
+    old.close()
+    assert filed and filed <= set(_Layout(prefix, version=3).tags)
+    store = RedisStore(server.url, prefix=prefix)
+    store.open({"format_version": 1})
+    assert store.layout.version == 3 and json.loads(store.client.hget(f"{prefix}:meta", "redis_layout"))["version"] == 3
+    assert [c.key for c in store.lookup([8])[0]] == ["http://a/"] and store.get("http://a/").signature == b"sig-a"
+    store.add("http://b/", b"sig-b", [9])
+    assert [c.key for c in store.lookup([9])[0]] == ["http://b/"] and store.count() == 2
+    assert {k[: k.index(b"}") + 1].decode() for k in store._group_keys()} <= set(_Layout(prefix, version=3).tags)
     store.close()
 
 
@@ -236,7 +281,7 @@ def test_store_upgrade_rewrites_a_layout_2_store_keeping_every_verdict(tmp_path)
     cmd = [sys.executable, "-m", "scrapy_neardup.offline.cli", "store", server.url, "--redis-key", prefix, "upgrade"]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=str(tmp_path))
     assert done.returncode == 0, done.stderr
-    assert "3 documents rewritten in layout 3" in done.stdout
+    assert "3 documents rewritten in layout 4" in done.stdout
     store = RedisStore(server.url, prefix=prefix)
     store.open({"format_version": 2, "algorithm": "x"})  # the parameters are kept
     assert store.count() == 3
@@ -251,7 +296,7 @@ def test_store_upgrade_rewrites_a_layout_2_store_keeping_every_verdict(tmp_path)
     assert store._id_of("http://d/") == 4
     store.close()
     again = subprocess.run(cmd, capture_output=True, text=True, cwd=str(tmp_path))
-    assert again.returncode != 0 and "layout 3 already" in again.stderr and again.stderr.count("\n") == 1
+    assert again.returncode != 0 and "layout 3 or later already" in again.stderr and again.stderr.count("\n") == 1
 
 
 def _file_and_die(url, prefix, signature, buckets):

@@ -539,12 +539,14 @@ def cmd_store(args: argparse.Namespace) -> int:
         if not hasattr(store, "upgrade"):
             raise SystemExit(f"scrapy-neardup: store upgrade: {redact_url(url)} is not a Redis store (only Redis "
                              "stores of layout 2 need one)")
+        from ..store.redis import LAYOUT
+
         started = time.monotonic()
         try:
             held = store.upgrade()
         finally:
             store.close()
-        print(f"upgraded {redact_url(url)}: {held} documents rewritten in layout 3 in "
+        print(f"upgraded {redact_url(url)}: {held} documents rewritten in layout {LAYOUT} in "
               f"{time.monotonic() - started:.1f} s")
         return 0
     store.open_existing()

@@ -1,7 +1,7 @@
 """Redis store: one fingerprint index shared by many crawler processes and machines, one Redis server or
 a Redis Cluster, in about 570 bytes of Redis memory per page (MinHash-128 at a million pages).
 
-Layout 3. ``P`` is the prefix from ``NEARDUP_REDIS_KEY`` (by default ``neardup:{<spider>}``; its braces are a
+Layout 4. ``P`` is the prefix from ``NEARDUP_REDIS_KEY`` (by default ``neardup:{<spider>}``; its braces are a
 Redis Cluster *hash tag*), ``B`` the same prefix without its braces. Four small keys share ``P``'s slot::
 
     P:meta     hash    name -> value: the algorithm parameters (JSON), the layout (below)
@@ -9,8 +9,9 @@ Redis Cluster *hash tag*), ``B`` the same prefix without its braces. Four small 
     P:count    string  documents filed
     P:flight   hash    first id of a batch being filed -> "last id, lease deadline (ms)[, a]", or "void ..."
 
-Everything else lives in *groups*, 64 hash tags ``{B:g}`` that a cluster spreads over its masters (each
-group is one slot), in strings packed end to end (bins). A bin's
+Everything else lives in *groups*, 64 hash tags ``{B:g}`` or ``{B:g.n}`` (``group_tags``: group ``g`` has a
+slot of its own in the ``g``-th 64th of the slots, so a cluster's masters share the groups as they share the
+slots), in strings packed end to end (bins). A bin's
 name ends in its number as raw little-endian bytes (u16; u32 for records), so the scripts cut names from
 their arguments without formatting numbers::
 
@@ -79,6 +80,8 @@ with what to do: ``scrapy-neardup store URL upgrade`` rewrites one in place.
 
 from __future__ import annotations
 
+import binascii
+import functools
 import json
 import logging
 import struct
@@ -102,8 +105,13 @@ try:
 except ImportError:  # optional: redis-py packs and parses in Python then
     _hiredis = None
 
-#: Version of the Redis layout (``P:meta`` field ``redis_layout``); layout 2 stores are refused at open.
-LAYOUT = 3
+#: Version of the Redis layout (``P:meta`` field ``redis_layout``) of a new store. Layout 3, the same but
+#: for its group tags (``{B:g}`` for every group, wherever CRC16 puts it), is read as it is; layout 2 stores
+#: are refused at open.
+LAYOUT = 4
+READ_LAYOUTS = (3, 4)
+#: Redis Cluster's hash slots (a key's slot: CRC16/XMODEM of its hash tag, mod 16384).
+CLUSTER_SLOTS = 16384
 RECORD_VERSION = 3
 _LAYOUT_FIELD = "redis_layout"
 _HEADER = struct.Struct("<BIfIH")
@@ -626,15 +634,43 @@ def _spread(lengths: bytes, data: bytes, positions: np.ndarray, into: list[bytes
         into[int(positions[i])] = None if shrunk[i] else data[int(ends[i] - sizes[i]) : int(ends[i])]
 
 
+def cluster_slot(tag: str) -> int:
+    """The Redis Cluster slot of a key whose hash tag is ``tag`` (without its braces)."""
+    return binascii.crc_hqx(tag.encode(), 0) % CLUSTER_SLOTS
+
+
+@functools.lru_cache(maxsize=64)
+def group_tags(base: str, groups: int, version: int = LAYOUT) -> tuple[str, ...]:
+    """The hash tags of the groups. Layout 4 gives group ``g`` the tag ``{B:g}``, or ``{B:g.n}`` with the
+    least ``n`` that puts it in the first sixteenth of the ``g``-th of ``groups`` equal runs of slots: every
+    group has a slot of its own, and masters that each serve a run of slots (what ``redis-cli --cluster
+    create`` makes) serve their share of the groups, rounded up or down (a split of slots rounds a group's
+    run to its start). Layout 3 took ``{B:g}`` where CRC16 put it: two groups could share a slot, and one
+    master of three held 36% of the data."""
+    if version == 3:
+        return tuple(f"{{{base}:{g}}}" for g in range(groups))
+    run = CLUSTER_SLOTS // groups
+    window = run // 16
+    tags = []
+    for g in range(groups):
+        tag, n = f"{base}:{g}", 0
+        while not 0 <= cluster_slot(tag) - g * run < window:  # ~1,000 tries (CRC16 spreads suffixes evenly)
+            n += 1
+            tag = f"{base}:{g}.{n}"
+        tags.append(f"{{{tag}}}")
+    return tuple(tags)
+
+
 class _Layout:
     """Where a bucket, a key and a record live: groups (hash tags) and bins, from the store's parameters."""
 
     def __init__(self, prefix: str, group_bits: int = GROUP_BITS, bucket_bin_bits: int = BUCKET_BIN_BITS,
-                 key_bin_bits: int = KEY_BIN_BITS) -> None:
+                 key_bin_bits: int = KEY_BIN_BITS, version: int = LAYOUT) -> None:
         self.group_bits, self.bucket_bin_bits, self.key_bin_bits = group_bits, bucket_bin_bits, key_bin_bits
+        self.version = version
         self.groups = 1 << group_bits
         base = prefix.replace("{", "").replace("}", "")
-        self.tags = [f"{{{base}:{g}}}" for g in range(self.groups)]
+        self.tags = group_tags(base, self.groups, version)
         #: One key of each group, for a cluster client to route the group's scripts by.
         self.route = [f"{tag}:r" for tag in self.tags]
         self.pattern = "".join("\\" + c if c in "*?[]\\" else c for c in f"{{{base}:") + "*}:*"
@@ -642,8 +678,8 @@ class _Layout:
         self.heads = {kind: [f"{tag}:{kind.decode()}:".encode() for tag in self.tags] for kind in (b"b", b"k", b"r")}
 
     def params(self) -> str:
-        return json.dumps({"version": LAYOUT, "group_bits": self.group_bits, "bucket_bin_bits": self.bucket_bin_bits,
-                           "key_bin_bits": self.key_bin_bits}, sort_keys=True)
+        return json.dumps({"version": self.version, "group_bits": self.group_bits,
+                           "bucket_bin_bits": self.bucket_bin_bits, "key_bin_bits": self.key_bin_bits}, sort_keys=True)
 
     def buckets(self, keys: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Group, bin and entry prefix (24 bits) of each bucket key."""
@@ -941,10 +977,11 @@ class RedisStore(Store):
                 f"'{self.prefix}'` to rewrite it in layout {LAYOUT}, or set NEARDUP_RESET = True to start afresh.")
         try:
             params = json.loads(stored)
-            if params.get("version") != LAYOUT:
-                raise ValueError(f"layout {params.get('version')}, this version reads {LAYOUT}")
+            if params.get("version") not in READ_LAYOUTS:
+                raise ValueError(f"layout {params.get('version')}, this version reads layouts "
+                                 f"{' and '.join(map(str, READ_LAYOUTS))}")
             self.layout = _Layout(self.prefix, int(params["group_bits"]), int(params["bucket_bin_bits"]),
-                                  int(params["key_bin_bits"]))
+                                  int(params["key_bin_bits"]), int(params["version"]))
         except (ValueError, KeyError, TypeError) as exc:
             raise StoreError(f"unreadable {_LAYOUT_FIELD} in {self._key('meta')}: {stored!r} ({exc})") from None
 
@@ -1356,7 +1393,7 @@ class RedisStore(Store):
         if not meta:
             raise StoreError(f"{self.location} holds no scrapy-neardup store")
         if _LAYOUT_FIELD.encode() in meta:
-            raise StoreError(f"the Redis store at {self.location} has layout {LAYOUT} already: nothing to upgrade")
+            raise StoreError(f"the Redis store at {self.location} has layout 3 or later already: nothing to upgrade")
         docs = self._key("docs")
         records: dict[int, tuple[str, bytes, int, float, float]] = {}
         since = float(meta.get(b"records_seen_since", b"0") or 0) or time.time()
