@@ -16,7 +16,8 @@ worker's whole job (decoding and fingerprints too), the store thread's part (tem
 check-and-insert), the trips (``check`` less extraction and store: the body to the worker, fingerprinting
 there, the result to the store thread and back to the reactor), the transport alone (``check`` less the
 worker's job and the store's), of which the pipe (from the page handed to a worker to its result read,
-less the worker's job), and the downloader middleware's whole ``process_response``. The plugin's own
+less the worker's job) and its two crossings (``to_worker``: handed over to the job begun; ``back``: the
+job's end to its result read), and the downloader middleware's whole ``process_response``. The plugin's own
 cost beyond extraction is the
 middleware's time less the extraction's: fingerprinting, the trip to and from the worker, the template
 guard, the store, stats and logging. It also crawls once with the plugin disabled for the crawl rate.
@@ -102,6 +103,7 @@ class Timings:
         self.sent: list[float] = []  # when each page was handed to a worker, and when its result was read
         self.read: list[float] = []
         self.reused: list[bool] = []  # per page: its body's job was another page's (NEARDUP_BODY_CACHE_SIZE)
+        self.started: list[float] = []  # per page: when the worker began its job (the machine's monotonic clock)
 
     def wrap(self, owner: type, name: str, label: str) -> None:
         import functools
@@ -153,13 +155,14 @@ class Timings:
         self.stamp(ExtractionPool, "_send", self.sent)
         self.stamp(ExtractionPool, "_readable", self.read)
         settle = NearDupService._settle
-        extract, work, reused = self.seconds["extract"], self.seconds["work"], self.reused
+        extract, work, reused, started = self.seconds["extract"], self.seconds["work"], self.reused, self.started
 
         def timed_settle(service, key, outcome):  # type: ignore[no-untyped-def]
             if isinstance(outcome, tuple):  # the worker's own timing of the extraction and of its whole job
                 extract.append(outcome[0].extract_seconds)
                 work.append(outcome[0].work_seconds)
                 reused.append(outcome[0].reused)
+                started.append(outcome[0].work_started)
             return settle(service, key, outcome)
 
         NearDupService._settle = timed_settle  # type: ignore[method-assign]
@@ -195,6 +198,14 @@ class Timings:
             # worker's job (both crossings, the worker's and the reactor's wake-ups); the rest is the
             # crawler's own handling (pickling, reading the result, the middleware around the check).
             out["pipe"] = stats([r - s - w for s, r, w in zip(self.sent, self.read, work)])
+            began = [b for b, keep in zip(self.started, extracted) if keep]
+            if len(began) == len(work):
+                # The pipe's two crossings, by the machine's monotonic clock, which every process reads
+                # alike: from the page handed over (pickled and written) to the worker's job begun (the
+                # worker woken, the body read and unpickled), and from the job's end to its result read here
+                # (the result pickled and written, the reactor woken).
+                out["to_worker"] = stats([b - s for s, b in zip(self.sent, began)])
+                out["back"] = stats([r - b - w for b, r, w in zip(began, self.read, work)])
         return out
 
 

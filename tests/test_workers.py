@@ -270,3 +270,19 @@ def test_when_no_worker_can_be_started_pages_fail_instead_of_waiting(pool):
         pool.submit(sleepy, 0.01).result(timeout=30)
     pool._spawn = spawn
     assert page_result(pool, sleepy, 0.03) == 0.03
+
+
+def test_a_workers_result_says_when_its_job_began_on_this_processs_clock(pool):
+    """``work_started`` is read from the machine's monotonic clock in the worker: it falls between the page's
+    hand-over and its result here, so the trip to the worker can be told from the trip back."""
+    from scrapy_neardup.crawl.workers import analyze_html
+    from scrapy_neardup.engine.prepare import Prepared
+
+    page_result(pool, analyze_html, article_page(2).encode(), "http://a.example/2", "text/html")  # started
+    handed = time.perf_counter()
+    prepared = Prepared.from_wire(page_result(pool, analyze_html, article_page(3).encode(), "http://a.example/3",
+                                              "text/html"))
+    read = time.perf_counter()
+    assert prepared.fingerprint is not None
+    assert 0 < prepared.work_seconds
+    assert handed < prepared.work_started < prepared.work_started + prepared.work_seconds < read

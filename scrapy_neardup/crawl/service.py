@@ -511,7 +511,8 @@ class NearDupService:
         canonical = prepared.declared_canonical
         if canonical is not None and page_url != first_url:
             canonical = declared_canonical(decode_html(body, content_type), page_url)
-        return replace(prepared, reused=True, extract_seconds=0.0, work_seconds=0.0, declared_canonical=canonical)
+        return replace(prepared, reused=True, extract_seconds=0.0, work_seconds=0.0, work_started=0.0,
+                       declared_canonical=canonical)
 
     def _extract_alone(self, job: tuple[Any, ...], key: str, url: str | None, deferred: Deferred,  # type: ignore[type-arg]
                        declared: str | None) -> None:

@@ -109,7 +109,7 @@ def prepare_html(pipeline: DocumentPipeline, body: bytes, url: str, content_type
     """A page's body to what the decision needs, with the time the whole job took."""
     started = time.perf_counter()
     prepared = pipeline.from_html(decode_html(body, content_type), url)
-    return replace(prepared, work_seconds=time.perf_counter() - started)
+    return replace(prepared, work_seconds=time.perf_counter() - started, work_started=started)
 
 
 def prepare_text(pipeline: DocumentPipeline, text: str) -> Prepared:

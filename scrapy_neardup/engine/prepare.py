@@ -31,7 +31,9 @@ class Prepared:
     main text can be a template block), with ``page_sketch``, the guard's own sketch of that page text.
     ``extract_seconds``: how long the text extraction took (where it ran: a worker process, usually), for
     the timing of the plugin's own cost beyond extraction; ``work_seconds``: the whole job there (decoding,
-    extraction, fingerprints), so that the time a page spends travelling can be told from its work.
+    extraction, fingerprints), so that the time a page spends travelling can be told from its work;
+    ``work_started``: when that job began, on ``time.perf_counter``'s clock (the machine's monotonic clock,
+    the same in every process), so that the trip to the worker can be told from the trip back.
     ``declared_canonical``: the URL the page declares canonical with ``<link rel="canonical">``, when asked
     for (the crawl files such a page under that URL, see :meth:`Detector.check_declared`). ``reused``: made
     for another response with the same bytes, not extracted again (set in the crawler process, never sent).
@@ -45,6 +47,7 @@ class Prepared:
     page_sketch: bytes | None = None
     extract_seconds: float = 0.0
     work_seconds: float = 0.0
+    work_started: float = 0.0
     declared_canonical: str | None = None
     reused: bool = False
 
@@ -53,13 +56,13 @@ class Prepared:
         numpy arrays)."""
         return (self.skip_reason, self.method, self.main_key, _fp_wire(self.fingerprint),
                 _fp_wire(self.page_fingerprint), self.page_sketch, self.extract_seconds, self.work_seconds,
-                self.declared_canonical)
+                self.work_started, self.declared_canonical)
 
     @classmethod
     def from_wire(cls, wire: tuple) -> Prepared:  # type: ignore[type-arg]
-        skip_reason, method, main_key, fp, page_fp, page_sketch, seconds, work, declared = wire
+        skip_reason, method, main_key, fp, page_fp, page_sketch, seconds, work, started, declared = wire
         return cls(_fp_unwire(fp), skip_reason, method, main_key, _fp_unwire(page_fp), page_sketch, seconds, work,
-                   declared)
+                   started, declared)
 
 
 def _fp_wire(fp: Fingerprint | None) -> tuple[bytes, bytes] | None:
