@@ -11,6 +11,9 @@ the same Redis, one by one (query + insert) and with its insertion session (inse
 ``--threads N`` times one process with 1 and with N threads sharing its batches (each thread its own
 connection), on each store of ``--shards``, instead of the sweep.
 
+``--switch-interval S`` sets each client process's ``sys.setswitchinterval`` (CPython's default: 0.005 s, the
+longest a thread whose Redis reply has come waits for another thread to give up the interpreter).
+
 ``--shards 1,3`` runs the process sweep against one redis-server and against a real Redis Cluster of three
 masters (``redis+cluster://``, made by ``tests/redis_cluster.py``), the processes sharing one spider's index.
 """
@@ -64,10 +67,13 @@ def fingerprints(n: int, seed: int) -> list[tuple[str, bytes, object]]:
     return items
 
 
-def worker(url: str, prefix: str, items: list, batch: int, barrier: object, queue: object, threads: int = 1) -> None:
+def worker(url: str, prefix: str, items: list, batch: int, barrier: object, queue: object, threads: int = 1,
+           switch_interval: float | None = None) -> None:
     """One process's check-and-insert of its ``items`` in batches; with ``threads`` > 1, that many threads of
     the process take the batches in turn, each with its own connection, so that one's Python may run while
     another waits for Redis."""
+    if switch_interval:
+        sys.setswitchinterval(switch_interval)
     detectors = [Detector(MinHashLSH(0.8), RedisStore(url, prefix=prefix)) for _ in range(threads)]
     for detector in detectors:
         detector.open()
@@ -122,12 +128,13 @@ class Rate(NamedTuple):
 
 
 def run_processes(server: RedisServer | RedisCluster, processes: int, docs: int, batch: int, prefix: str,
-                  threads: int = 1) -> Rate:
+                  threads: int = 1, switch_interval: float | None = None) -> Rate:
     """Median per-process check-and-insert rate (ops/s) with ``processes`` running at once."""
     ctx = multiprocessing.get_context("fork")
     barrier, queue = ctx.Barrier(processes), ctx.Queue()
     work = [fingerprints(docs, seed) for seed in range(processes)]
-    procs = [ctx.Process(target=worker, args=(server.url, prefix, work[p], batch, barrier, queue, threads))
+    procs = [ctx.Process(target=worker, args=(server.url, prefix, work[p], batch, barrier, queue, threads,
+                                                       switch_interval))
              for p in range(processes)]
     redis_before = redis_cpu_seconds(server)
     for p in procs:
@@ -189,7 +196,8 @@ def thread_rates(args: argparse.Namespace) -> int:
                 for r in range(args.repeat):
                     for threads in rates:
                         rates[threads].append(run_processes(server, 1, args.docs, args.batch,
-                                                            f"bench:{{t{threads}-{r}}}", threads))
+                                                            f"bench:{{t{threads}-{r}}}", threads,
+                                                            args.switch_interval))
                 for threads, values in rates.items():
                     print(f"| {shards} | {threads} | {cpu_cells(median_rate(values))} | "
                           f"{', '.join(f'{v.per_process:,.0f}' for v in values)} |", flush=True)
@@ -208,6 +216,8 @@ def main() -> int:
                                                       "of N masters")
     parser.add_argument("--threads", type=int, default=0, metavar="N",
                         help="only one process, with 1 and with N threads sharing its batches, alternating")
+    parser.add_argument("--switch-interval", type=float, default=None, metavar="S",
+                        help="sys.setswitchinterval(S) in each client process (CPython's default: 0.005)")
     args = parser.parse_args()
     if args.threads:
         return thread_rates(args)
