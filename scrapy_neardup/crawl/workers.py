@@ -106,7 +106,7 @@ def init_worker(config: Config) -> None:
 
 
 def prepare_html(pipeline: DocumentPipeline, body: bytes, url: str, content_type: str | None) -> Prepared:
-    """A page's body to what the decision needs, with the time the whole job took."""
+    """A page's body to what the decision needs, with when the whole job began and how long it took."""
     started = time.perf_counter()
     prepared = pipeline.from_html(decode_html(body, content_type), url)
     return replace(prepared, work_seconds=time.perf_counter() - started, work_started=started)
