@@ -369,3 +369,52 @@ def test_a_new_store_takes_its_bucket_bins_from_the_setting_and_an_existing_one_
     assert big.layout.bucket_bin_bits == 6  # the store's own, as recorded
     assert [c.key for c in big.lookup([2])[0]] == ["http://a/"]
     big.close()
+
+
+def test_a_filing_overtaken_by_a_near_duplicate_filed_since_its_lookup_is_stale_and_then_found(redis_server):
+    """Check-and-insert across writers, step by step: a page looked up before another writer filed its
+    near-duplicate is refused (STALE), whether its appends found the other's bucket entries at once or only
+    after waiting for a batch with lower ids still in flight; checked again, it is that page's duplicate."""
+    import threading
+
+    from scrapy_neardup.store.base import Added, Filing, Query
+
+    prefix = f"overtaken:{{{uuid.uuid4().hex}}}"
+    algorithm = MinHashLSH(0.5)
+    (a, b), (c, d) = ([algorithm.fingerprint(t) for t in row] for row in group_texts(2, 2, seed=5))
+    mine, other = (RedisStore(redis_server.url, prefix=prefix) for _ in range(2))
+    for store in (mine, other):
+        store.open({"format_version": 1})
+    steps: list[str] = []
+    scripts = mine._scripts
+    mine._scripts = lambda name, calls: steps.append(name) or scripts(name, calls)  # type: ignore[method-assign]
+    try:
+        # Appends find the other's entries: it filed b after this store looked a up.
+        looked = mine.lookup_many([Query("http://a/", a.signature, a.buckets)])[0]
+        assert looked.known is None and not looked.candidates
+        assert other.add_many([Filing("http://b/", b.signature, b.buckets)]) == [Added.FILED]
+        assert mine.add_many([Filing("http://a/", a.signature, a.buckets, token=looked.token)]) == [Added.STALE]
+        assert "delta" not in steps
+
+        # A batch with lower ids, in flight and not yet appended when this one got its ids: waited for, then
+        # the buckets are read again since the lookup.
+        looked = mine.lookup_many([Query("http://c/", c.signature, c.buckets)])[0]
+        assert not looked.candidates
+        now = int(time.time() * 1000)
+        first_lower, _ = other._meta_script("alloc", 1, now, 60_000)
+        first, lower = mine._meta_script("alloc", 1, now, 60_000)
+        assert [int(x) for x in lower] == [int(first_lower)]
+        late = threading.Timer(0.3, other._file, ([Filing("http://d/", d.signature, d.buckets)], int(first_lower), []))
+        late.start()
+        verdict = mine._file([Filing("http://c/", c.signature, c.buckets, token=looked.token)], int(first),
+                             [int(first_lower)])
+        late.join()
+        assert verdict == [Added.STALE] and "delta" in steps
+        mine._meta_script("commit", first, 0)
+
+        detector = Detector(algorithm, mine)
+        again = detector.check_many([("http://a/", a.signature, a.buckets), ("http://c/", c.signature, c.buckets)])
+        assert [(v.status, v.canonical) for v in again] == [("duplicate", "http://b/"), ("duplicate", "http://d/")]
+    finally:
+        mine.close()
+        other.close()

@@ -558,12 +558,32 @@ def _lower_entry(delta: bytes, rest: int, doc: int) -> bool:
     return False
 
 
-def _pack(conn: Any, commands: Sequence[tuple[Any, ...]]) -> Any:
+def _pack(conn: Any, commands: Sequence[tuple[Any, ...] | bytes]) -> Any:
     """Commands in the Redis protocol: by hiredis when it is there (redis-py's own packing looks at every
-    argument in Python, thousands per batch), else by the connection."""
+    argument in Python, thousands per batch), else by the connection; a command given as bytes is packed
+    already (:func:`_mget_command`)."""
     if _hiredis is not None:
-        return [b"".join([_hiredis.pack_command(command) for command in commands])]
-    return conn.pack_commands(commands)
+        return [b"".join([c if isinstance(c, bytes) else _hiredis.pack_command(c) for c in commands])]
+    return [c if isinstance(c, bytes) else b"".join(conn.pack_command(*c)) for c in commands]
+
+
+def _mget_command(parts: Iterable[tuple[bytes, np.ndarray]]) -> bytes:
+    """An MGET of bins, packed in the Redis protocol here: each part is a bin name's head (a group's tag
+    and kind) and the u16 numbers that end the names. A lookup reads thousands of bins; built row by row in
+    numpy, their names cost no Python object each."""
+    blocks, count = [], 0
+    for head, numbers in parts:
+        n = len(numbers)
+        if not n:
+            continue
+        lead = b"$%d\r\n" % (len(head) + 2) + head
+        rows = np.empty((n, len(lead) + 4), dtype=np.uint8)
+        rows[:, : len(lead)] = np.frombuffer(lead, dtype=np.uint8)
+        rows[:, len(lead) : len(lead) + 2] = np.asarray(numbers, dtype="<u2").view(np.uint8).reshape(n, 2)
+        rows[:, -2:] = (13, 10)
+        blocks.append(rows.tobytes())
+        count += n
+    return b"*%d\r\n$4\r\nMGET\r\n" % (count + 1) + b"".join(blocks)
 
 
 def _key_entry_id(bin_value: bytes, key_hash: bytes, where: str) -> int:
@@ -624,14 +644,24 @@ def _by_group(groups: np.ndarray, rows: np.ndarray) -> dict[int, tuple[np.ndarra
     return {int(ordered[s]): (order[s:e], rows[order[s:e]].tobytes()) for s, e in zip(starts, ends)}
 
 
-def _spread(lengths: bytes, data: bytes, positions: np.ndarray, into: list[bytes | None]) -> None:
-    """A reply of u32 lengths (0xFFFFFFFF: ``None``) and their bytes end to end, into ``into`` at
-    ``positions``; only the non-empty parts are cut out."""
-    sizes = np.frombuffer(lengths, dtype="<u4")
-    shrunk = sizes == 0xFFFFFFFF
-    ends = np.cumsum(np.where(shrunk, 0, sizes))
-    for i in np.flatnonzero(sizes).tolist():
-        into[int(positions[i])] = None if shrunk[i] else data[int(ends[i] - sizes[i]) : int(ends[i])]
+def _positions(split: Mapping[int, tuple[np.ndarray, bytes]]) -> np.ndarray:
+    """The rows of :func:`_by_group`'s groups, end to end in its order (the order of their replies)."""
+    return np.concatenate([positions for positions, _ in split.values()]) if split else np.empty(0, dtype=np.int64)
+
+
+def _appended(replies: Sequence[tuple[bytes, bytes]], positions: np.ndarray) -> dict[int, bytes | None]:
+    """What other documents appended to buckets since a lookup: replies of u32 lengths (0xFFFFFFFF: the bin
+    shrank) and their bytes end to end, one per group, for the bucket rows at ``positions`` (the groups' rows
+    in reply order). Row -> the bytes (``None``: shrunk), for the few rows that have any."""
+    sizes = np.frombuffer(b"".join([lengths for lengths, _ in replies]), dtype="<u4")
+    changed = np.flatnonzero(sizes).tolist()
+    if not changed:
+        return {}
+    data = b"".join([appended for _, appended in replies])
+    kept = np.where(sizes == 0xFFFFFFFF, 0, sizes)
+    ends = np.cumsum(kept).tolist()
+    return {int(positions[i]): None if sizes[i] == 0xFFFFFFFF else data[ends[i] - int(kept[i]) : ends[i]]
+            for i in changed}
 
 
 def cluster_slot(tag: str) -> int:
@@ -887,7 +917,7 @@ class RedisStore(Store):
 
         return self._call(run)
 
-    def _on_masters(self, commands: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+    def _on_masters(self, commands: Sequence[tuple[str, tuple[Any, ...] | bytes]]) -> list[Any]:
         """Each command (with the key it is routed by) sent to the master of its slot (on one server, to it):
         everything is sent to every master first, then the replies are read, so the masters work at once.
         redis-py's cluster pipeline does the same with far more work per command; a failover or a moved
@@ -913,8 +943,8 @@ class RedisStore(Store):
                 conn.send_packed_command(_pack(conn, [commands[i][1] for i in indices]))
             for client, conn, indices in sent:
                 for i in indices:
-                    try:
-                        replies[i] = client.parse_response(conn, commands[i][1][0])
+                    try:  # the connection's own reader: no reply of these commands needs a callback
+                        replies[i] = conn.read_response()
                     except self._redis_module.ResponseError as exc:  # read every reply: the socket stays in step
                         failure = failure or exc
         except BaseException:
@@ -929,8 +959,11 @@ class RedisStore(Store):
         return replies
 
     def _meta_script(self, name: str, *args: Any) -> Any:
-        return self._call(lambda: self.client.execute_command("EVALSHA", self._sha[name], 1, self._key("meta"),
-                                                              self.prefix, *args))
+        """A script on ``P``'s slot (four a batch): straight to its master's connection, as the group
+        scripts go, not through the cluster client's command routing (a third of these calls' cost)."""
+        meta = self._key("meta")
+        return self._call(lambda: self._on_masters([(meta, ("EVALSHA", self._sha[name], 1, meta, self.prefix,
+                                                             *args))])[0])
 
     def _key(self, name: str) -> str:
         return f"{self.prefix}:{name}"
@@ -1033,39 +1066,42 @@ class RedisStore(Store):
     def _where(self, doc: int) -> str:
         return f" ({self.layout.bin_name(self.layout.record_group(doc), b'r', doc // RECORDS_PER_BIN)!r}, id {doc})"
 
-    def _get_bins(self, names: Mapping[int, Sequence[bytes]]) -> dict[int, list[bytes]]:
-        """The values of bins (group -> names; a missing bin reads as empty), by group. Plain MGETs, atomic
-        per group: one for them all on one server, one per group on a cluster, every master at once."""
-        groups = [g for g in names if names[g]]
+    def _get_bins(self, reads: Mapping[int, Sequence[tuple[bytes, np.ndarray]]]) -> dict[int, list[bytes]]:
+        """The values of bins by group (group -> parts of :func:`_mget_command`; a missing bin reads as
+        empty), in the parts' order. Plain MGETs, atomic per group: one for them all on one server, one per
+        group on a cluster, every master at once."""
+        groups = [g for g in reads if any(len(numbers) for _, numbers in reads[g])]
         if not groups:
             return {}
 
         def run() -> list[list[Any]]:
             route = self.layout.route
             if not self.cluster:
-                values = self._on_masters([("", ("MGET", *[n for g in groups for n in names[g]]))])[0]
+                values = self._on_masters([("", _mget_command(part for g in groups for part in reads[g]))])[0]
                 out, at = [], 0
                 for g in groups:
-                    out.append(values[at : at + len(names[g])])
-                    at += len(names[g])
+                    n = sum(len(numbers) for _, numbers in reads[g])
+                    out.append(values[at : at + n])
+                    at += n
                 return out
-            return self._on_masters([(route[g], ("MGET", *names[g])) for g in groups])
+            return self._on_masters([(route[g], _mget_command(reads[g])) for g in groups])
 
         return {g: [v or b"" for v in values] for g, values in zip(groups, self._call(run))}
 
-    def _key_names(self, wheres: Sequence[tuple[int, int, bytes]],
-                   names: dict[int, list[bytes]]) -> list[tuple[int, int]]:
-        """Add the key bins of keys (group, key bin, hash) to ``names`` (group -> bin names, each once); where
-        each key's bin is in it."""
+    def _key_bins(self, wheres: Sequence[tuple[int, int, bytes]]) -> tuple[dict[int, list[int]],
+                                                                           list[tuple[int, int]]]:
+        """The key bins of keys (group, key bin, hash), each once: group -> bin numbers; where each key's
+        bin is among them."""
+        numbers: dict[int, list[int]] = defaultdict(list)
         at: list[tuple[int, int]] = []
         index: dict[tuple[int, int], int] = {}
         for g, kbin, _ in wheres:
             i = index.get((g, kbin))
             if i is None:
-                i = index[(g, kbin)] = len(names[g])
-                names[g].append(self.layout.bin_name(g, b"k", kbin))
+                i = index[(g, kbin)] = len(numbers[g])
+                numbers[g].append(kbin)
             at.append((g, i))
-        return at
+        return numbers, at
 
     def _holders(self, wheres: Sequence[tuple[int, int, bytes]], at: Sequence[tuple[int, int]],
                  values: Mapping[int, list[bytes]]) -> list[int]:
@@ -1084,17 +1120,17 @@ class RedisStore(Store):
         layout = self.layout
         codes = (groups << 32) | bins
         unique, inverse = np.unique(codes, return_inverse=True)  # sorted: each group's bins side by side
-        names: dict[int, list[bytes]] = defaultdict(list)
-        kat = self._key_names(wheres, names)
-        heads, pack = layout.heads[b"b"], _U16.pack
-        bucket_names = [heads[code >> 32] + pack(code & 0xFFFF) for code in unique.tolist()]
+        key_bins, kat = self._key_bins(wheres)
         bucket_groups = unique >> 32
+        bucket_bins = unique & 0xFFFF
         bounds = np.searchsorted(bucket_groups, np.arange(layout.groups + 1)).tolist()
-        split = {g: (len(names[g]), bounds[g], bounds[g + 1]) for g in range(layout.groups)
+        split = {g: (len(key_bins.get(g, ())), bounds[g], bounds[g + 1]) for g in range(layout.groups)
                  if bounds[g] < bounds[g + 1]}
-        for g, (_, lo, hi) in split.items():
-            names[g] += bucket_names[lo:hi]
-        values = self._get_bins(names)
+        k_heads, b_heads = layout.heads[b"k"], layout.heads[b"b"]
+        empty = np.empty(0, dtype=np.int64)
+        values = self._get_bins({g: [(k_heads[g], np.array(key_bins.get(g, ()), dtype=np.int64)),
+                                     (b_heads[g], bucket_bins[bounds[g] : bounds[g + 1]] if g in split else empty)]
+                                 for g in set(key_bins) | set(split)})
         known_ids = self._holders(wheres, kat, values)
         blobs = [value for g, (skip, _, _) in split.items() for value in values[g][skip:]]
         lengths_by_bin = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
@@ -1258,7 +1294,7 @@ class RedisStore(Store):
         # The canonical filings' bucket entries, all at once: rows in filing order, split by group.
         owners = [k for k, view in enumerate(views) if view is not None]
         sizes = np.array([len(views[k].rests) for k in owners], dtype=np.int64)  # type: ignore[union-attr]
-        row_start = dict(zip(owners, np.r_[0, np.cumsum(sizes)][:-1].tolist()))
+        row_owner = np.repeat(np.array(owners, dtype=np.int64), sizes)  # the filing of each bucket row
         row_doc = np.repeat(np.array([ids[k] for k in owners], dtype=np.int64), sizes)
         parts = [views[k] for k in owners]
         if owners:
@@ -1274,9 +1310,8 @@ class RedisStore(Store):
                  for g in set(claims) | set(split) | set(checks)}
         replies = self._scripts("claim", calls)
         self._meta_script("appended", first)
-        deltas: list[bytes | None] = [b""] * len(groups)  # per bucket row: entries appended since the lookup
-        for g, (positions, _) in split.items():
-            _spread(replies[g][1], replies[g][2], positions, deltas)
+        # Per bucket row with any: the entries appended since the lookup.
+        deltas = _appended([(replies[g][1], replies[g][2]) for g in split], _positions(split))
         if lower:
             # Batches with lower ids that had not appended when this one got its ids: wait until they have,
             # then read the buckets again since the lookup. Whatever they appended is there now.
@@ -1285,11 +1320,12 @@ class RedisStore(Store):
             reads = _rows(bins[checked], rests[checked], seen[checked])[:, [0, 1, 5, 6, 7, 8]]  # u16 bin, u32 from
             again = _by_group(groups[checked], reads)
             fresh = self._scripts("delta", {g: [blob] for g, (_, blob) in again.items()})
-            deltas = [b""] * len(groups)
-            for g, (positions, _) in again.items():
-                _spread(fresh[g][0], fresh[g][1], checked[positions], deltas)
-        stale_rows = {i for i, delta in enumerate(deltas) if delta is None or (
-            delta and _lower_entry(delta, int(rests[i]), int(row_doc[i])))}
+            deltas = _appended([(fresh[g][0], fresh[g][1]) for g in again], checked[_positions(again)])
+        # A canonical filing is stale when a row of its buckets got an entry of a lower id (or shrank).
+        stale = np.zeros(len(filings), dtype=bool)
+        for row, delta in deltas.items():
+            if delta is None or _lower_entry(delta, int(rests[row]), int(row_doc[row])):
+                stale[row_owner[row]] = True
         results: list[Added] = []
         writes: dict[int, list[bytes]] = defaultdict(list)
         releases: dict[int, list[bytes]] = defaultdict(list)
@@ -1303,9 +1339,7 @@ class RedisStore(Store):
                 cg, ci = check_at[k]
                 filed = cg >= 0 and replies[cg][3][ci : ci + 1] == b"1"  # its canonical is still canonical
             else:
-                start = row_start[k]
-                filed = view.lengths is None or not any(row in stale_rows
-                                                        for row in range(start, start + len(view.rests)))
+                filed = view.lengths is None or not stale[k]
             if filed:
                 record = pack_record(filing.key, filing.signature if view is not None else None, canonical_ids[k],
                                      filing.similarity)
@@ -1349,9 +1383,10 @@ class RedisStore(Store):
     def _ids_of(self, keys: Sequence[str]) -> list[int]:
         """The ids of keys (0: not filed), in one step."""
         wheres = [self.layout.key(key) for key in keys]
-        names: dict[int, list[bytes]] = defaultdict(list)
-        at = self._key_names(wheres, names)
-        return self._holders(wheres, at, self._get_bins(names))
+        key_bins, at = self._key_bins(wheres)
+        heads = self.layout.heads[b"k"]
+        return self._holders(wheres, at, self._get_bins({g: [(heads[g], np.array(numbers, dtype=np.int64))]
+                                                         for g, numbers in key_bins.items()}))
 
     def _releases(self, gone: Iterable[tuple[str, int]]) -> dict[int, list[bytes]]:
         """The key entries of ``(key, id)`` pairs, by group, for :meth:`_write` to release."""
