@@ -117,6 +117,7 @@ _LAYOUT_FIELD = "redis_layout"
 _HEADER = struct.Struct("<BIfIH")
 _U32 = struct.Struct("<I")
 _U16 = struct.Struct("<H")
+_CHANGE = struct.Struct("<II")
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _KEY_SEED = 0x4B45_5953
 #: Defaults of a new store (a store keeps the values it was made with, in ``P:meta``).
@@ -309,16 +310,15 @@ return 1
 """
 
 # ARGV: tag, claims (18 bytes each: u16 key bin, 8-byte hash, u32 id, u32 id it may replace (0: none)),
-# appends (13 bytes each: u16 bin, 3-byte rest, u32 id, u32 bin length seen at lookup), checks (u32 ids of
-# canonicals that must still be canonical). Reply: {per claim '1' claimed | 'K' held by another id, per
-# append the u32 length of what was appended to its bin since the lookup and before this entry (0xFFFFFFFF:
-# the bin shrank since the lookup), those bytes (append after append), per check '1' | '0'}.
+# appends (13 bytes each: u16 bin, 3-byte rest, u32 id, u32 bin length seen at lookup or 0xFFFFFFFF), checks (u32 ids of
+# canonicals that must still be canonical). Reply: {per claim '1' claimed | 'K' held by another id, the
+# appends whose bins others appended to since the lookup (changed bins, below), per check '1' | '0'}.
 # Entries are APPENDed, not rewritten: one native call per entry (a retried step whose first reply was lost
 # appends an entry twice: 7 bytes, read once as a candidate).
 _CLAIM = """
 local tag, claims, appends, checks = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local out_c, out_a, out_d, out_k = {}, {}, {}, {}
-local none, sub, call = struct.pack('<I4', 0), string.sub, redis.call
+local out_c, out_a, out_k = {}, {}, {}
+local none, sub, call, unpack_u32 = struct.pack('<I4', 0), string.sub, redis.call, struct.unpack
 for i = 1, string.len(claims), 18 do
   local name = tag .. ':k:' .. sub(claims, i, i + 1)
   local bin, hash, id = call('GET', name) or '', sub(claims, i + 2, i + 9), sub(claims, i + 10, i + 13)
@@ -336,18 +336,20 @@ for i = 1, string.len(claims), 18 do
     end
   end
 end
+local head, n, k = tag .. ':b:', 0, 0
 for i = 1, string.len(appends), 13 do
-  local name = tag .. ':b:' .. sub(appends, i, i + 1)
-  local seen = u32(appends, i + 9)
+  local name = head .. sub(appends, i, i + 1)
   local upto = call('APPEND', name, sub(appends, i + 2, i + 8)) - 7
-  if seen == upto then
-    out_a[#out_a + 1] = none
-  elseif seen > upto then
-    out_a[#out_a + 1] = struct.pack('<I4', 4294967295)
-  else
-    out_a[#out_a + 1] = struct.pack('<I4', upto - seen)
-    out_d[#out_d + 1] = call('GETRANGE', name, seen, upto - 1)
+  local seen = unpack_u32('<I4', appends, i + 9)
+  if seen ~= upto and seen ~= 4294967295 then  -- (filed without a lookup: nothing to compare)
+    n = n + 1
+    if seen > upto then
+      out_a[n] = struct.pack('<I4I4', k, 4294967295)
+    else
+      out_a[n] = struct.pack('<I4I4', k, upto - seen) .. call('GETRANGE', name, seen, upto - 1)
+    end
   end
+  k = k + 1
 end
 for i = 1, string.len(checks), 4 do
   local id = u32(checks, i)
@@ -355,23 +357,28 @@ for i = 1, string.len(checks), 4 do
   local at, size = record_at(rbin, id % 64)
   out_k[#out_k + 1] = (at and size >= 15 and sub(rbin, at + 4, at + 7) == none) and '1' or '0'
 end
-return {table.concat(out_c), table.concat(out_a), table.concat(out_d), table.concat(out_k)}
+return {table.concat(out_c), table.concat(out_a), table.concat(out_k)}
 """
 
-# ARGV: tag, reads (6 bytes each: u16 bin, u32 from). Reply: {per read the u32 length of its bin's bytes from
-# there on, those bytes (read after read)}.
+# Changed bins, what _CLAIM's appends and _DELTA reply: what other documents appended to bins since a
+# lookup, as one string: for each append (or read) whose bin has more, in order, its u32 index (0-based),
+# the u32 length of the bytes appended since (0xFFFFFFFF: the bin shrank since the lookup, none follow),
+# those bytes. Most have none.
+
+# ARGV: tag, reads (6 bytes each: u16 bin, u32 length seen at lookup). Reply: changed bins (above).
 _DELTA = """
-local tag, reads, lens, out, cache, names = ARGV[1], ARGV[2], {}, {}, {}, {}
+local tag, reads, out, n, cache, names = ARGV[1], ARGV[2], {}, 0, {}, {}
 want(names, tag, ':b:', reads, 6)
 prefetch(cache, names)
 for i = 1, string.len(reads), 6 do
   local bin = cache[tag .. ':b:' .. string.sub(reads, i, i + 1)]
-  local from = struct.unpack('<I4', string.sub(reads, i + 2, i + 5))
-  local part = from <= string.len(bin) and string.sub(bin, from + 1) or ''
-  lens[#lens + 1] = struct.pack('<I4', string.len(part))
-  out[#out + 1] = part
+  local from = struct.unpack('<I4', reads, i + 2)
+  if from < string.len(bin) then
+    n = n + 1
+    out[n] = struct.pack('<I4I4', (i - 1) / 6, string.len(bin) - from) .. string.sub(bin, from + 1)
+  end
 end
-return {table.concat(lens), table.concat(out)}
+return table.concat(out)
 """
 
 # ARGV: tag, records to write (u32 id, u32 length, record: each replaces the id's record, if any), ids whose
@@ -644,24 +651,22 @@ def _by_group(groups: np.ndarray, rows: np.ndarray) -> dict[int, tuple[np.ndarra
     return {int(ordered[s]): (order[s:e], rows[order[s:e]].tobytes()) for s, e in zip(starts, ends)}
 
 
-def _positions(split: Mapping[int, tuple[np.ndarray, bytes]]) -> np.ndarray:
-    """The rows of :func:`_by_group`'s groups, end to end in its order (the order of their replies)."""
-    return np.concatenate([positions for positions, _ in split.values()]) if split else np.empty(0, dtype=np.int64)
-
-
-def _appended(replies: Sequence[tuple[bytes, bytes]], positions: np.ndarray) -> dict[int, bytes | None]:
-    """What other documents appended to buckets since a lookup: replies of u32 lengths (0xFFFFFFFF: the bin
-    shrank) and their bytes end to end, one per group, for the bucket rows at ``positions`` (the groups' rows
-    in reply order). Row -> the bytes (``None``: shrunk), for the few rows that have any."""
-    sizes = np.frombuffer(b"".join([lengths for lengths, _ in replies]), dtype="<u4")
-    changed = np.flatnonzero(sizes).tolist()
-    if not changed:
-        return {}
-    data = b"".join([appended for _, appended in replies])
-    kept = np.where(sizes == 0xFFFFFFFF, 0, sizes)
-    ends = np.cumsum(kept).tolist()
-    return {int(positions[i]): None if sizes[i] == 0xFFFFFFFF else data[ends[i] - int(kept[i]) : ends[i]]
-            for i in changed}
+def _appended(replies: Sequence[bytes], positions: Sequence[np.ndarray]) -> dict[int, bytes | None]:
+    """What other documents appended to buckets since a lookup, from replies of changed bins (see the
+    scripts), one per group, whose appends or reads were the bucket rows at ``positions`` (each group's, in
+    order). Row -> the bytes (``None``: the bin shrank), for the few rows that have any."""
+    out: dict[int, bytes | None] = {}
+    for reply, rows in zip(replies, positions):
+        pos = 0
+        while pos < len(reply):
+            index, size = _CHANGE.unpack_from(reply, pos)
+            pos += _CHANGE.size
+            if size == 0xFFFFFFFF:
+                out[int(rows[index])] = None
+            else:
+                out[int(rows[index])] = reply[pos : pos + size]
+                pos += size
+    return out
 
 
 def cluster_slot(tag: str) -> int:
@@ -1311,7 +1316,7 @@ class RedisStore(Store):
         replies = self._scripts("claim", calls)
         self._meta_script("appended", first)
         # Per bucket row with any: the entries appended since the lookup.
-        deltas = _appended([(replies[g][1], replies[g][2]) for g in split], _positions(split))
+        deltas = _appended([replies[g][1] for g in split], [positions for positions, _ in split.values()])
         if lower:
             # Batches with lower ids that had not appended when this one got its ids: wait until they have,
             # then read the buckets again since the lookup. Whatever they appended is there now.
@@ -1320,7 +1325,7 @@ class RedisStore(Store):
             reads = _rows(bins[checked], rests[checked], seen[checked])[:, [0, 1, 5, 6, 7, 8]]  # u16 bin, u32 from
             again = _by_group(groups[checked], reads)
             fresh = self._scripts("delta", {g: [blob] for g, (_, blob) in again.items()})
-            deltas = _appended([(fresh[g][0], fresh[g][1]) for g in again], checked[_positions(again)])
+            deltas = _appended([fresh[g] for g in again], [checked[positions] for positions, _ in again.values()])
         # A canonical filing is stale when a row of its buckets got an entry of a lower id (or shrank).
         stale = np.zeros(len(filings), dtype=bool)
         for row, delta in deltas.items():
@@ -1337,7 +1342,7 @@ class RedisStore(Store):
                 continue
             if view is None:
                 cg, ci = check_at[k]
-                filed = cg >= 0 and replies[cg][3][ci : ci + 1] == b"1"  # its canonical is still canonical
+                filed = cg >= 0 and replies[cg][2][ci : ci + 1] == b"1"  # its canonical is still canonical
             else:
                 filed = view.lengths is None or not stale[k]
             if filed:
