@@ -84,7 +84,8 @@ def test_memory_is_bounded():
 def test_guard_off_reads_no_page_text():
     pipeline = Config.from_settings({"NEARDUP_TEMPLATE_REPEATS": 0}).build_pipeline()
     assert Config.from_settings({"NEARDUP_TEMPLATE_REPEATS": 0}).build_template_guard() is None
-    assert prepared(pipeline, template_page(0), "http://site.example/story-0").page_fingerprint is None
+    got = prepared(pipeline, template_page(0), "http://site.example/story-0")
+    assert got.page_fingerprint is None and got.main_key is None  # the guard's inputs are not made at all
 
 
 @pytest.mark.parametrize("value", [1, -1, "many"])

@@ -26,9 +26,10 @@ class Prepared:
 
     ``method`` says which text was fingerprinted: ``main``, ``page`` (main text too short), ``template``
     (page text, because the main text was the host's template: set by the guard) or ``text`` (given as
-    text). For a main-text page, ``main_key`` identifies its main text; ``page_fingerprint`` is the
-    fingerprint of the page's whole text, present when the main text is at most half of it (only such a
-    main text can be a template block), with ``page_sketch``, the guard's own sketch of that page text.
+    text). ``page_fingerprint`` is the fingerprint of the page's whole text, present for a main-text page
+    whose main text is at most half of it (only such a main text can be a template block), with
+    ``page_sketch``, the guard's own sketch of that page text, and ``main_key``, which identifies the main
+    text; the guard has nothing to do with a page without them, so the main text's key is not made for it.
     ``extract_seconds``: how long the text extraction took (where it ran: a worker process, usually), for
     the timing of the plugin's own cost beyond extraction; ``work_seconds``: the whole job there (decoding,
     extraction, fingerprints), so that the time a page spends travelling can be told from its work;
@@ -112,13 +113,13 @@ class DocumentPipeline:
         if got.method != "main":
             return Prepared(fingerprint, method=got.method)
         if not got.page_text or self._sketcher is None:
-            return Prepared(fingerprint, method="main", main_key=text_key(got.text))
+            return Prepared(fingerprint, method="main")
         try:
             page = self.algorithm.fingerprint(got.page_text)
             sketch = (page.signature if self._sketcher is self.algorithm
                       else self._sketcher.fingerprint(got.page_text).signature)
         except NoWords:  # the page text holds the main text's words: only for safety
-            return Prepared(fingerprint, method="main", main_key=text_key(got.text))
+            return Prepared(fingerprint, method="main")
         return Prepared(fingerprint, method="main", main_key=text_key(got.text), page_fingerprint=page,
                         page_sketch=sketch)
 
