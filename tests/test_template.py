@@ -50,6 +50,20 @@ def test_copies_on_one_host_are_never_a_template_whatever_their_number():
     assert guard.fired == 0
 
 
+def test_a_page_that_is_mostly_its_article_carries_nothing_for_the_guard():
+    """Only a main text that is at most half of its page can be a template block: any other page gets no
+    page fingerprint and no main-text key, and the guard passes it as it is."""
+    config = Config.from_settings({})
+    pipeline, guard = config.build_pipeline(), config.build_template_guard()
+    words = "copper lanterns lit the harbour while the council debated the new tide tables".split()
+    paragraphs = "".join(f"<p>{' '.join(words[i:] + words[:i])} in spring {i}.</p>" for i in range(len(words)))
+    html = f"<html><head><title>Lanterns</title></head><body><article>{paragraphs}</article></body></html>"
+    got = prepared(pipeline, html, "http://news.example/lanterns")
+    assert got.method == "main" and got.fingerprint is not None
+    assert got.page_fingerprint is None and got.main_key is None
+    assert guard.decide("http://news.example/lanterns", "http://news.example/lanterns", got) == (got, [])
+
+
 def test_refiled_first_article_still_finds_its_copy():
     """Pages decided before the guard fired stay comparable with those decided after it."""
     config = Config.from_settings({})
