@@ -207,13 +207,16 @@ def alive(pid):
 
 def pages_server(pages):
     """An HTTP server on 127.0.0.1 serving ``pages``: path → HTML (served as UTF-8 text/html), or path →
-    ``(body bytes, {header: value})`` for a page with headers of its own. Its listen backlog is raised:
-    ``http.server``'s default of 5 drops connections at crawl concurrency."""
+    ``(body bytes, {header: value})`` for a page with headers of its own, or path → a function that returns
+    either when the page is requested (:func:`gated`). Its listen backlog is raised: ``http.server``'s
+    default of 5 drops connections at crawl concurrency."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
             page = pages.get(self.path)
+            if callable(page):
+                page = page()
             if page is None:
                 self.send_error(404)
                 return
@@ -233,6 +236,17 @@ def pages_server(pages):
         daemon_threads = True
 
     return Server(("127.0.0.1", 0), Handler)
+
+
+def gated(page, gate, timeout=60.0):
+    """``page``, answered only once the ``threading.Event`` ``gate`` is set (or after ``timeout``): a crawl
+    that requests it cannot finish before the test lets it, however fast the machine."""
+
+    def answer():
+        gate.wait(timeout)
+        return page
+
+    return answer
 
 
 SPIDER_PATHS = os.path.join(HERE, "spiders", "paths.py")

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -13,6 +14,7 @@ from crawlkit import (
     ServerThread,
     assert_no_process_left,
     crawl_pages,
+    gated,
     pages_server,
     paths_crawl_command,
     read_result,
@@ -128,15 +130,25 @@ def wait_for_workers(tmp_path, proc, count=2, timeout=60.0):
     raise AssertionError("no workers seen")
 
 
-def test_ctrl_c_stops_the_crawl_and_its_workers(tmp_path):
+def gated_site(gate):
+    """Slow pages, articles, and one page held back until ``gate`` is set: the crawl is still running when
+    the test stops it, on a fast machine too."""
     pages = site(articles=150, copies=0, slow=tuple(f"/slow/{i}" for i in range(12)))
-    server, proc, stats_file, items_file = start_crawl(tmp_path, pages, CONCURRENT_REQUESTS="4")
+    pages["/held"] = gated(article_page(1000), gate)
+    return pages
+
+
+def test_ctrl_c_stops_the_crawl_and_its_workers(tmp_path):
+    gate = threading.Event()
+    server, proc, stats_file, items_file = start_crawl(tmp_path, gated_site(gate), CONCURRENT_REQUESTS="4")
     try:
         wait_for_workers(tmp_path, proc)
-        time.sleep(1.0)
+        time.sleep(1.0)  # into the slow pages
         proc.send_signal(signal.SIGINT)
+        gate.set()  # the held page's download ends, so the graceful shutdown does not wait for it
         out, _ = proc.communicate(timeout=60)
     finally:
+        gate.set()
         server.__exit__(None, None, None)
     result = read_result(proc.returncode, stats_file, items_file, out)
     assert result.stats.get("finish_reason") == "shutdown", out[-3000:]
@@ -145,15 +157,17 @@ def test_ctrl_c_stops_the_crawl_and_its_workers(tmp_path):
 
 
 def test_a_crawler_killed_outright_leaves_no_worker(tmp_path):
-    pages = site(articles=150, copies=0, slow=tuple(f"/slow/{i}" for i in range(12)))
-    server, proc, _, _ = start_crawl(tmp_path, pages, CONCURRENT_REQUESTS="4")
+    gate = threading.Event()
+    server, proc, _, _ = start_crawl(tmp_path, gated_site(gate), CONCURRENT_REQUESTS="4")
     try:
         info = wait_for_workers(tmp_path, proc)
         time.sleep(0.5)
         info = json.loads((tmp_path / "pids.json").read_text())
+        assert proc.poll() is None  # still crawling: the held page is not answered yet
         proc.kill()
         proc.communicate(timeout=30)
     finally:
+        gate.set()
         server.__exit__(None, None, None)
     assert info["workers"]
     assert_no_process_left(info)
