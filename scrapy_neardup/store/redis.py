@@ -1093,10 +1093,11 @@ class RedisStore(Store):
 
         return {g: [v or b"" for v in values] for g, values in zip(groups, self._call(run))}
 
-    def _key_bins(self, wheres: Sequence[tuple[int, int, bytes]]) -> tuple[dict[int, list[int]],
-                                                                           list[tuple[int, int]]]:
-        """The key bins of keys (group, key bin, hash), each once: group -> bin numbers; where each key's
-        bin is among them."""
+    def _key_bins(self, wheres: Sequence[tuple[int, int, bytes]]
+                  ) -> tuple[dict[int, tuple[bytes, np.ndarray]], list[tuple[int, int]]]:
+        """The key bins of keys (group, key bin, hash), each once, as the part of each group's read that
+        :func:`_mget_command` takes (the group's key-bin head, the bin numbers); where each key's bin is
+        among them."""
         numbers: dict[int, list[int]] = defaultdict(list)
         at: list[tuple[int, int]] = []
         index: dict[tuple[int, int], int] = {}
@@ -1106,7 +1107,8 @@ class RedisStore(Store):
                 i = index[(g, kbin)] = len(numbers[g])
                 numbers[g].append(kbin)
             at.append((g, i))
-        return numbers, at
+        heads = self.layout.heads[b"k"]
+        return {g: (heads[g], np.array(bins, dtype=np.int64)) for g, bins in numbers.items()}, at
 
     def _holders(self, wheres: Sequence[tuple[int, int, bytes]], at: Sequence[tuple[int, int]],
                  values: Mapping[int, list[bytes]]) -> list[int]:
@@ -1125,17 +1127,16 @@ class RedisStore(Store):
         layout = self.layout
         codes = (groups << 32) | bins
         unique, inverse = np.unique(codes, return_inverse=True)  # sorted: each group's bins side by side
-        key_bins, kat = self._key_bins(wheres)
+        key_reads, kat = self._key_bins(wheres)
         bucket_groups = unique >> 32
         bucket_bins = unique & 0xFFFF
         bounds = np.searchsorted(bucket_groups, np.arange(layout.groups + 1)).tolist()
-        split = {g: (len(key_bins.get(g, ())), bounds[g], bounds[g + 1]) for g in range(layout.groups)
-                 if bounds[g] < bounds[g + 1]}
-        k_heads, b_heads = layout.heads[b"k"], layout.heads[b"b"]
-        empty = np.empty(0, dtype=np.int64)
-        values = self._get_bins({g: [(k_heads[g], np.array(key_bins.get(g, ()), dtype=np.int64)),
+        split = {g: (len(key_reads[g][1]) if g in key_reads else 0, bounds[g], bounds[g + 1])
+                 for g in range(layout.groups) if bounds[g] < bounds[g + 1]}
+        b_heads, empty = layout.heads[b"b"], np.empty(0, dtype=np.int64)
+        values = self._get_bins({g: [key_reads.get(g, (b"", empty)),
                                      (b_heads[g], bucket_bins[bounds[g] : bounds[g + 1]] if g in split else empty)]
-                                 for g in set(key_bins) | set(split)})
+                                 for g in set(key_reads) | set(split)})
         known_ids = self._holders(wheres, kat, values)
         blobs = [value for g, (skip, _, _) in split.items() for value in values[g][skip:]]
         lengths_by_bin = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
@@ -1388,10 +1389,8 @@ class RedisStore(Store):
     def _ids_of(self, keys: Sequence[str]) -> list[int]:
         """The ids of keys (0: not filed), in one step."""
         wheres = [self.layout.key(key) for key in keys]
-        key_bins, at = self._key_bins(wheres)
-        heads = self.layout.heads[b"k"]
-        return self._holders(wheres, at, self._get_bins({g: [(heads[g], np.array(numbers, dtype=np.int64))]
-                                                         for g, numbers in key_bins.items()}))
+        key_reads, at = self._key_bins(wheres)
+        return self._holders(wheres, at, self._get_bins({g: [part] for g, part in key_reads.items()}))
 
     def _releases(self, gone: Iterable[tuple[str, int]]) -> dict[int, list[bytes]]:
         """The key entries of ``(key, id)`` pairs, by group, for :meth:`_write` to release."""
