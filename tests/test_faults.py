@@ -277,9 +277,11 @@ def test_corrupted_btree_pages_cost_no_page_silently(tmp_path):
 
 
 # -- 4. Redis: credentials, garbage ----------------------------------------------------------------------
-def test_redis_credentials_are_never_logged_and_a_refused_login_is_said_at_once(tmp_path):
+def test_redis_credentials_are_never_logged_and_a_refused_login_is_said_at_once(tmp_path, redis_kind):
+    from redis_server import kind_named
+
     secret = f"s3cr3t-{uuid.uuid4().hex[:8]}"
-    server = RedisServer(str(tmp_path / "redis"), password=secret).start()
+    server = RedisServer(str(tmp_path / "redis"), password=secret, kind=kind_named(redis_kind)).start()
     try:
         pages = distinct_pages(30, copies_every=3)
         host = f"127.0.0.1:{server.port}"
@@ -302,7 +304,7 @@ def test_redis_credentials_are_never_logged_and_a_refused_login_is_said_at_once(
     assert elapsed < 30  # no retries with back-off for a wrong password
 
 
-def test_garbage_in_redis_keys_becomes_a_store_error_naming_the_key(tmp_path):
+def test_garbage_in_redis_keys_becomes_a_store_error_naming_the_key(tmp_path, redis_kind):
     import redis as redis_py
     from conftest import make_store
 
@@ -312,7 +314,7 @@ def test_garbage_in_redis_keys_becomes_a_store_error_naming_the_key(tmp_path):
     from scrapy_neardup.store.redis import pack_record
 
     algorithm = MinHashLSH(threshold=0.45, shingle_size=2)
-    store = make_store("redis", tmp_path)
+    store = make_store("redis", tmp_path, redis_kind=redis_kind)
     detector = Detector(algorithm, store)
     detector.open()
     text = " ".join(random.Random(1).choice(WORDS) for _ in range(200))
@@ -339,9 +341,11 @@ def test_garbage_in_redis_keys_becomes_a_store_error_naming_the_key(tmp_path):
     assert books(result)["checked"] == 0
 
 
-def test_a_read_only_redis_replica_is_refused_at_open(tmp_path):
-    master = RedisServer(str(tmp_path / "master")).start()
-    replica = RedisServer(str(tmp_path / "replica"), replica_of=master.port).start()
+def test_a_read_only_redis_replica_is_refused_at_open(tmp_path, redis_kind):
+    from redis_server import kind_named
+
+    master = RedisServer(str(tmp_path / "master"), kind=kind_named(redis_kind)).start()
+    replica = RedisServer(str(tmp_path / "replica"), replica_of=master.port, kind=kind_named(redis_kind)).start()
     try:
         result = crawl(tmp_path, distinct_pages(5), {"NEARDUP_STORE_URL": replica.url})
     finally:

@@ -1,12 +1,14 @@
 """The Redis store against real redis-server processes: atomicity across processes, layout, faults."""
 
 import multiprocessing
+import os
 import random
+import shutil
 import time
 import uuid
 
 import pytest
-from conftest import make_store
+from conftest import expand_backends, make_store
 
 from scrapy_neardup.engine.algorithms.minhash import MinHashLSH
 from scrapy_neardup.engine.detector import Detector
@@ -81,7 +83,7 @@ def test_concurrent_processes_keep_exactly_one_canonical_per_group(redis_server,
     assert_racing_processes_keep_one_canonical_per_group(redis_server.url, read_bins_upto=read_bins_upto)
 
 
-@pytest.mark.parametrize("store_kind", ["memory", "redis", "redis-scan"])
+@pytest.mark.parametrize("store_kind", expand_backends(["memory", "redis", "redis-scan"]))
 def test_batches_decide_as_one_by_one(store_kind, tmp_path):
     """A batch decides as one page at a time would; on Redis with either way of reading bucket bins (whole,
     or scanned by Redis as once they are big)."""
@@ -96,8 +98,9 @@ def test_batches_decide_as_one_by_one(store_kind, tmp_path):
     one = Detector(algorithm, make_store("memory", tmp_path, "one"))
     one.open()
     expected = [one.check_fingerprint(*item) for item in items]
-    store = make_store(store_kind.partition("-")[0], tmp_path, "batch")
-    if store_kind == "redis-scan":
+    base, _, server = store_kind.partition("@")
+    store = make_store(base.partition("-")[0] + (f"@{server}" if server else ""), tmp_path, "batch")
+    if base == "redis-scan":
         store.read_bins_upto = -1
     batch = Detector(algorithm, store)
     batch.open()
@@ -116,12 +119,12 @@ def test_record_layout_roundtrip_and_malformed_records():
         unpack_record(b"\x02" + record[1:])
 
 
-def test_one_spiders_keys_spread_over_groups_of_their_own_slots(tmp_path):
+def test_one_spiders_keys_spread_over_groups_of_their_own_slots(tmp_path, redis_kind):
     """Buckets, keys and records sit in 64 hash-tagged groups (one slot each, spread by a cluster over its
     masters); only the four small keys of the prefix share the spider's own slot."""
     from redis.crc import key_slot
 
-    store = make_store("redis", tmp_path)
+    store = make_store("redis", tmp_path, redis_kind=redis_kind)
     store.open({"format_version": 1})
     rng = random.Random(3)
     for i in range(300):
@@ -160,14 +163,14 @@ def test_masters_serving_runs_of_slots_serve_as_many_groups_as_their_share(maste
         assert all(abs(h - 64 / masters) < 1 for h in held), (prefix, held)
 
 
-def test_a_store_of_layout_3_is_read_with_its_own_group_tags(tmp_path):
+def test_a_store_of_layout_3_is_read_with_its_own_group_tags(tmp_path, redis_kind):
     """A store filed by layout 3 (group tags ``{B:g}`` where CRC16 put them) opens, finds its documents and
     files new ones under its own tags, and keeps saying layout 3."""
     import json
 
     from conftest import shared_redis
 
-    server = shared_redis(tmp_path.parent)
+    server = shared_redis(tmp_path.parent, redis_kind)
     prefix = f"l3:{{{uuid.uuid4().hex}}}"
     old = RedisStore(server.url, prefix=prefix)
     old.layout = _Layout(prefix, version=3)  # what the earlier release would have written
@@ -210,36 +213,119 @@ def test_unreachable_redis_fails_in_bounded_time():
     assert time.monotonic() - started < 5
 
 
-def test_meta_mismatch_is_refused(tmp_path):
-    a = make_store("redis", tmp_path, "m")
+def test_meta_mismatch_is_refused(tmp_path, redis_kind):
+    a = make_store("redis", tmp_path, "m", redis_kind=redis_kind)
     a.open({"format_version": 1, "num_perm": 128})
     a.add("k", b"s", [1])
-    b = make_store("redis", tmp_path, "m")
+    b = make_store("redis", tmp_path, "m", redis_kind=redis_kind)
     from scrapy_neardup.store import StoreMismatchError
 
     with pytest.raises(StoreMismatchError, match="num_perm: stored 128, configured 64"):
         b.open({"format_version": 1, "num_perm": 64})
 
 
-def test_restart_keeps_acknowledged_documents(redis_server):
+def _file_texts(detector, algorithm, keys):
+    """Check-and-insert a distinct text per key (the same key, the same text)."""
+    texts = [group_texts(1, 1, seed=hash(key) % 10_000_019)[0] for key in keys]
+    items = []
+    for key, row in zip(keys, texts):
+        fp = algorithm.fingerprint(row[0])
+        items.append((key, fp.signature, fp.buckets))
+    return detector.check_many(items)
+
+
+def test_restart_keeps_acknowledged_documents_and_the_scripts_come_back(redis_server):
+    """Redis 7+ and Valkey keep no scripts across a restart (6.2 kept them in its AOF): the store loads them
+    again on the NOSCRIPT error, which redis-py raises as NoScriptError without the code in its text."""
+    algorithm = MinHashLSH(0.5)
     store = RedisStore(redis_server.url, prefix="restart:{x}", retries=8, backoff_secs=0.1)
-    store.open({"format_version": 1})
-    for i in range(50):
-        store.add(f"k{i}", b"sig", [i])
+    detector = Detector(algorithm, store)
+    detector.open()
+    before = _file_texts(detector, algorithm, [f"k{i}" for i in range(50)])
+    assert {v.status for v in before} == {"unique"}
     redis_server.stop()
     redis_server.start()
     assert store.count() == 50  # reconnects by itself
-    assert [c.key for c in store.lookup([7])[0]] == ["k7"]
-    store.close()
+    after = _file_texts(detector, algorithm, [f"n{i}" for i in range(20)])  # the scripts run again
+    assert {v.status for v in after} == {"unique"} and store.count() == 70
+    again = _file_texts(detector, algorithm, [f"k{i}" for i in range(50)])
+    assert {v.status for v in again} == {"seen"}  # every acknowledged document is still there
+    detector.close()
 
 
-def test_a_store_of_layout_2_is_refused_with_what_to_do(tmp_path):
+@pytest.mark.parametrize("fault", ["script flush", "client kill", "restart without persistence", "kill -9 with aof"])
+def test_the_store_rides_out_each_fault_and_checks_every_document_after_it(redis_server, fault):
+    algorithm = MinHashLSH(0.5)
+    store = RedisStore(redis_server.url, prefix=f"fault:{{{uuid.uuid4().hex}}}", retries=8, backoff_secs=0.1)
+    detector = Detector(algorithm, store)
+    detector.open()
+    _file_texts(detector, algorithm, [f"a{i}" for i in range(30)])
+    if fault == "script flush":
+        redis_server.cli("SCRIPT", "FLUSH")
+    elif fault == "client kill":
+        assert int(redis_server.cli("CLIENT", "KILL", "TYPE", "normal").strip() or 0) >= 1
+    elif fault == "restart without persistence":
+        redis_server.stop()
+        redis_server.persistent = False
+        for name in os.listdir(redis_server.directory):  # what the AOF kept is gone as well
+            path = os.path.join(redis_server.directory, name)
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        redis_server.start()
+    else:
+        redis_server.kill()
+        redis_server.start()
+    if fault == "restart without persistence":
+        # The index is gone with the server's memory: checking goes on in an empty one, the documents met
+        # again are filed anew, and the next open finds a store of the same parameters.
+        after = _file_texts(detector, algorithm, [f"a{i}" for i in range(30)])
+        assert [v.status for v in after] == ["unique"] * 30 and store.count() == 30
+        detector.close()
+        reopened = Detector(algorithm, RedisStore(redis_server.url, prefix=store.prefix))
+        reopened.open()
+        assert reopened.store.count() == 30
+        reopened.close()
+        return
+    after = _file_texts(detector, algorithm, [f"b{i}" for i in range(30)])
+    assert [v.status for v in after] == ["unique"] * 30
+    assert {v.status for v in _file_texts(detector, algorithm, [f"a{i}" for i in range(30)])} == {"seen"}
+    assert store.count() == 60
+    # Redis 6.2 replays its scripts from the AOF after a restart; Redis 7+ and Valkey do not.
+    kept_by_aof = fault == "kill -9 with aof" and redis_server.kind.name.startswith("redis-6.")
+    assert store.scripts_reloaded == (0 if fault == "client kill" or kept_by_aof else 1)
+    detector.close()
+
+
+def test_errors_are_told_by_their_class_not_their_text():
+    import redis.exceptions as errors
+
+    from scrapy_neardup.store.redis import RedisErrors
+
+    classify = RedisErrors(errors).classify
+    assert classify(errors.NoScriptError("No matching script. Please use EVAL."), False) == "noscript"
+    assert classify(errors.AuthenticationError("invalid username-password pair"), False) == "refused"
+    assert classify(errors.NoPermissionError("this user has no permissions"), False) == "refused"
+    assert classify(errors.BusyLoadingError("Redis is loading the dataset in memory"), False) == "transient"
+    assert classify(errors.ReadOnlyError("You can't write against a read only replica."), False) == "readonly"
+    assert classify(errors.ReadOnlyError("You can't write against a read only replica."), True) == "transient"
+    for cls in (errors.ClusterDownError, errors.TryAgainError, errors.MovedError, errors.AskError,
+                errors.MasterDownError):
+        assert classify(cls("3999 127.0.0.1:6381" if cls in (errors.MovedError, errors.AskError) else "x"),
+                        True) == "transient"
+    assert classify(errors.ConnectionError("Connection reset by peer"), False) == "transient"
+    assert classify(errors.TimeoutError("Timeout reading from socket"), False) == "transient"
+    assert classify(errors.ResponseError("BUSY Redis is busy running a script."), False) == "transient"
+    assert classify(errors.ResponseError("WRONGTYPE Operation against a key"), False) == "fatal"
+    # The old text test would have read these as NOSCRIPT / credentials: not so.
+    assert classify(errors.ResponseError("ERR NOSCRIPT-like text in a value"), False) == "fatal"
+
+
+def test_a_store_of_layout_2_is_refused_with_what_to_do(tmp_path, redis_kind):
     """A store written before layout 3 (one hash of records, keys and buckets each, all on one slot) is
     refused at open in one message naming the upgrade command and NEARDUP_RESET; nothing is changed."""
     import redis
     from conftest import shared_redis
 
-    server = shared_redis(tmp_path.parent)
+    server = shared_redis(tmp_path.parent, redis_kind)
     prefix = f"old:{{{uuid.uuid4().hex}}}"
     client = redis.Redis.from_url(server.url)
     client.hset(f"{prefix}:meta", mapping={"format_version": "2", "algorithm": '"x"'})
@@ -250,7 +336,7 @@ def test_a_store_of_layout_2_is_refused_with_what_to_do(tmp_path):
     assert client.hlen(f"{prefix}:keys") == 1 and client.hget(f"{prefix}:meta", "redis_layout") is None
 
 
-def test_store_upgrade_rewrites_a_layout_2_store_keeping_every_verdict(tmp_path):
+def test_store_upgrade_rewrites_a_layout_2_store_keeping_every_verdict(tmp_path, redis_kind):
     """``scrapy-neardup store URL upgrade`` (a real process) on a store as layout 2 wrote it: records of
     versions 1 and 2, a near-duplicate, buckets in one hash. Afterwards the store opens with the same
     parameters, every record reads as before and the canonical is found by its buckets."""
@@ -261,7 +347,7 @@ def test_store_upgrade_rewrites_a_layout_2_store_keeping_every_verdict(tmp_path)
     import redis
     from conftest import shared_redis
 
-    server = shared_redis(tmp_path.parent)
+    server = shared_redis(tmp_path.parent, redis_kind)
     prefix = f"up:{{{uuid.uuid4().hex}}}"
     client = redis.Redis.from_url(server.url)
     meta = {"format_version": "2", "algorithm": '"x"', "records_seen_since": "1700000000"}
@@ -354,10 +440,10 @@ def test_a_writer_killed_mid_batch_holds_others_up_to_its_lease_and_leaves_nothi
     store.close()
 
 
-def test_a_new_store_takes_its_bucket_bins_from_the_setting_and_an_existing_one_keeps_its_own(tmp_path):
+def test_a_new_store_takes_its_bucket_bins_from_the_setting_and_an_existing_one_keeps_its_own(tmp_path, redis_kind):
     from conftest import shared_redis
 
-    server = shared_redis(tmp_path.parent)
+    server = shared_redis(tmp_path.parent, redis_kind)
     prefix = f"bins:{{{uuid.uuid4().hex}}}"
     small = RedisStore(server.url, prefix=prefix, bucket_bins=4096)
     small.open({"format_version": 1})

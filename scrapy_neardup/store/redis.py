@@ -756,6 +756,57 @@ class _Buckets:
         self.stale_claim = stale_claim
 
 
+class RedisErrors:
+    """What a redis-py exception means for the store, told by its class, never by its message text (redis-py
+    strips the error code from the message of the errors it knows: a ``NOSCRIPT`` reply is a
+    :class:`~redis.exceptions.NoScriptError` whose text is "No matching script. Please use EVAL.").
+
+    * ``refused``: a login or an ACL refused (``AuthenticationError``, ``AuthorizationError``,
+      ``NoPermissionError``): retrying cannot help.
+    * ``noscript``: the server lost its script cache (``NoScriptError``): load the scripts again and repeat.
+    * ``transient``: the connection dropped or timed out, the server is loading its data set
+      (``BusyLoadingError``), a cluster is in failover or moving slots (``ClusterDownError``,
+      ``MasterDownError``, ``TryAgainError``, ``MovedError``, ``AskError``, and on a cluster a demoted master's
+      ``ReadOnlyError``), or the server is busy running another client's script (``BUSY``, the one code
+      redis-py files under no class of its own: told by the error code the RESP reply starts with).
+    * ``readonly``: one server that became a replica (``ReadOnlyError`` off a cluster).
+    * ``fatal``: anything else.
+
+    On a cluster a script that touched a key whose slot moved after the client's last look at the slot map
+    fails with a plain ``ResponseError``; such an error is ``transient`` there, and retried on a fresh map.
+    """
+
+    def __init__(self, errors: Any) -> None:
+        #: What redis-py raises: its own errors, and the cluster client's (not a RedisError).
+        self.redis_error: tuple[type[Exception], ...] = tuple(
+            getattr(errors, name) for name in ("RedisError", "RedisClusterException") if hasattr(errors, name))
+        self._refused = tuple(getattr(errors, name) for name in ("AuthenticationError", "AuthorizationError",
+                                                                 "NoPermissionError") if hasattr(errors, name))
+        self._noscript = errors.NoScriptError
+        self._readonly = errors.ReadOnlyError
+        self._transient = tuple(getattr(errors, name) for name in (
+            "ConnectionError", "TimeoutError", "BusyLoadingError", "ClusterDownError", "MasterDownError",
+            "TryAgainError", "AskError", "MovedError", "ClusterError", "SlotNotCoveredError",
+            "RedisClusterException") if hasattr(errors, name))
+        self._response = errors.ResponseError
+
+    def classify(self, exc: BaseException, cluster: bool) -> str:
+        if isinstance(exc, self._refused):  # before ConnectionError: redis-py files a refused login under it
+            return "refused"
+        if isinstance(exc, self._noscript):
+            return "noscript"
+        if isinstance(exc, self._readonly):
+            return "transient" if cluster else "readonly"
+        if isinstance(exc, self._transient):
+            return "transient"
+        if type(exc) is self._response:
+            if str(exc).split(" ", 1)[0] == "BUSY":  # the reply's error code, which redis-py leaves in place
+                return "transient"
+            if cluster:
+                return "transient"
+        return "fatal"
+
+
 class RedisStore(Store):
     """A store on a Redis server (``redis://``, ``rediss://`` for TLS, ``unix://``) or a Redis Cluster
     (``redis+cluster://``), via redis-py."""
@@ -775,12 +826,7 @@ class RedisStore(Store):
         except ImportError as exc:
             raise StoreError("The Redis store requires redis-py: pip install 'scrapy-neardup[redis]'") from exc
         self._redis_module = redis
-        errors = redis.exceptions
-        #: A refused login (redis-py files it under ConnectionError): never retried.
-        self._refused = (errors.AuthenticationError, getattr(errors, "AuthorizationError", errors.AuthenticationError))
-        #: Replies of a cluster in failover: retried like a lost connection.
-        self._transient = tuple(getattr(errors, name) for name in ("ClusterDownError", "TryAgainError",
-                                                                     "MasterDownError") if hasattr(errors, name))
+        self._errors = RedisErrors(redis.exceptions)
         self.url = url
         self.prefix = prefix
         self.retries = retries
@@ -796,6 +842,8 @@ class RedisStore(Store):
         self.layout = _Layout(prefix, GROUP_BITS, bucket_bins.bit_length() - 1 - GROUP_BITS)
         self.client: Any = None
         self._sha: dict[str, str] = {}
+        #: How often a server's lost script cache was loaded again (a restart, a failover, SCRIPT FLUSH).
+        self.scripts_reloaded = 0
         self._nodes: dict[str, Any] = {}
         self._mean_bin = 0.0  # mean length of the bucket bins the last lookup met
 
@@ -838,38 +886,42 @@ class RedisStore(Store):
         self._sha = {name: self._call(self.client.script_load, body) for name, body in _SCRIPTS.items()}
 
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run a Redis call with bounded retries and exponential back-off on connection faults.
+        """Run a Redis call with bounded retries and exponential back-off on faults that pass (see
+        :class:`RedisErrors`); a server that lost its scripts gets them again and the call is repeated.
 
         Retrying is safe: every script is idempotent (a step whose reply was lost finds its own writes
         and returns what the first try would have)."""
-        redis = self._redis_module
         delay = self.backoff_secs
         for attempt in range(self.retries + 1):
             try:
                 return fn(*args, **kwargs)
-            except self._refused as exc:
-                # redis-py files a refused login under ConnectionError: retrying cannot help, say what it is.
-                raise StoreError(f"Redis at {self.location} refused the credentials: {exc}") from exc
-            except redis.ResponseError as exc:
-                message = str(exc)
-                if message.startswith(("NOAUTH", "WRONGPASS", "NOPERM")):
-                    raise StoreError(f"Redis at {self.location} refused the credentials: {exc}") from exc
-                if message.startswith("NOSCRIPT") and self._sha:
-                    self._sha = {}  # a master that lost its script cache (a restart, a promoted replica)
-                    self._load_scripts()
-                    failure, state = exc, "without its scripts"
-                elif isinstance(exc, self._transient) or message.startswith(("MOVED", "ASK")) or (
-                        "non local key" in message):
-                    failure, state = exc, "unavailable"  # a cluster in failover: a master down, slots moving
-                else:
-                    raise StoreError(f"Redis error at {self.location}: {exc}") from exc
-            except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
-                failure, state = exc, "unreachable"
-            except redis.RedisError as exc:
-                raise StoreError(f"Redis error at {self.location}: {exc}") from exc
+            except self._errors.redis_error as exc:
+                kind = self._errors.classify(exc, self.cluster)
+                if kind == "refused":
+                    raise StoreError(f"Redis at {self.location} refused the credentials or the command: "
+                                     f"{type(exc).__name__}: {exc}") from exc
+                if kind == "readonly":
+                    raise StoreError(f"Redis at {self.location} is a read-only replica now ({exc}): point "
+                                     "NEARDUP_STORE_URL at the master") from exc
+                if kind == "fatal":
+                    raise StoreError(f"Redis error at {self.location}: {type(exc).__name__}: {exc}") from exc
+                failure = exc
+                state = "without its scripts" if kind == "noscript" else "unavailable"
+                if kind == "noscript":
+                    # A server that lost its script cache (a restart: Redis 7+ and Valkey keep no scripts in
+                    # the AOF; a promoted replica; SCRIPT FLUSH): load them again, and repeat the call now.
+                    try:
+                        self._load_scripts()
+                    except StoreError as reload_failure:
+                        failure = reload_failure  # type: ignore[assignment]
+                    else:
+                        self.scripts_reloaded += 1
+                        if attempt < self.retries:
+                            continue
             if attempt == self.retries:
-                raise StoreError(f"Redis at {self.location} {state} after {attempt + 1} tries: {failure}") from failure
-            logger.debug("Redis call failed (%s); retrying in %.2fs", failure, delay)
+                raise StoreError(f"Redis at {self.location} {state} after {attempt + 1} tries: "
+                                 f"{type(failure).__name__}: {failure}") from failure
+            logger.debug("Redis call failed (%s: %s); retrying in %.2fs", type(failure).__name__, failure, delay)
             time.sleep(delay)
             if self.cluster:
                 self._refresh_slots()
