@@ -213,8 +213,9 @@ def back_to_back(settings: dict, dataset: str, manifest: list[dict]) -> dict[str
     """The plugin's steps beyond extraction run here, page after page (see the module's docstring); per-page
     seconds, summarised as :meth:`Timings.summary` does."""
     from scrapy_neardup._config import Config
+    from scrapy_neardup.engine.canonical import declared_canonical
     from scrapy_neardup.engine.decisions import DecisionLoop
-    from scrapy_neardup.engine.extract import declared_canonical, decode_html
+    from scrapy_neardup.engine.extract import decode_html
     from scrapy_neardup.offline.evaluation import read_page
     from scrapy_neardup.store import store_from_url
 

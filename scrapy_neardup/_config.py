@@ -30,6 +30,9 @@ ACTIONS = ("drop", "tag")
 ON_STORE_ERROR = ("pass", "stop")
 #: trafilatura's balance between extracting too little and too much (its favor_recall / favor_precision).
 EXTRACT_FAVOR = ("recall", "balanced", "precision")
+#: Which declared canonical pages a crawl fetches before the copy that declares them is decided: on the same
+#: site (registrable domain) as the copy, on any site, or none (see scrapy_neardup.engine.canonical).
+CANONICAL_FETCH = ("site", "all", "none")
 #: (setting, default) for every setting; ``NEARDUP_ENABLED`` first, then alphabetical, as Scrapy orders them.
 DEFAULTS: dict[str, Any] = {
     "NEARDUP_ENABLED": False,
@@ -37,6 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_ALGORITHM": "minhash",
     "NEARDUP_BODY_CACHE_SIZE": 10_000,
     "NEARDUP_CANONICAL": True,
+    "NEARDUP_CANONICAL_FETCH": "site",
     "NEARDUP_DEBUG": False,
     "NEARDUP_EXPIRATION_SECS": 0,
     "NEARDUP_EXTRACT": True,
@@ -193,6 +197,7 @@ class Config:
     algorithm: str = "minhash"
     body_cache_size: int = 10_000
     canonical: bool = True
+    canonical_fetch: str = DEFAULTS["NEARDUP_CANONICAL_FETCH"]
     debug: bool = False
     expiration_secs: float = 0.0
     extract: bool = True
@@ -281,6 +286,7 @@ class Config:
             algorithm=algorithm,
             body_cache_size=_int(settings, "NEARDUP_BODY_CACHE_SIZE", 0, 10_000_000),  # type: ignore[arg-type]
             canonical=_bool(settings, "NEARDUP_CANONICAL"),
+            canonical_fetch=_choice(settings, "NEARDUP_CANONICAL_FETCH", CANONICAL_FETCH),
             debug=_bool(settings, "NEARDUP_DEBUG"),
             expiration_secs=_float(settings, "NEARDUP_EXPIRATION_SECS", 0.0, 1e10),  # type: ignore[arg-type]
             extract=_bool(settings, "NEARDUP_EXTRACT"),

@@ -207,7 +207,7 @@ def alive(pid):
 
 def pages_server(pages):
     """An HTTP server on 127.0.0.1 serving ``pages``: path → HTML (served as UTF-8 text/html), or path →
-    ``(body bytes, {header: value})`` for a page with headers of its own, or path → a function that returns
+    ``(body bytes, {header: value}[, status])`` for a page with headers (and a status) of its own, or path → a function that returns
     either when the page is requested (:func:`gated`). Its listen backlog is raised: ``http.server``'s
     default of 5 drops connections at crawl concurrency."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -220,8 +220,8 @@ def pages_server(pages):
             if page is None:
                 self.send_error(404)
                 return
-            body, headers = (page.encode(), {}) if isinstance(page, str) else page
-            self.send_response(200)
+            body, headers, *status = (page.encode(), {}) if isinstance(page, str) else page
+            self.send_response(status[0] if status else 200)
             for name, value in {"Content-Type": "text/html; charset=utf-8", **headers}.items():
                 self.send_header(name, value)
             self.send_header("Content-Length", str(len(body)))

@@ -1,15 +1,20 @@
-"""rel="canonical" (RFC 6596) in a real crawl: the declared original survives in drop mode, whichever copy
-comes first; a declaration the content does not bear out is ignored."""
+"""rel="canonical" (RFC 6596) in real crawls: every pattern of declaration met on the web, crawled in several
+orders and twice, in drop and tag mode, on SQLite and Redis. The declared original reaches the spider, once,
+whichever copy comes first; a declaration the content does not bear out changes nothing; a re-crawl gives
+every page the outcome it had (scrapy_neardup.engine.canonical)."""
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import subprocess
+import sys
 
 import pytest
-from crawlkit import ServerThread, pages_server, paths_crawl_command, read_result
+from crawlkit import ServerThread, pages_server, read_result, scrapy_command
 
-from scrapy_neardup.engine.extract import declared_canonical, link_header_canonical
+from scrapy_neardup.engine.canonical import declared_canonical, link_header_canonical
 
 pytestmark = pytest.mark.slow
 
@@ -28,46 +33,160 @@ def linked(page: str, link: str) -> tuple[bytes, dict[str, str]]:
     return page.encode(), {"Link": link}
 
 
-# path: page, fetched in this order, all on one host.
-PAGES = {
-    "/print/x": html(story(1), head='<link rel="canonical" href="/articles/x">'),
-    "/articles/x": html(story(1), chrome="<nav><a href=/>Home</a></nav>"),
-    "/amp/x": linked(html(story(1), chrome="<div>amp</div>"), '</articles/x>; rel="canonical"'),
-    "/": html(story(2)),
-    # A site that declares its home page canonical for every page: not borne out by the content.
-    "/a/1": html(story(3), head='<link rel="canonical" href="/">'),
-    "/a/2": html(story(4), head='<link rel="canonical" href="/">'),
-}
+SPIDER_LINKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spiders", "links.py")
 
 
-def crawl(tmp_path, name, keys=False, **settings):
-    with ServerThread(pages_server(PAGES)) as server:
-        settings = {"CONCURRENT_REQUESTS": "1", "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/{name}.sqlite3",
-                    **settings}
-        cmd, env, stats_file, items_file = paths_crawl_command(tmp_path, server.url, list(PAGES), settings, name)
-        if keys:
-            cmd[cmd.index("-a"):cmd.index("-a")] = ["-a", "keys=1"]
+def canonical_site(port: int) -> dict[str, object]:
+    """Every pattern of declaration met on the web, on one host (127.0.0.1), and one other site (localhost):
+    path → page. Content groups are named by their story's seed."""
+    other = f"http://localhost:{port}"
+    moved = (b"", {"Location": "/d", "Content-Type": "text/html"}, 301)
+    return {
+        # Self-canonical.
+        "/s": html(story(10), head='<link rel="canonical" href="/s">'),
+        # An article and its tracking-parameter, AMP and print aliases, which declare it (head or header).
+        "/a": html(story(1), head='<link rel="canonical" href="/a">', chrome="<nav><a href=/>Home</a></nav>"),
+        "/a?utm_source=feed": html(story(1), head='<link rel="canonical" href="/a">'),
+        "/amp/a": linked(html(story(1), chrome="<div>amp</div>"), '</a>; rel="canonical"'),
+        "/print/a": html(story(1), head='<link rel="canonical" href="http://127.0.0.1:%d/a">' % port),
+        # A scraped copy of /b whose template declares an unrelated article.
+        "/b": html(story(2)),
+        "/scraped/b": html(story(2), head='<link rel="canonical" href="/a">', chrome="<div>scraped</div>"),
+        # Every page declares the home page.
+        "/": html(story(3)),
+        "/h1": html(story(4), head='<link rel="canonical" href="/">'),
+        "/h2": html(story(5), head='<link rel="canonical" href="/">'),
+        # A declared page that is not there; one that redirects to the article.
+        "/c": html(story(6), head='<link rel="canonical" href="/missing">'),
+        "/d-print": html(story(7), head='<link rel="canonical" href="/d-old">'),
+        "/d-old": moved,
+        "/d": html(story(7)),
+        # A chain: e1 → e2 → e3, one text.
+        "/e1": html(story(8), head='<link rel="canonical" href="/e2">'),
+        "/e2": html(story(8), head='<link rel="canonical" href="/e3">'),
+        "/e3": html(story(8)),
+        # Syndication: a copy here of an original on another site, with a correct canonical.
+        "/syn/f": html(story(9), head=f'<link rel="canonical" href="{other}/f">', chrome="<div>partner</div>"),
+        "/f": html(story(9)),
+    }
+
+
+#: The pages the index links to (not /d-old, reached only through the declaration, nor /missing).
+LINKED = ["/s", "/a", "/a?utm_source=feed", "/amp/a", "/print/a", "/b", "/scraped/b", "/", "/h1", "/h2", "/c",
+          "/d-print", "/d", "/e1", "/e2", "/e3", "/syn/f", "LOCALHOST/f"]
+#: Pages that are copies of a page they declare: the original is the one that reaches the spider.
+COPIES = {"/a?utm_source=feed": "/a", "/amp/a": "/a", "/print/a": "/a", "/d-print": "/d"}
+
+
+def orders() -> dict[str, list[str]]:
+    originals_first = sorted(LINKED, key=lambda p: p in COPIES)
+    copies_first = sorted(LINKED, key=lambda p: p not in COPIES)
+    shuffled = {f"shuffled-{seed}": random.Random(seed).sample(LINKED, len(LINKED)) for seed in (1, 2)}
+    return {"originals-first": originals_first, "copies-first": copies_first, **shuffled}
+
+
+class Site:
+    def __init__(self) -> None:
+        self.pages: dict[str, object] = {}
+        self.server = ServerThread(pages_server(self.pages))
+        self.port = self.server.server.server_address[1]
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.pages.update(canonical_site(self.port))
+
+    def url(self, path: str) -> str:
+        return path.replace("LOCALHOST", f"http://localhost:{self.port}") if path.startswith("LOCALHOST") \
+            else self.base + path
+
+    def crawl(self, tmp_path, name: str, order: list[str], store_url: str, action: str = "drop"):
+        links = "".join(f'<a href="{self.url(p)}">x</a>' for p in order)
+        self.pages["/index"] = f"<html><body>{links}</body></html>"
+        settings = {"ADDONS": json.dumps({"scrapy_neardup.Addon": 300}), "NEARDUP_ENABLED": "True",
+                    "NEARDUP_ACTION": action, "NEARDUP_STORE_URL": store_url, "CONCURRENT_REQUESTS": "1",
+                    "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue", "NEARDUP_DEBUG": "True",
+                    "TELNETCONSOLE_ENABLED": "False", "ROBOTSTXT_OBEY": "False"}
+        cmd, env, stats_file, items_file = scrapy_command(["runspider", SPIDER_LINKS, "-a", f"base={self.base}"],
+                                                          tmp_path, settings, name)
         proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
-    result = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
-    assert result.stats.get("finish_reason") == "finished", result.log[-3000:]
-    return result, {i["path"] for i in result.items}
+        result = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
+        assert result.stats.get("finish_reason") == "finished", result.log[-3000:]
+        assert "Traceback" not in result.log, result.log[-3000:]
+        return result
+
+    def path(self, url: str) -> str:
+        return url[len(self.base):] if url.startswith(self.base) else url.replace(
+            f"http://localhost:{self.port}", "LOCALHOST")
 
 
-def test_the_declared_original_survives_drop_mode_whichever_copy_comes_first(tmp_path):
-    result, kept = crawl(tmp_path, "canonical")
-    # /print/x came first and declared /articles/x: filed under it, so the original is not its copy.
-    assert {"/print/x", "/articles/x"} <= kept
-    assert "/amp/x" not in kept  # declared by its Link header, and the content matches: a copy
-    assert {"/", "/a/1", "/a/2"} <= kept  # "every page's canonical is the home page": not borne out
-    stats = result.neardup_stats()
-    assert stats["neardup/dropped"] == 1 and stats["neardup/seen"] == 1
-    assert "http://127.0.0.1" in result.log and "/amp/x is a near-duplicate of" in result.log
+def delivered(site: Site, result) -> list[str]:
+    return sorted(site.path(item["url"]) for item in result.items)
 
-    without, kept_without = crawl(tmp_path, "plain", NEARDUP_CANONICAL="False")
-    assert "/articles/x" not in kept_without  # the original dropped as a copy of its print version
-    # A key the spider gives (neardup_key, here the URL itself) wins over any declaration.
-    keyed, kept_keyed = crawl(tmp_path, "keyed", keys=True)
-    assert "/articles/x" not in kept_keyed and "/amp/x" not in kept_keyed
+
+def assert_one_page_per_group(site: Site, result, order_name: str) -> None:
+    got = delivered(site, result)
+    assert len(got) == len(set(got)), (order_name, got)  # no page reaches the spider twice
+    kept = set(got)
+    # The declared original, never its copies, whichever came first.
+    assert "/a" in kept and not kept & set(COPIES), (order_name, got)
+    assert "/d" in kept, (order_name, got)
+    # A declaration not borne out changes nothing: /h1, /h2, /c and the home page all reach the spider.
+    assert {"/", "/h1", "/h2", "/c", "/s"} <= kept, (order_name, got)
+    # The scraped copy and its original: one of them (nothing says which is the original).
+    assert len(kept & {"/b", "/scraped/b"}) == 1, (order_name, got)
+    # The end of the chain always; the syndicated original on the other site is never dropped.
+    assert "/e3" in kept and "LOCALHOST/f" in kept, (order_name, got)
+    # No page is a near-duplicate of itself, and every verdict names another page.
+    assert "is a near-duplicate of itself" not in result.log
+
+
+def assert_every_order_and_a_recrawl(tmp_path, store_url_for) -> None:
+    site = Site()
+    with site.server:
+        for n, (order_name, order) in enumerate(orders().items()):
+            store_url = store_url_for(order_name, n)
+            first = site.crawl(tmp_path, f"{order_name}-1", order, store_url)
+            assert_one_page_per_group(site, first, order_name)
+            stats = first.neardup_stats()
+            assert "neardup/seen" not in stats, (order_name, stats)  # nothing is seen before in an empty store
+            # The same site again, the same store, in another order: every page the outcome it had.
+            second = site.crawl(tmp_path, f"{order_name}-2", list(reversed(order)), store_url)
+            assert delivered(site, second) == delivered(site, first), order_name
+            assert "neardup/rechecked/changed" not in second.neardup_stats()
+            assert second.stats.get("neardup/unique", 0) == 0, second.neardup_stats()
+
+
+def test_one_page_per_group_reaches_the_spider_in_any_order_and_a_recrawl_keeps_every_verdict(tmp_path):
+    assert_every_order_and_a_recrawl(tmp_path, lambda name, n: f"sqlite:///{tmp_path}/{name}.sqlite3")
+
+
+def test_the_same_on_redis(tmp_path, redis_server):
+    assert_every_order_and_a_recrawl(tmp_path, lambda name, n: redis_server.url.replace("/0", f"/{n}"))
+
+
+def test_tag_mode_gives_the_same_groups_in_any_order_and_again(tmp_path):
+    site = Site()
+    groups = []
+    with site.server:
+        for order_name, order in list(orders().items())[:2]:
+            store_url = f"sqlite:///{tmp_path}/tag-{order_name}.sqlite3"
+            result = site.crawl(tmp_path, f"tag-{order_name}", order, store_url, action="tag")
+            assert result.stats["neardup/tagged"] >= 4 and "neardup/dropped" not in result.stats
+            # The verdicts, as the store keeps them: every page checked is filed under its own URL.
+            code, out, err = run_cli("store", store_url, "show", *[site.url(p) for p in LINKED if p != "/scraped/b"
+                                                                    and p != "/b" and not p.startswith("/e")])
+            assert code == 0, err
+            records = {site.path(r["url"]): r for r in map(json.loads, out.splitlines())}
+            assert all(r["status"] != "unknown" for r in records.values()), records  # every page is filed
+            group = {p: site.path(r["canonical"]) if r["canonical"] else p for p, r in records.items()}
+            assert all(group[c] == "/a" for c in ("/a?utm_source=feed", "/amp/a", "/print/a")), group
+            assert group["/d-print"] == "/d" and group["/a"] == "/a", group
+            groups.append(group)
+    assert groups[0] == groups[1]
+
+
+def run_cli(*args):
+    proc = subprocess.run([sys.executable, "-m", "scrapy_neardup.offline.cli", *args], capture_output=True,
+                          text=True, timeout=60)
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 def test_canonical_declarations_are_read_from_the_head_and_the_link_header():

@@ -8,13 +8,16 @@ at 540 a response has been decompressed (HttpCompressionMiddleware, 590), redire
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, TextResponse
+from scrapy.utils.defer import maybe_deferred_to_future
 
-from ..engine.extract import link_header_canonical
-from .service import NearDupService, verdict_meta
+from ..engine.canonical import Declaration, link_header_canonical, same_site
+from ..engine.decisions import Declared
+from .service import NearDupService, Prepared, verdict_meta
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -30,6 +33,13 @@ META_KEY = "neardup_key"
 META_VERDICT = "neardup"
 #: Flag added to ``Response.flags`` of a near-duplicate in tag mode.
 FLAG = "near-duplicate"
+#: ``Request.meta`` keys of the plugin's own requests for a declared canonical page: fetched first, before the
+#: copy that declared it is decided (the value: the copy's URL); and followed afterwards, through the
+#: scheduler, so that the declared original reaches the spider (the value: the copy's URL).
+META_DECLARED_BY = "neardup_declared_by"
+META_FOLLOWED_FROM = "neardup_followed_from"
+#: Responses of declared pages fetched first, kept for the request that follows them (no second download).
+MAX_KEPT_RESPONSES = 64
 
 _HTML_TYPES = (b"text/html", b"application/xhtml+xml")
 
@@ -46,22 +56,27 @@ class NearDupDownloaderMiddleware:
         self.crawler = crawler
         self.service = NearDupService.for_crawler(crawler)
         self.config = self.service.config
-        if self.config.item_field:
-            # Items carry the text to compare; pages are not fingerprinted as well.
-            self.check_pages = False
-        else:
-            self.check_pages = True
+        # Items carry the text to compare (NEARDUP_ITEM_FIELD): pages are not fingerprinted as well.
+        self.check_pages = not self.config.item_field
+        self._kept: OrderedDict[str, Response] = OrderedDict()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
 
+    def process_request(self, request: Request, spider: object = None) -> Response | None:
+        """A declared page followed after its copy was decided: the response fetched then, if still kept."""
+        if request.meta.get(META_FOLLOWED_FROM) is None:
+            return None
+        kept = self._kept.pop(request.url, None)
+        return None if kept is None else kept.replace(request=request)
+
     async def process_response(self, request: Request, response: Response, spider: object = None) -> Response:
         service = self.service
         if service.refused:  # the store could not be opened and the spider is closing: nothing unchecked
             raise IgnoreRequest(f"scrapy-neardup: the store could not be opened ({service.refused})")
-        if not self.check_pages:
-            return response
+        if not self.check_pages or request.meta.get(META_DECLARED_BY) is not None:
+            return response  # a declared page fetched first: its copy's check decides it
         if request.meta.get(META_ENABLED, True) is False:
             service.skip("disabled", response.url)
             return response
@@ -72,22 +87,105 @@ class NearDupDownloaderMiddleware:
             service.skip("not_html", response.url)
             return response
         own_key = request.meta.get(META_KEY)
-        key = own_key or response.url
-        declared = None
+        key = str(own_key or response.url)
+        declaration = None
         if self.config.canonical and not own_key:
             links = response.headers.getlist(b"Link")
             if links:
-                declared = link_header_canonical([v.decode("latin-1") for v in links], response.url)
-        prepared, verdict = await service.check(str(key), service.response_job(response), url=response.url,
-                                                declared=declared, own_key=bool(own_key))
+                url = link_header_canonical([v.decode("latin-1") for v in links], response.url)
+                declaration = Declaration(url, "header") if url else None
+
+        async def fetch_first(page_key: str, declared_url: str) -> Declared | None:
+            return await self._fetch_declared(request, page_key, declared_url)
+
+        prepared, verdict = await service.check(key, service.response_job(response), url=response.url,
+                                                declaration=declaration, own_key=bool(own_key),
+                                                resolve=fetch_first if self.config.canonical_fetch != "none" else None)
         if verdict is None:
             request.meta[META_VERDICT] = {"status": "skipped", "reason": prepared.skip_reason or "store_error"}
             return response
         request.meta[META_VERDICT] = verdict_meta(verdict)
         if verdict.is_duplicate:
+            self._follow_declared(request, response, prepared, verdict.canonical)
             if self.config.action == "drop":
                 service.stats.inc_value("neardup/dropped")
                 raise IgnoreRequest(f"near-duplicate of {verdict.canonical} (similarity {verdict.similarity:.3f})")
             service.stats.inc_value("neardup/tagged")
             return response.replace(flags=[*response.flags, FLAG])
         return response
+
+    def _may_fetch(self, page_url: str, declared_url: str) -> bool:
+        fetch = self.config.canonical_fetch
+        return fetch == "all" or (fetch == "site" and same_site(page_url, declared_url))
+
+    async def _fetch_declared(self, request: Request, key: str, declared_url: str) -> Declared | None:
+        """The page a response declares canonical, fetched before the response is decided, as a redirect
+        would be (through every downloader middleware: robots.txt, allowed domains, retries, redirects), when
+        it may be fetched (``NEARDUP_CANONICAL_FETCH``) and neither page is filed yet. ``None`` (decide the
+        response on its own) when it is not fetched, fails, or is not an HTML page with text."""
+        if not self._may_fetch(request.url, declared_url):
+            return None
+        service = self.service
+        known = await service.known(key, declared_url)
+        if known is None or any(known):  # a page filed before (a re-crawl), or the declared one: no fetch
+            return None
+        meta = {k: v for k, v in request.meta.items() if k not in _OWN_META}
+        probe = request.replace(url=declared_url, meta={**meta, META_DECLARED_BY: request.url})
+        engine = self.crawler.engine
+        try:
+            assert engine is not None
+            if hasattr(engine, "download_async"):
+                response = await engine.download_async(probe)
+            else:  # pragma: no cover - Scrapy < 2.14
+                response = await maybe_deferred_to_future(engine.download(probe))
+        except Exception as exc:  # noqa: BLE001 - forbidden by robots.txt, off the allowed domains, unreachable
+            service.stats.inc_value("neardup/canonical/fetch_failed")
+            service.log_once("canonical_fetch_failed", f"the page {declared_url} that {key} declares canonical could "
+                             f"not be fetched ({type(exc).__name__}: {exc}); {key} is checked on its own (such "
+                             "pages are counted in neardup/canonical/fetch_failed)")
+            return None
+        if not 200 <= response.status < 300 or not is_html(response):
+            service.stats.inc_value("neardup/canonical/fetch_failed")
+            return None
+        job = service.response_job(response)
+        if isinstance(job, str):
+            return None
+        prepared = await service.prepare(job)
+        if not isinstance(prepared, Prepared) or prepared.fingerprint is None:
+            return None
+        if response.url == key:
+            return None  # the declaration led back to the page itself
+        service.stats.inc_value("neardup/canonical/fetched")
+        self._kept[response.url] = response
+        while len(self._kept) > MAX_KEPT_RESPONSES:
+            self._kept.popitem(last=False)
+        return Declared(response.url, prepared)
+
+    def _follow_declared(self, request: Request, response: Response, prepared: Prepared, canonical: str) -> None:
+        """A copy judged a near-duplicate of the very page it declares canonical: that page is requested in its
+        place (the copy's callback and meta carried over, as a redirect would), through the scheduler, so that
+        it reaches the spider once even when the spider never links to it; the dupefilter drops the request
+        when the spider asked for that page itself."""
+        declared = prepared.declared_canonical
+        header = response.headers.getlist(b"Link")
+        if header:
+            declared = link_header_canonical([v.decode("latin-1") for v in header], response.url) or declared
+        if declared is None or self.config.canonical_fetch == "none":
+            self._kept.pop(canonical, None)
+            return
+        if canonical != declared and self._kept.get(canonical) is None:
+            return  # the group's canonical page is not the one declared (nor where its URL redirected)
+        if not self._may_fetch(request.url, canonical):
+            return
+        engine = self.crawler.engine
+        if engine is None:  # pragma: no cover - the crawl is over
+            return
+        meta = {k: v for k, v in request.meta.items() if k not in _OWN_META}
+        engine.crawl(request.replace(url=canonical, meta={**meta, META_FOLLOWED_FROM: request.url},
+                                     dont_filter=False))
+        self.service.stats.inc_value("neardup/canonical/followed")
+
+
+#: The plugin's own meta keys, not carried from a copy's request to the declared page's.
+_OWN_META = (META_VERDICT, META_DECLARED_BY, META_FOLLOWED_FROM, "redirect_urls", "redirect_times",
+             "redirect_ttl", "redirect_reasons", "download_slot", "download_latency", "retry_times")

@@ -12,8 +12,9 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -28,9 +29,10 @@ from twisted.python.threadpool import ThreadPool
 from zope.interface import implementer
 
 from .._config import Config, ConfigError, unknown_settings
-from ..engine.decisions import DecisionLoop
+from ..engine.canonical import Declaration, declared_canonical
+from ..engine.decisions import Decision, DecisionLoop, Declared
 from ..engine.detector import Detector, Verdict
-from ..engine.extract import declared_canonical, decode_html, quiet_trafilatura
+from ..engine.extract import decode_html, quiet_trafilatura
 from ..engine.prepare import Prepared
 from ..engine.template import TemplateGuard
 from ..store import Store, StoreError, StoreMismatchError, StoreWriteError, redact_url
@@ -58,6 +60,24 @@ logger = logging.getLogger("scrapy_neardup")
 MAX_REPORTED_GROUPS = 10_000
 #: Groups written out in the closing log line.
 LOGGED_GROUPS = 20
+#: Declared pages decided first (when a copy brought them in) whose own response is still to come.
+MAX_DECIDED_FIRST = 10_000
+
+#: Fetches the page a response declares canonical, before the response is decided: given the response's
+#: key and the declared URL, the :class:`Declared` page (or ``None`` to decide without it).
+Resolver = Callable[[str, str], Awaitable["Declared | None"]]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the decision made of a page: what was prepared (its filed text), its verdict or the store's
+    failure (``None``: not decided, the store is closing), how many earlier pages the template guard
+    re-filed, and the decisions made ``before`` it (the declared page it brought in)."""
+
+    prepared: Prepared
+    result: Verdict | StoreError | None = None
+    refiled: int = 0
+    before: tuple[Decision, ...] = ()
 
 #: Why a document was not checked: the ``neardup/skipped/<reason>`` stats and their log wording.
 SKIP_REASONS = {
@@ -226,6 +246,9 @@ class NearDupService:
         self.detector: Detector | None = None
         self._decisions: DecisionLoop | None = None
         self.groups: dict[str, list[str]] = {}
+        #: Declared pages decided when a copy brought them in, by key: their own response, when it comes, is
+        #: given that verdict instead of being counted again as seen.
+        self.decided_first: dict[str, Verdict] = {}
         self._logged_first_duplicate = False
         self._logged_first_seen = False
         self._logged_skip_reasons: set[str] = set()
@@ -433,21 +456,25 @@ class NearDupService:
         return (analyze_text, text)
 
     async def check(self, key: str, job: tuple[Any, ...] | str, url: str | None = None,
-                    declared: str | None = None, own_key: bool = False) -> tuple[Prepared, Verdict | None]:
+                    declaration: Declaration | None = None, own_key: bool = False,
+                    resolve: Resolver | None = None) -> tuple[Prepared, Verdict | None]:
         """Analyse a document (extract and fingerprint it, in a worker), decide which text it is filed on
-        (the template guard) and check-and-insert it in the store.
+        (the template guard) and check-and-insert it in the store, under ``key``.
 
         Returns what was prepared and the verdict, or ``None`` when the document was skipped or the store
         failed (both counted and logged here). ``job`` is :meth:`response_job` or :meth:`text_job`; a
-        string is a reason to skip. ``declared``: the canonical URL the response's ``Link`` header declares
-        (the page's own ``<link rel="canonical">`` comes back from the worker); with ``NEARDUP_CANONICAL``,
-        a page is filed as its declared canonical's copy (:meth:`Detector.check_declared`) unless ``own_key``
-        says its key was given (``neardup_key``), which wins. A worker's result is read by the reactor
-        (:class:`ReactorIO`) and, for a local store (SQLite, memory: well under a millisecond a page),
-        decided right there; for Redis on the plugin's store thread, which wakes the reactor once the
-        page is decided. Either way the template decision and the store call run in the order results
-        arrive, under the store lock. A store that is retrying never holds the reactor, nor its threads,
-        which Scrapy's DNS resolver needs.
+        string is a reason to skip. ``declaration``: the canonical URL the response's ``Link`` header
+        declares (the page's own ``<link rel="canonical">`` comes back from the worker); with
+        ``NEARDUP_CANONICAL`` it is weighed by the rules of :mod:`scrapy_neardup.engine.canonical`, unless
+        ``own_key`` says the key was given (``neardup_key``). ``resolve`` may fetch the declared page first
+        (the downloader middleware's, for a page of the same site): it is given the key and the declared URL
+        and returns the :class:`Declared` page, or ``None`` to decide without it.
+
+        A worker's result is read by the reactor (:class:`ReactorIO`); a local store (SQLite, memory: well
+        under a millisecond a page) decides right there, Redis on the plugin's store thread, which wakes the
+        reactor once the page is decided. Either way the template decision and the store call run in the
+        order pages are decided, under the store lock. A store that is retrying never holds the reactor,
+        nor its threads, which Scrapy's DNS resolver needs.
         """
         if isinstance(job, str):
             self.skip(job, key)
@@ -455,9 +482,23 @@ class NearDupService:
         if self.detector is None or self._store_thread is None:
             self.skip("store_closed", key)
             return Prepared(None, "store_closed"), None
-        # From here on ``declared`` is None when declarations do not apply, "" to use the page's own
-        # <link rel="canonical"> (from the worker), or the URL the Link header declared.
-        declared = None if own_key or not self.config.canonical else (declared or "")
+        prepared = await self.prepare(job)
+        if isinstance(prepared, BaseException) or prepared.fingerprint is None:
+            return self._settle(key, Outcome(prepared) if isinstance(prepared, Prepared) else prepared)
+        declared = None
+        if self.config.canonical and not own_key:
+            declaration = declaration or (Declaration(prepared.declared_canonical) if prepared.declared_canonical
+                                          else None)
+            if declaration is not None and declaration.url != key:
+                declared = Declared(declaration.url)
+                if resolve is not None:
+                    declared = await resolve(key, declaration.url) or declared
+        outcome = await self._decided(prepared, key, url, declared)
+        return self._settle(key, outcome)
+
+    async def prepare(self, job: tuple[Any, ...]) -> Prepared | BaseException:
+        """Extract and fingerprint a document in a worker (or a thread of this process), nothing decided:
+        what was prepared, or what went wrong (a lost worker, a timeout, an unexpected error)."""
         deferred: Deferred = Deferred()  # type: ignore[type-arg]
         fn, *args = job
         try:
@@ -470,39 +511,54 @@ class NearDupService:
                     copy_of = None if first_url is None else (job, first_url)
                 else:
                     future = extraction.submit(fn, *args)
-                future.add_done_callback(lambda done: self._analysed(done, key, url, deferred, declared, copy_of))
+                future.add_done_callback(lambda done: self._analysed(done, deferred, copy_of))
             else:
                 assert self._threads is not None
-                self._threads.callInThread(self._analyse_here, fn, args, key, url, deferred, declared)
+                self._threads.callInThread(self._analyse_here, fn, args, deferred)
         except RuntimeError:  # the pool closed under us: the spider is closing
-            self.skip("store_closed", key)
-            return Prepared(None, "store_closed"), None
-        outcome = await maybe_deferred_to_future(deferred)
-        return self._settle(key, outcome)
+            return Prepared(None, "store_closed")
+        return await maybe_deferred_to_future(deferred)  # type: ignore[no-any-return]
 
-    # -- check(): the reactor reads the worker's result, or an extraction thread; a remote store's thread --
-    def _analysed(self, done: Future, key: str, url: str | None, deferred: Deferred,  # type: ignore[type-arg]
-                  declared: str | None = None, copy_of: tuple[tuple[Any, ...], str] | None = None) -> None:
+    async def known(self, *keys: str) -> list[bool] | None:
+        """Whether each key is filed (for the downloader middleware's choice to fetch a declared page);
+        ``None`` when the store cannot say (closed, failing)."""
+        def look() -> list[bool] | None:
+            with self._store_lock:
+                detector = self.detector
+                if detector is None:
+                    return None
+                try:
+                    return [detector.group_of(k) is not None for k in keys]
+                except Exception:  # noqa: BLE001 - the decision itself will meet and count the failure
+                    return None
+
+        return await self._in_store_thread(look)
+
+    async def _in_store_thread(self, fn: Any) -> Any:
+        """``fn`` where store calls are made: here for a local store, else on the store thread."""
+        detector, store_thread = self.detector, self._store_thread
+        if detector is None or store_thread is None:
+            return None
+        if detector.store.local or self._closing:
+            return fn()
+        return await _in_thread(store_thread, fn)
+
+    # -- prepare(): the reactor reads the worker's result, or an extraction thread --------------------
+    def _analysed(self, done: Future, deferred: Deferred,  # type: ignore[type-arg]
+                  copy_of: tuple[tuple[Any, ...], str] | None = None) -> None:
         """A worker's result for this page, or, with ``copy_of`` (the page's job, and the URL of the page
         the job was made for), the result of another response with the same bytes."""
         try:
             prepared = Prepared.from_wire(done.result())
         except Exception as exc:  # noqa: BLE001 - WorkerLost, WorkerTimeout, or a bug: never a lost page
             if copy_of is not None and not self._closing:  # the other page's job failed: this page's own
-                self._extract_alone(copy_of[0], key, url, deferred, declared)
+                self._extract_alone(copy_of[0], deferred)
                 return
             self._reply(deferred, exc)
             return
         if copy_of is not None:
             prepared = self._as_copy(prepared, *copy_of)
-        detector = self.detector
-        if detector is not None and detector.store.local and prepared.fingerprint is not None and not self._closing:
-            # A local store answers in well under a millisecond: decided right here, where the worker's
-            # result was read (the reactor, or the pool's reader thread off POSIX; in arrival order), which
-            # saves two hand-overs between threads.
-            self._decide_and_file(prepared, key, url, deferred, declared)
-            return
-        self._to_store_thread(prepared, key, url, deferred, declared)
+        self._reply(deferred, prepared)
 
     def _as_copy(self, prepared: Prepared, job: tuple[Any, ...], first_url: str) -> Prepared:
         """Another response's result for this one, with the same bytes: only a relative declared canonical
@@ -514,8 +570,7 @@ class NearDupService:
         return replace(prepared, reused=True, extract_seconds=0.0, work_seconds=0.0, work_started=0.0,
                        declared_canonical=canonical)
 
-    def _extract_alone(self, job: tuple[Any, ...], key: str, url: str | None, deferred: Deferred,  # type: ignore[type-arg]
-                       declared: str | None) -> None:
+    def _extract_alone(self, job: tuple[Any, ...], deferred: Deferred) -> None:  # type: ignore[type-arg]
         """This page's own job, after the job of another response with its bytes failed (a lost worker is
         counted for the page it held, not for its copies)."""
         fn, *args = job
@@ -526,49 +581,36 @@ class NearDupService:
         except RuntimeError:
             self._reply(deferred, WorkerLost("the extraction pool was stopped"))
             return
-        future.add_done_callback(lambda done: self._analysed(done, key, url, deferred, declared))
+        future.add_done_callback(lambda done: self._analysed(done, deferred))
 
-    def _analyse_here(self, fn: Any, args: list[Any], key: str, url: str | None,
-                      deferred: Deferred, declared: str | None = None) -> None:  # type: ignore[type-arg]
+    def _analyse_here(self, fn: Any, args: list[Any], deferred: Deferred) -> None:  # type: ignore[type-arg]
         try:
             prepared = IN_PROCESS[fn](self.pipeline, *args)
         except Exception as exc:  # noqa: BLE001 - a page must never crash the crawl
             self._reply(deferred, exc)
             return
-        self._to_store_thread(prepared, key, url, deferred, declared)
+        self._reply(deferred, prepared)
 
-    def _to_store_thread(self, prepared: Prepared, key: str, url: str | None,
-                         deferred: Deferred, declared: str | None = None) -> None:  # type: ignore[type-arg]
-        store_thread = self._store_thread
-        if prepared.fingerprint is None or store_thread is None or self._closing:
-            self._reply(deferred, (prepared, None, 0))
-            return
-        store_thread.callInThread(self._decide_and_file, prepared, key, url, deferred, declared)
+    # -- the decision: here for a local store, on the store thread for Redis ------------------------------
+    async def _decided(self, prepared: Prepared, key: str, url: str | None, declared: Declared | None) -> Outcome:
+        outcome = await self._in_store_thread(lambda: self._decide_and_file(prepared, key, url, declared))
+        return outcome if outcome is not None else Outcome(prepared)
 
-    def _decide_and_file(self, prepared: Prepared, key: str, url: str | None,
-                         deferred: Deferred, declared: str | None = None) -> None:  # type: ignore[type-arg]
-        """The template decision, the re-filing it may ask for, and the check-and-insert: on the store
-        thread, or on the thread receiving the workers' results for a local store (in arrival order
-        either way, under the store lock)."""
-        try:
-            with self._store_lock:  # the guard's state and the store: one caller at a time
-                decisions = self._decisions
-                if decisions is None:
-                    self._reply(deferred, (prepared, None, 0))
-                    return
-                if declared is not None:
-                    declared = declared or prepared.declared_canonical
-                try:
-                    decision = decisions.decide(key, url, prepared, declared)[-1]
-                    outcome: Verdict | StoreError = decision.verdict
-                    prepared, refiled = decision.prepared, decision.refiled
-                except StoreError as exc:
-                    outcome, refiled = exc, 0
-                except Exception as exc:  # noqa: BLE001 - a backend's untranslated failure is still the store's
-                    outcome, refiled = StoreError(f"the store failed: {type(exc).__name__}: {exc}"), 0
-            self._reply(deferred, (prepared, outcome, refiled))
-        except Exception as exc:  # noqa: BLE001 - never leave a page waiting
-            self._reply(deferred, exc)
+    def _decide_and_file(self, prepared: Prepared, key: str, url: str | None, declared: Declared | None) -> Outcome:
+        """The template decision, the re-filing it may ask for, the declared page's decision, and the
+        check-and-insert, under the store lock (in the order pages are decided)."""
+        with self._store_lock:  # the guard's state and the store: one caller at a time
+            decisions = self._decisions
+            if decisions is None or self._closing:
+                return Outcome(prepared)
+            try:
+                made = decisions.decide(key, url, prepared, declared)
+            except StoreError as exc:
+                return Outcome(prepared, exc)
+            except Exception as exc:  # noqa: BLE001 - a backend's untranslated failure is still the store's
+                return Outcome(prepared, StoreError(f"the store failed: {type(exc).__name__}: {exc}"))
+        mine = made[-1]
+        return Outcome(mine.prepared, mine.verdict, mine.refiled, tuple(made[:-1]))
 
     @staticmethod
     def _reply(deferred: Deferred, outcome: Any) -> None:  # type: ignore[type-arg]
@@ -579,8 +621,8 @@ class NearDupService:
 
         reactor.callFromThread(deferred.callback, outcome)
 
-    def _settle(self, key: str, outcome: Any) -> tuple[Prepared, Verdict | None]:
-        """Reactor thread: count and log what became of a page."""
+    def _settle(self, key: str, outcome: Outcome | BaseException) -> tuple[Prepared, Verdict | None]:
+        """Reactor thread: count and log what became of a page (and of the declared page decided first)."""
         if isinstance(outcome, (WorkerLost, WorkerTimeout)):
             reason = ("store_closed" if self._closing else "timeout" if isinstance(outcome, WorkerTimeout)
                       else "worker_lost")
@@ -589,27 +631,37 @@ class NearDupService:
                                key, outcome, reason, extra={"spider": self.crawler.spider})
             self.skip(reason, key, log=reason == "store_closed")
             return Prepared(None, reason), None
-        if isinstance(outcome, Exception):
+        if isinstance(outcome, BaseException):
             logger.warning("scrapy-neardup: could not fingerprint %s; passed on unchecked", key,
                            exc_info=outcome, extra={"spider": self.crawler.spider})
             self.skip("error", key, log=False)
             return Prepared(None, "error"), None
-        prepared, result, refiled = outcome
+        prepared, result = outcome.prepared, outcome.result
         if prepared.reused:
             self.stats.inc_value("neardup/extract/reused")
         if prepared.fingerprint is None:
             self.skip(prepared.skip_reason or "no_text", key)
             return prepared, None
-        if refiled:
-            self.stats.inc_value("neardup/extract/refiled", refiled)
+        if outcome.refiled:
+            self.stats.inc_value("neardup/extract/refiled", outcome.refiled)
         if prepared.method == "page":
             self.stats.inc_value("neardup/extract/page_text_fallback")
         elif prepared.method == "template":
             self.stats.inc_value("neardup/extract/template")
             logger.debug("scrapy-neardup: %s extracted to its host's template text; fingerprinted on the page text",
                          key, extra={"spider": self.crawler.spider})
+        for before in outcome.before:  # the declared page, fetched and decided first
+            self.stats.inc_value("neardup/canonical/fetched_first")
+            self.record(before.key, before.verdict)
+            self.decided_first[before.key] = before.verdict
+            while len(self.decided_first) > MAX_DECIDED_FIRST:
+                self.decided_first.pop(next(iter(self.decided_first)))
         if isinstance(result, Verdict):
-            self.record(key, result)
+            if result.status == "seen" and key in self.decided_first:
+                # Decided moments ago, when a copy brought it in: that was its check in this crawl.
+                result = self.decided_first.pop(key)
+            else:
+                self.record(key, result)
             return prepared, result
         if isinstance(result, StoreError):
             self.store_failed(key, result)
@@ -690,6 +742,14 @@ class NearDupService:
                 else " - further pages seen before are counted in neardup/seen (see NEARDUP_DEBUG)",
             )
             self._logged_first_seen = True
+
+    def log_once(self, topic: str, message: str) -> None:
+        """``message`` at INFO the first time ``topic`` comes up in this crawl, then at DEBUG."""
+        first = topic not in self._logged_skip_reasons
+        if first or self.config.debug:
+            self._logged_skip_reasons.add(topic)
+            logger.log(logging.INFO if first else logging.DEBUG, "scrapy-neardup: %s", message,
+                       extra={"spider": self.crawler.spider})
 
     def skip(self, reason: str, url: str = "", log: bool = True) -> None:
         """Count a document that is passed on unchecked; say so once per reason at INFO, then at DEBUG

@@ -1,38 +1,52 @@
 """The one decision loop, shared by a crawl, ``dedup`` and ``evaluate``: pages in the order they arrive, the
 template guard choosing the text each is filed on (and re-filing earlier pages when it finds a host's
-template), then the check-and-insert, in batches where the caller can wait for verdicts.
+template), declared canonical URLs weighed by the rules of :mod:`.canonical`, then the check-and-insert, in
+batches where the caller can wait for verdicts.
 
 What is decided, and in which order, is therefore the same whichever front end runs it; only where the
-pages come from (worker processes of a crawl, of the batch CLI, or the evaluator's cache) differs.
+pages come from (worker processes of a crawl, of the batch CLI, or the evaluator's cache), and where a
+declared page comes from (fetched by a crawl, later in the CLI's input), differs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from .detector import Detector, Verdict
+from .canonical import Declarations
+from .detector import Check, Detector, Verdict
 from .prepare import Prepared
 from .template import TemplateGuard
 
 
 @dataclass(frozen=True)
+class Declared:
+    """The page a document declares canonical: the key it is (or would be) filed under, and what was
+    prepared of it when it was had for this decision (fetched by the crawl, or read later in the CLI's
+    input); ``None`` when only its URL is known."""
+
+    key: str
+    prepared: Prepared | None = None
+
+
+@dataclass(frozen=True)
 class Decision:
     """What became of one page: the document it was filed as (its page text instead of its main text when
-    that was its host's template), its verdict, and how many earlier pages it made the guard re-file."""
+    that was its host's template), its verdict, how many earlier pages it made the guard re-file, and
+    ``declared``, the key of the page it declared canonical (decided first when it was had)."""
 
     key: str
     prepared: Prepared
     verdict: Verdict
     refiled: int = 0
+    declared: str | None = None
 
 
 @dataclass
 class _Waiting:
-    key: str
+    check: Check
     prepared: Prepared
     refiled: int
-    also: Sequence[bytes] = field(default_factory=tuple)
+    declared: str | None = None
 
 
 class DecisionLoop:
@@ -44,17 +58,25 @@ class DecisionLoop:
         self.detector = detector
         self.guard = guard
         self.batch = max(1, batch)
+        self.declarations = Declarations()
         self._waiting: list[_Waiting] = []
 
     def decide(self, key: str, url: str | None, prepared: Prepared,
-               declared: str | None = None) -> list[Decision]:
+               declared: Declared | None = None) -> list[Decision]:
         """Take one page with a fingerprint (filed under ``key``; ``url`` tells the guard its host;
-        ``declared``, the canonical URL it declares, if it is to be honoured). Returns the decisions made:
-        this page's and those of the pages waiting before it, once the batch is full (at once with
-        ``batch`` = 1)."""
-        fetched = prepared
+        ``declared``, the page it declares canonical, when declarations are honoured). Returns the
+        decisions made: this page's and those of the pages waiting before it, once the batch is full (at
+        once with ``batch`` = 1); with a declared page that was had and that this page matches, that page's
+        decision comes first (:mod:`.canonical`, rule 3)."""
         decided: list[Decision] = []
+        fetched = prepared
         refiled = 0
+        if declared is not None and declared.key == key:
+            declared = None
+        if declared is not None:
+            decided += self.flush()  # the declared page may be waiting still
+            self.declarations.note(key, declared.key)
+            decided += self._declared_first(prepared, declared)
         if self.guard is not None:
             prepared, refile = self.guard.decide(key, url, prepared)
             if refile:
@@ -66,24 +88,32 @@ class DecisionLoop:
         # A known page may have been filed on either of its texts (see TemplateGuard): both count.
         also = tuple(f.signature for f in (fetched.fingerprint, fetched.page_fingerprint)
                      if f is not None and f is not fp)
-        if declared and declared != key:
-            decided += self.flush()
-            verdict = self.detector.check_declared(key, declared, fp.signature, fp.buckets, also)
-            return [*decided, Decision(key, prepared, verdict, refiled)]
-        self._waiting.append(_Waiting(key, prepared, refiled, also))
-        if len(self._waiting) >= self.batch:
+        prefer = None if declared is None else self.detector.group_of(declared.key)
+        check = Check(key, fp.signature, fp.buckets, also, prefer, self.declarations.declarers_of(key))
+        self._waiting.append(_Waiting(check, prepared, refiled, None if declared is None else declared.key))
+        if declared is not None or len(self._waiting) >= self.batch:
             decided += self.flush()
         return decided
+
+    def _declared_first(self, prepared: Prepared, declared: Declared) -> list[Decision]:
+        """Decide the declared page first when it was had, is not filed yet, and this page matches it: a
+        copy brings its original in (a declaration the content does not bear out brings in nothing)."""
+        theirs = declared.prepared
+        if theirs is None or theirs.fingerprint is None or prepared.fingerprint is None:
+            return []
+        if self.detector.group_of(declared.key) is not None:
+            return []
+        if self.detector.matches(prepared.fingerprint.signature, theirs.fingerprint.signature) is None:
+            return []
+        if theirs.declared_canonical and theirs.declared_canonical != declared.key:
+            self.declarations.note(declared.key, theirs.declared_canonical)  # a chain: followed one step
+        return self.decide(declared.key, declared.key, theirs) + self.flush()
 
     def flush(self) -> list[Decision]:
         """Decide every page waiting; their decisions, in input order."""
         if not self._waiting:
             return []
         waiting, self._waiting = self._waiting, []
-        items = []
-        for w in waiting:
-            filed = w.prepared.fingerprint
-            assert filed is not None
-            items.append((w.key, filed.signature, filed.buckets, w.also))
-        verdicts = self.detector.check_many(items)
-        return [Decision(w.key, w.prepared, verdict, w.refiled) for w, verdict in zip(waiting, verdicts)]
+        verdicts = self.detector.check_many([w.check for w in waiting])
+        return [Decision(w.check.key, w.prepared, verdict, w.refiled, w.declared)
+                for w, verdict in zip(waiting, verdicts)]

@@ -20,6 +20,24 @@ MAX_RETRIES = 16
 
 
 @dataclass(frozen=True)
+class Check:
+    """One document to check-and-insert: filed under ``key`` with ``signature`` and ``buckets``.
+
+    ``also``: other signatures of the same fetch (the page text beside the main text; a known key matching
+    its record by any of them is *seen*). ``prefer``: the canonical page to file it under when it matches
+    that page (a declaration borne out, see :mod:`.canonical`), whatever else it resembles more. ``exclude``:
+    canonical pages it must not be filed under (the copies that declared it: :mod:`.canonical`, rule 4).
+    """
+
+    key: str
+    signature: bytes
+    buckets: Any
+    also: Sequence[bytes] = ()
+    prefer: str | None = None
+    exclude: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
 class Verdict:
     """What the detector decided for one document.
 
@@ -96,43 +114,45 @@ class Detector:
             raise StoreError(f"the stored signature of {key!r} is malformed "
                              f"({len(stored or b'')} bytes: {exc})") from exc
 
-    def _best_match(self, signature: bytes, candidates: Sequence[Candidate]) -> list[tuple[float, Candidate]]:
-        """Candidates at or above the threshold, most similar first (ties by key, for determinism)."""
+    def _best_match(self, check: Check, candidates: Sequence[Candidate]) -> list[tuple[float, Candidate]]:
+        """Candidates at or above the threshold, most similar first (ties by key, for determinism); the
+        check's preferred canonical first whenever it is among them, its excluded ones left out."""
         matches = []
         for cand in candidates:
-            sim = self._similarity(signature, cand.key, cand.signature)
+            if cand.key in check.exclude:
+                continue
+            sim = self._similarity(check.signature, cand.key, cand.signature)
             if sim >= self.algorithm.threshold:
-                matches.append((-sim, cand.key, cand))
-        matches.sort(key=lambda m: (m[0], m[1]))
-        return [(-neg, cand) for neg, _, cand in matches]
+                matches.append((cand.key != check.prefer, -sim, cand.key, cand))
+        matches.sort(key=lambda m: m[:3])
+        return [(-neg, cand) for _, neg, _, cand in matches]
 
-    def check_many(self, items: Sequence[tuple[str, bytes, Any] | tuple[str, bytes, Any, Sequence[bytes]]],
-                   ) -> list[Verdict]:
-        """Check-and-insert a batch of ``(key, signature, buckets)`` in input order, as :meth:`check_fingerprint`
-        would one by one, with one lookup and one insert round trip per round. A document whose insert
-        was refused (another writer, or an earlier document of the same batch, filed a near-duplicate in
-        its buckets meanwhile) goes into the next round and so finds that document. So does a known key
-        whose record is replaced (see the class): it is removed, then checked as new.
-
-        An optional fourth item holds other signatures of the same fetch (the page text beside the main
-        text): a known key matching its record by any of them is *seen*."""
-        verdicts: list[Verdict | None] = [None] * len(items)
+    def check_many(self, items: Sequence[Check | tuple[Any, ...]]) -> list[Verdict]:
+        """Check-and-insert a batch of :class:`Check` (or ``(key, signature, buckets[, also])`` tuples) in
+        input order, as :meth:`check_fingerprint` would one by one, with one lookup and one insert round trip
+        per round. A document whose insert was refused (another writer, or an earlier document of the same
+        batch, filed a near-duplicate in its buckets meanwhile) goes into the next round and so finds that
+        document. So does a known key whose record is replaced (see the class): it is removed, then checked
+        as new."""
+        checks = [item if isinstance(item, Check) else Check(*item) for item in items]
+        verdicts: list[Verdict | None] = [None] * len(checks)
         rechecked: dict[int, Recheck] = {}
-        pending = list(range(len(items)))
+        pending = list(range(len(checks)))
         for _ in range(MAX_RETRIES):
             if not pending:
                 break
-            looked = self.store.lookup_many([Query(*items[i][:3]) for i in pending], file_alone=True)
+            looked = self.store.lookup_many([Query(checks[i].key, checks[i].signature, checks[i].buckets)
+                                             for i in pending], file_alone=True)
             adds: list[Filing] = []
             planned: list[tuple[int, Verdict]] = []
             waiting: list[int] = []
             stale: list[str] = []
             for i, found in zip(pending, looked):
-                key, signature, buckets = items[i][:3]
-                fetched: Sequence[bytes] = items[i][3] if len(items[i]) > 3 else ()  # type: ignore[misc]
+                check = checks[i]
+                key, signature, buckets = check.key, check.signature, check.buckets
                 known = found.known
                 if known is not None:
-                    reason = self._recheck(known, [signature, *fetched])
+                    reason = self._recheck(known, [signature, *check.also])
                     if reason is None:
                         verdicts[i] = Verdict("seen", key, known.canonical or key, known.similarity)
                     else:
@@ -144,14 +164,18 @@ class Detector:
                     verdicts[i] = Verdict("unique", key, key, 1.0, rechecked=rechecked.get(i))
                     continue
                 token = found.token
-                matches = self._best_match(signature, found.candidates)
+                matches = self._best_match(check, found.candidates)
                 if matches:
                     (sim, best), also = matches[0], tuple(c.key for _, c in matches[1:])
                     adds.append(Filing(key, signature, buckets, best.key, sim, token, best.ref))
                     planned.append((i, Verdict("duplicate", key, best.key, sim, also, rechecked.get(i))))
                 else:
+                    # Copies that declared this page resemble it: linked for connected components, not filed.
+                    declarers = tuple(sorted(
+                        c.key for c in found.candidates if c.key in check.exclude
+                        and self._similarity(signature, c.key, c.signature) >= self.algorithm.threshold))
                     adds.append(Filing(key, signature, buckets, None, 1.0, token))
-                    planned.append((i, Verdict("unique", key, key, 1.0, rechecked=rechecked.get(i))))
+                    planned.append((i, Verdict("unique", key, key, 1.0, declarers, rechecked.get(i))))
             for (i, verdict), result in zip(planned, self.store.add_many(adds) if adds else []):
                 if result == Added.FILED:
                     verdicts[i] = verdict
@@ -164,33 +188,18 @@ class Detector:
             raise StoreError(f"check-and-insert kept colliding with other writers ({MAX_RETRIES} tries)")
         return verdicts  # type: ignore[return-value]
 
-    def check_fingerprint(self, key: str, signature: bytes, buckets,  # type: ignore[no-untyped-def]
-                          also: Sequence[bytes] = ()) -> Verdict:
-        return self.check_many([(key, signature, buckets, also)])[0]
+    def check_fingerprint(self, key: str, signature: bytes, buckets: Any, also: Sequence[bytes] = ()) -> Verdict:
+        return self.check_many([Check(key, signature, buckets, also)])[0]
 
-    def check_declared(self, url: str, declared: str, signature: bytes, buckets,  # type: ignore[no-untyped-def]
-                       also: Sequence[bytes] = ()) -> Verdict:
-        """Check-and-insert a page at ``url`` that declares ``declared`` its canonical URL
-        (``rel="canonical"``, RFC 6596): the page is a copy of that URL's page, so it is filed under it.
+    def group_of(self, key: str) -> str | None:
+        """The canonical page of the group ``key`` is filed in (itself when it is canonical); ``None`` when
+        it is not filed, or its record is orphaned."""
+        record = self.store.get(key)
+        if record is None or record.orphaned:
+            return None
+        return record.canonical or key
 
-        * ``declared`` is not filed yet: the page is filed under ``declared`` (verdict ``unique``, keyed by
-          ``declared``), so that the declared page, fetched later, is *seen*, not a near-duplicate of its
-          own copy.
-        * ``declared`` is filed and its content matches this page's (similarity at or above the
-          threshold): the page is a near-duplicate of it (``seen`` when ``url`` is ``declared`` itself).
-        * ``declared`` is filed but its content does not match: the declaration is not borne out (a site
-          that declares its home page canonical for every page, a hostile page), and the page is checked
-          under its own URL as if it declared nothing.
-        """
-        if declared == url:
-            return self.check_fingerprint(url, signature, buckets, also)
-        known = self.store.get(declared)
-        if known is None:
-            return self.check_fingerprint(declared, signature, buckets, also)
-        canonical = known.canonical or declared
-        stored = known.signature if known.canonical is None else getattr(self.store.get(canonical), "signature", None)
-        if stored:
-            similarity = self._similarity(signature, canonical, stored)
-            if similarity >= self.algorithm.threshold:
-                return Verdict("duplicate", url, canonical, similarity)
-        return self.check_fingerprint(url, signature, buckets, also)
+    def matches(self, signature: bytes, other: bytes) -> float | None:
+        """The similarity of two fingerprints when it is at or above the threshold; else ``None``."""
+        similarity = self.algorithm.similarity(signature, other)
+        return similarity if similarity >= self.algorithm.threshold else None

@@ -13,7 +13,6 @@ Nothing in a page is executed: lxml parses it, scripts and styles are discarded.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -68,72 +67,6 @@ def decode_html(body: bytes, content_type: str | None = None) -> str:
         return None
 
     return html_to_unicode(content_type, body, auto_detect_fun=auto_detect)[1]
-
-
-#: ``<link>`` elements in a page's head, and the attributes of one.
-_LINK_TAG = re.compile(r"<link\b([^>]*)>", re.IGNORECASE)
-_ATTRIBUTE = re.compile(r"""([a-zA-Z-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""")
-#: How far into a page its ``<link rel="canonical">`` is looked for (it belongs in the head).
-CANONICAL_SCAN_CHARS = 64 * 1024
-
-
-def canonical_url(value: str | None, base: str | None) -> str | None:
-    """A declared canonical URL made absolute against ``base``, without its fragment; ``None`` unless it
-    is an http(s) URL."""
-    from urllib.parse import urldefrag, urljoin, urlsplit
-
-    if not value or not value.strip():
-        return None
-    try:
-        url = urldefrag(urljoin(base or "", value.strip()))[0]
-        parts = urlsplit(url)
-        return url if parts.scheme in ("http", "https") and parts.netloc else None
-    except ValueError:
-        return None
-
-
-_HEAD_END = re.compile("</head>", re.IGNORECASE)
-_CANONICAL_WORD = re.compile("canonical", re.IGNORECASE)
-
-
-def declared_canonical(html: str, base: str | None = None) -> str | None:
-    """The URL a page declares canonical with ``<link rel="canonical" href="...">`` in its head, made
-    absolute (RFC 6596). Read with patterns over the page's first characters, not a parse, and only around
-    the word itself: a case-insensitive search finds the end of the head and each "canonical" in it, and
-    only the ``<link>`` tag around one is read (lower-casing the head, or reading each of its dozens of
-    tags, cost ~0.25 ms a page; this, tens of microseconds). An attribute the patterns misread yields
-    ``None``, never a wrong page."""
-    head_end = _HEAD_END.search(html, 0, CANONICAL_SCAN_CHARS)
-    end = head_end.start() if head_end else min(len(html), CANONICAL_SCAN_CHARS)
-    for word in _CANONICAL_WORD.finditer(html, 0, end):
-        at = word.start()
-        back = max(0, at - 4096)
-        before = html[back:at].lower()
-        start = before.rfind("<link")
-        close = html.find(">", at, end)
-        # The word inside a <link ...> tag: no '>' between the tag's start and the word.
-        if start < 0 or close < 0 or ">" in before[start:] or not _LINK_TAG.match(html, back + start):
-            continue
-        attributes = {name.lower(): next((v for v in values if v), "")
-                      for name, *values in _ATTRIBUTE.findall(html, back + start + 5, close)}
-        if "canonical" in attributes.get("rel", "").lower().split():
-            return canonical_url(attributes.get("href"), base)
-    return None
-
-
-_LINK_VALUE = re.compile(r"<([^>]*)>((?:\s*;\s*[^;,]+)*)")
-
-
-def link_header_canonical(values: list[str], base: str | None = None) -> str | None:
-    """The canonical URL an HTTP ``Link`` header declares (``<https://...>; rel="canonical"``, RFC 8288),
-    made absolute against ``base``."""
-    for value in values:
-        for target, params in _LINK_VALUE.findall(value):
-            for param in params.split(";"):
-                name, _, rel = param.partition("=")
-                if name.strip().lower() == "rel" and "canonical" in rel.strip().strip("\"'").lower().split():
-                    return canonical_url(target, base)
-    return None
 
 
 def _text_sheet() -> Any:

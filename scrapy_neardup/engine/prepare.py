@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .algorithms.base import Algorithm, Fingerprint, NoWords
-from .extract import Extraction, declared_canonical, extract
+from .canonical import declared_canonical
+from .extract import Extraction, extract
 from .template import page_sketcher, text_key
 
 
