@@ -304,15 +304,15 @@ def test_errors_are_told_by_their_class_not_their_text():
     assert classify(errors.NoScriptError("No matching script. Please use EVAL."), False) == "noscript"
     assert classify(errors.AuthenticationError("invalid username-password pair"), False) == "refused"
     assert classify(errors.NoPermissionError("this user has no permissions"), False) == "refused"
-    assert classify(errors.BusyLoadingError("Redis is loading the dataset in memory"), False) == "transient"
+    assert classify(errors.BusyLoadingError("Redis is loading the dataset in memory"), False) == "unreachable"
     assert classify(errors.ReadOnlyError("You can't write against a read only replica."), False) == "readonly"
     assert classify(errors.ReadOnlyError("You can't write against a read only replica."), True) == "transient"
     for cls in (errors.ClusterDownError, errors.TryAgainError, errors.MovedError, errors.AskError,
                 errors.MasterDownError):
         assert classify(cls("3999 127.0.0.1:6381" if cls in (errors.MovedError, errors.AskError) else "x"),
                         True) == "transient"
-    assert classify(errors.ConnectionError("Connection reset by peer"), False) == "transient"
-    assert classify(errors.TimeoutError("Timeout reading from socket"), False) == "transient"
+    assert classify(errors.ConnectionError("Connection reset by peer"), False) == "unreachable"
+    assert classify(errors.TimeoutError("Timeout reading from socket"), False) == "unreachable"
     assert classify(errors.ResponseError("BUSY Redis is busy running a script."), False) == "transient"
     assert classify(errors.ResponseError("WRONGTYPE Operation against a key"), False) == "fatal"
     # The old text test would have read these as NOSCRIPT / credentials: not so.

@@ -15,7 +15,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, TextResponse
 from scrapy.utils.defer import maybe_deferred_to_future
 
-from ..engine.canonical import Declaration, link_header_canonical, same_site
+from ..engine.canonical import Declaration, link_header_canonical, may_fetch
 from ..engine.decisions import Declared
 from .service import NearDupService, Prepared, verdict_meta
 
@@ -114,16 +114,12 @@ class NearDupDownloaderMiddleware:
             return response.replace(flags=[*response.flags, FLAG])
         return response
 
-    def _may_fetch(self, page_url: str, declared_url: str) -> bool:
-        fetch = self.config.canonical_fetch
-        return fetch == "all" or (fetch == "site" and same_site(page_url, declared_url))
-
     async def _fetch_declared(self, request: Request, key: str, declared_url: str) -> Declared | None:
         """The page a response declares canonical, fetched before the response is decided, as a redirect
         would be (through every downloader middleware: robots.txt, allowed domains, retries, redirects), when
         it may be fetched (``NEARDUP_CANONICAL_FETCH``) and neither page is filed yet. ``None`` (decide the
         response on its own) when it is not fetched, fails, or is not an HTML page with text."""
-        if not self._may_fetch(request.url, declared_url):
+        if not may_fetch(self.config.canonical_fetch, request.url, declared_url):
             return None
         service = self.service
         known = await service.known(key, declared_url)
@@ -175,7 +171,7 @@ class NearDupDownloaderMiddleware:
             return
         if canonical != declared and self._kept.get(canonical) is None:
             return  # the group's canonical page is not the one declared (nor where its URL redirected)
-        if not self._may_fetch(request.url, canonical):
+        if not may_fetch(self.config.canonical_fetch, request.url, canonical):
             return
         engine = self.crawler.engine
         if engine is None:  # pragma: no cover - the crawl is over

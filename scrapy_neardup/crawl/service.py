@@ -29,7 +29,7 @@ from twisted.python.threadpool import ThreadPool
 from zope.interface import implementer
 
 from .._config import Config, ConfigError, unknown_settings
-from ..engine.canonical import Declaration, declared_canonical
+from ..engine.canonical import Declaration, chosen, declared_canonical
 from ..engine.decisions import Decision, DecisionLoop, Declared
 from ..engine.detector import Detector, Verdict
 from ..engine.extract import decode_html, quiet_trafilatura
@@ -60,9 +60,6 @@ logger = logging.getLogger("scrapy_neardup")
 MAX_REPORTED_GROUPS = 10_000
 #: Groups written out in the closing log line.
 LOGGED_GROUPS = 20
-#: Declared pages decided first (when a copy brought them in) whose own response is still to come.
-MAX_DECIDED_FIRST = 10_000
-
 #: Fetches the page a response declares canonical, before the response is decided: given the response's
 #: key and the declared URL, the :class:`Declared` page (or ``None`` to decide without it).
 Resolver = Callable[[str, str], Awaitable["Declared | None"]]
@@ -78,6 +75,7 @@ class Outcome:
     result: Verdict | StoreError | None = None
     refiled: int = 0
     before: tuple[Decision, ...] = ()
+    again: bool = False
 
 #: Why a document was not checked: the ``neardup/skipped/<reason>`` stats and their log wording.
 SKIP_REASONS = {
@@ -246,9 +244,6 @@ class NearDupService:
         self.detector: Detector | None = None
         self._decisions: DecisionLoop | None = None
         self.groups: dict[str, list[str]] = {}
-        #: Declared pages decided when a copy brought them in, by key: their own response, when it comes, is
-        #: given that verdict instead of being counted again as seen.
-        self.decided_first: dict[str, Verdict] = {}
         self._logged_first_duplicate = False
         self._logged_first_seen = False
         self._logged_skip_reasons: set[str] = set()
@@ -487,8 +482,7 @@ class NearDupService:
             return self._settle(key, Outcome(prepared) if isinstance(prepared, Prepared) else prepared)
         declared = None
         if self.config.canonical and not own_key:
-            declaration = declaration or (Declaration(prepared.declared_canonical) if prepared.declared_canonical
-                                          else None)
+            declaration = chosen(declaration, prepared.declared_canonical)
             if declaration is not None and declaration.url != key:
                 declared = Declared(declaration.url)
                 if resolve is not None:
@@ -610,7 +604,8 @@ class NearDupService:
             except Exception as exc:  # noqa: BLE001 - a backend's untranslated failure is still the store's
                 return Outcome(prepared, StoreError(f"the store failed: {type(exc).__name__}: {exc}"))
         mine = made[-1]
-        return Outcome(mine.prepared, mine.verdict, mine.refiled, tuple(made[:-1]))
+        return Outcome(mine.prepared, mine.verdict, mine.refiled, tuple(d for d in made[:-1] if not d.again),
+                       mine.again)
 
     @staticmethod
     def _reply(deferred: Deferred, outcome: Any) -> None:  # type: ignore[type-arg]
@@ -653,14 +648,8 @@ class NearDupService:
         for before in outcome.before:  # the declared page, fetched and decided first
             self.stats.inc_value("neardup/canonical/fetched_first")
             self.record(before.key, before.verdict)
-            self.decided_first[before.key] = before.verdict
-            while len(self.decided_first) > MAX_DECIDED_FIRST:
-                self.decided_first.pop(next(iter(self.decided_first)))
         if isinstance(result, Verdict):
-            if result.status == "seen" and key in self.decided_first:
-                # Decided moments ago, when a copy brought it in: that was its check in this crawl.
-                result = self.decided_first.pop(key)
-            else:
+            if not outcome.again:  # else counted when a copy brought it in
                 self.record(key, result)
             return prepared, result
         if isinstance(result, StoreError):

@@ -112,25 +112,6 @@ def link_header_canonical(values: list[str], base: str | None = None) -> str | N
 
 
 
-def declaration(html: str | None, header_values: list[str] | None, base: str | None,
-                field: str | None = None) -> Declaration | None:
-    """The declaration a document makes, in order of precedence: the ``Link`` header (the server's own
-    word), then the page's head, then an input record's field."""
-    if header_values:
-        url = link_header_canonical(header_values, base)
-        if url:
-            return Declaration(url, "header")
-    if html:
-        url = declared_canonical(html, base)
-        if url:
-            return Declaration(url, "html")
-    if field:
-        url = canonical_url(field, base)
-        if url:
-            return Declaration(url, "field")
-    return None
-
-
 @lru_cache(maxsize=1)
 def _suffixes() -> Any:
     import tldextract
@@ -179,3 +160,19 @@ class Declarations:
     def declarers_of(self, key: str) -> frozenset[str]:
         """The keys of the pages that declared ``key`` their canonical URL."""
         return frozenset(self._by_declared.get(key, ()))
+
+
+def chosen(given: Declaration | None, in_html: str | None) -> Declaration | None:
+    """A document's declaration, in order of precedence: its HTTP ``Link`` header (the server's own word),
+    its HTML's ``<link rel="canonical">`` (``in_html``), then an input record's ``canonical`` field."""
+    if given is not None and given.source == "header":
+        return given
+    if in_html:
+        return Declaration(in_html, "html")
+    return given
+
+
+def may_fetch(policy: str, page_url: str, declared_url: str) -> bool:
+    """Whether a declared page is had before its copy is decided (``NEARDUP_CANONICAL_FETCH``): ``site``,
+    when both are on one site (:func:`same_site`); ``all``, always; ``none``, never."""
+    return policy == "all" or (policy == "site" and same_site(page_url, declared_url))

@@ -10,7 +10,7 @@ declared page comes from (fetched by a crawl, later in the CLI's input), differs
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .canonical import Declarations
 from .detector import Check, Detector, Verdict
@@ -39,6 +39,13 @@ class Decision:
     verdict: Verdict
     refiled: int = 0
     declared: str | None = None
+    #: The page was decided before, in this loop, when a copy that declared it brought it in: this is that
+    #: decision again, for its own arrival (counted once, not as *seen*).
+    again: bool = False
+
+
+#: Declared pages decided first whose own arrival is still to come, remembered by a loop.
+MAX_DECIDED_FIRST = 10_000
 
 
 @dataclass
@@ -60,6 +67,7 @@ class DecisionLoop:
         self.batch = max(1, batch)
         self.declarations = Declarations()
         self._waiting: list[_Waiting] = []
+        self._decided_first: dict[str, Decision] = {}
 
     def decide(self, key: str, url: str | None, prepared: Prepared,
                declared: Declared | None = None) -> list[Decision]:
@@ -69,6 +77,9 @@ class DecisionLoop:
         once with ``batch`` = 1); with a declared page that was had and that this page matches, that page's
         decision comes first (:mod:`.canonical`, rule 3)."""
         decided: list[Decision] = []
+        first = self._decided_first.pop(key, None)
+        if first is not None:  # brought in by a copy moments ago: that was its decision
+            return [*self.flush(), replace(first, again=True)]
         fetched = prepared
         refiled = 0
         if declared is not None and declared.key == key:
@@ -107,7 +118,13 @@ class DecisionLoop:
             return []
         if theirs.declared_canonical and theirs.declared_canonical != declared.key:
             self.declarations.note(declared.key, theirs.declared_canonical)  # a chain: followed one step
-        return self.decide(declared.key, declared.key, theirs) + self.flush()
+        made = self.decide(declared.key, declared.key, theirs) + self.flush()
+        for decision in made:
+            if decision.key == declared.key:
+                self._decided_first[decision.key] = decision
+                while len(self._decided_first) > MAX_DECIDED_FIRST:
+                    self._decided_first.pop(next(iter(self._decided_first)))
+        return made
 
     def flush(self) -> list[Decision]:
         """Decide every page waiting; their decisions, in input order."""

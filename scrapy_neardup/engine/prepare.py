@@ -17,7 +17,7 @@ import numpy as np
 
 from .algorithms.base import Algorithm, Fingerprint, NoWords
 from .canonical import declared_canonical
-from .extract import Extraction, extract
+from .extract import Extraction, decode_html, extract
 from .template import page_sketcher, text_key
 
 
@@ -96,7 +96,9 @@ class DocumentPipeline:
         started = time.perf_counter()
         got = self.text_of(html, url)
         seconds = time.perf_counter() - started
-        declared = declared_canonical(html, url) if self.find_canonical and isinstance(html, str) else None
+        declared = None
+        if self.find_canonical:
+            declared = declared_canonical(html if isinstance(html, str) else decode_html(html), url)
         return replace(self.from_extraction(got), extract_seconds=seconds, declared_canonical=declared)
 
     def text_of(self, html: str | bytes, url: str | None = None) -> Extraction:

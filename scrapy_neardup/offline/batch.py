@@ -19,9 +19,10 @@ from typing import NamedTuple, Union
 
 from .._config import Config
 from ..engine.algorithms.base import Fingerprint
-from ..engine.decisions import Decision, DecisionLoop
+from ..engine.canonical import Declaration, chosen, declared_canonical, may_fetch
+from ..engine.decisions import Decision, DecisionLoop, Declared
 from ..engine.detector import Verdict
-from ..engine.extract import quiet_trafilatura
+from ..engine.extract import decode_html, quiet_trafilatura
 from ..engine.prepare import DocumentPipeline, Prepared
 from ..store import Store
 from .inputs import BadLine, Document, DocumentReader, RawLine, parse_line
@@ -41,8 +42,17 @@ class Unreadable(NamedTuple):
     message: str
 
 
-#: What a worker sends back: a document's url and :meth:`Prepared.to_wire`, or :class:`Unreadable`.
-_Result = Union[tuple[str, tuple], Unreadable]  # type: ignore[type-arg]
+class Ready(NamedTuple):
+    """What a worker sends back for a document: its URL, :meth:`Prepared.to_wire`, and what its ``Link``
+    header or ``canonical`` field declares."""
+
+    url: str
+    wire: tuple  # type: ignore[type-arg]
+    declared: Declaration | None
+
+
+#: What a worker sends back: :class:`Ready`, or :class:`Unreadable`.
+_Result = Union[Ready, Unreadable]
 
 
 def _init_worker(config: Config, in_worker: bool = True) -> None:
@@ -60,7 +70,7 @@ def _prepare_in_worker(item: Document | RawLine) -> _Result:
             item = parse_line(item)
         except BadLine as exc:
             return Unreadable(str(exc))
-    return item.url, prepare(_worker_pipeline, item).to_wire()
+    return Ready(item.url, prepare(_worker_pipeline, item).to_wire(), item.declared)
 
 
 def _prepare_batch_in_worker(items: list[Document | RawLine]) -> list[_Result]:
@@ -87,6 +97,68 @@ def prepare(pipeline: DocumentPipeline, doc: Document) -> Prepared:
         return pipeline.from_text(doc.text or "")
     except Exception:  # one pathological document never ends a run
         return Prepared(None, "error")
+
+
+#: Input bytes of declared pages kept from the first pass for the copies that come before them.
+MAX_AHEAD_BYTES = 256 << 20
+
+
+class DeclaredAhead:
+    """Declared pages that come *after* a copy declaring them in the input, read in a first pass, so that each
+    is decided before its copy, as a crawl fetches a declared page first (:mod:`~scrapy_neardup.engine.canonical`,
+    rule 3): the same pages in the same order get the same groups from a crawl and from ``dedup``. Only the
+    declarations a crawl would fetch count (``NEARDUP_CANONICAL_FETCH``); the kept documents are bounded by
+    :data:`MAX_AHEAD_BYTES` (beyond it, copies are decided without their declared page, as a crawl whose
+    fetch failed)."""
+
+    def __init__(self, config: Config, documents: dict[str, Document]) -> None:
+        self.config = config
+        self.documents = documents
+        self._pipeline: DocumentPipeline | None = None
+
+    @classmethod
+    def scan(cls, config: Config, reader: DocumentReader) -> DeclaredAhead | None:
+        if not config.canonical or config.canonical_fetch == "none":
+            return None
+        first: dict[str, int] = {}
+        declaring: list[tuple[int, str]] = []
+        for i, doc in enumerate(_documents(reader)):
+            first.setdefault(doc.url, i)
+            html = decode_html(doc.html) if isinstance(doc.html, bytes) else doc.html
+            declaration = chosen(doc.declared, declared_canonical(html, doc.url) if html else None)
+            if declaration and declaration.url != doc.url and may_fetch(config.canonical_fetch, doc.url,
+                                                                        declaration.url):
+                declaring.append((i, declaration.url))
+        wanted = {url for i, url in declaring if first.get(url, -1) > i}
+        if not wanted:
+            return None
+        kept: dict[str, Document] = {}
+        size = 0
+        for doc in _documents(reader):
+            if doc.url in wanted and doc.url not in kept:
+                size += len(doc.html or doc.text or "")
+                if size > MAX_AHEAD_BYTES:
+                    break
+                kept[doc.url] = doc
+        return cls(config, kept)
+
+    def take(self, url: str) -> Declared | None:
+        """The declared page at ``url``, prepared here, once (later copies find it decided)."""
+        doc = self.documents.pop(url, None)
+        if doc is None:
+            return None
+        if self._pipeline is None:
+            quiet_trafilatura()
+            self._pipeline = self.config.build_pipeline()
+        return Declared(url, prepare(self._pipeline, doc))
+
+
+def _documents(reader: DocumentReader) -> Iterator[Document]:
+    """The documents of a reader, JSON lines parsed here (lines that cannot be read are passed over: the
+    main pass counts them)."""
+    for item in DocumentReader(reader.paths, raw_lines=False, max_size=reader.max_size, quiet=True):
+        if isinstance(item, Document):
+            yield item
 
 
 @dataclass
@@ -153,6 +225,16 @@ class BatchDeduplicator:
             for results in pool.imap(_prepare_batch_in_worker, chain(head, batches)):
                 yield from results
 
+    def _declared(self, url: str, given: Declaration | None, prepared: Prepared,
+                  ahead: DeclaredAhead | None) -> Declared | None:
+        """The page a document declares canonical, with the page itself when it comes later in the input."""
+        if not self.config.canonical:
+            return None
+        declaration = chosen(given, prepared.declared_canonical)
+        if declaration is None or declaration.url == url:
+            return None
+        return (ahead.take(declaration.url) if ahead is not None else None) or Declared(declaration.url)
+
     def run(self, documents: DocumentReader | Iterable[Document], on_verdict: Callable[[Verdict], None],
             progress: Progress | None = None, stats: BatchStats | None = None,
             should_stop: Callable[[], bool] | None = None,
@@ -171,9 +253,12 @@ class BatchDeduplicator:
             print(f"scrapy-neardup: {note.replace('NEARDUP_RESET = True', '--reset')}", file=sys.stderr)
             self.guard = self.config.build_template_guard(self.detector.algorithm)
         loop = DecisionLoop(self.detector, self.guard, batch=BATCH)
+        ahead = DeclaredAhead.scan(self.config, documents) if isinstance(documents, DocumentReader) else None
 
         def report(decisions: list[Decision]) -> None:
             for decision in decisions:
+                if decision.again:  # reported when a copy brought it in
+                    continue
                 if on_fingerprint is not None and decision.prepared.fingerprint is not None:
                     on_fingerprint(decision.key, decision.prepared.fingerprint)
                 verdict = decision.verdict
@@ -186,14 +271,14 @@ class BatchDeduplicator:
                     if isinstance(documents, DocumentReader):
                         documents.bad_line(result.message)
                     continue
-                url, wire = result
+                url = result.url
                 stats.documents += 1
-                prepared = Prepared.from_wire(wire)
+                prepared = Prepared.from_wire(result.wire)
                 if prepared.fingerprint is None:
                     reason = prepared.skip_reason
                     stats.skipped[reason] = stats.skipped.get(reason, 0) + 1
                     continue
-                report(loop.decide(url, url, prepared))
+                report(loop.decide(url, url, prepared, self._declared(url, result.declared, prepared, ahead)))
                 if progress is not None:
                     progress.update(stats)
                 if should_stop is not None and should_stop():

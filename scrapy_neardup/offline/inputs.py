@@ -1,8 +1,10 @@
 """Reading crawl dumps for the batch CLI: JSON lines and WARC files, streamed one document at a time.
 
-* JSONL: one object per line with ``url`` and either ``html`` or ``text``; ``.jsonl.gz`` is read too.
+* JSONL: one object per line with ``url`` and either ``html`` or ``text``, and optionally ``canonical`` (the
+  URL the document declares canonical, for documents without their HTML); ``.jsonl.gz`` is read too.
 * WARC / WARC.gz: ``response`` records with an HTML content type (read with warcio); the record's
-  ``WARC-Target-URI`` is the document's URL.
+  ``WARC-Target-URI`` is the document's URL, a ``Link: <...>; rel="canonical"`` header of its HTTP response
+  its declaration (the page's own ``<link rel="canonical">`` is read with its HTML).
 
 Lines or records that cannot be read are counted in :attr:`DocumentReader.errors` and passed over; one bad
 line never ends a run (a line nested too deeply for the JSON parser included). A line or record larger than
@@ -22,14 +24,20 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ..engine.canonical import Declaration, canonical_url, link_header_canonical
+
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Document:
+    """One input document; ``declared``: what its HTTP ``Link`` header or its record's ``canonical`` field
+    declares canonical (its HTML's own declaration is read with the HTML)."""
+
     url: str
     html: str | bytes | None = None
     text: str | None = None
+    declared: Declaration | None = None
 
 
 def _is_warc(path: str) -> bool:
@@ -94,15 +102,20 @@ def parse_line(raw: RawLine) -> Document:
         raise BadLine(f"{raw.path}:{raw.number}: line passed over: JSON nested too deeply") from None
     except (ValueError, KeyError, TypeError) as exc:
         raise BadLine(f"{raw.path}:{raw.number}: line passed over: {exc}") from None
-    return Document(url, html=html if isinstance(html, str) else None, text=text if html is None else None)
+    field = row.get("canonical")
+    declared = canonical_url(field, url) if isinstance(field, str) else None
+    return Document(url, html=html if isinstance(html, str) else None, text=text if html is None else None,
+                    declared=Declaration(declared, "field") if declared else None)
 
 
 class DocumentReader:
     """Documents of JSONL and WARC files, in order. With ``raw_lines``, JSON lines come as :class:`RawLine`
     for the caller to parse (with :func:`parse_line`) and to count in :meth:`bad_line`."""
 
-    def __init__(self, paths: list[str], raw_lines: bool = False, max_size: int | None = None) -> None:
+    def __init__(self, paths: list[str], raw_lines: bool = False, max_size: int | None = None,
+                 quiet: bool = False) -> None:
         self.paths = paths
+        self.quiet = quiet  # a first pass over the input: its main pass says what is wrong
         self.raw_lines = raw_lines
         self.max_size = max_size
         self.errors = 0
@@ -115,7 +128,8 @@ class DocumentReader:
 
     def bad_line(self, message: str) -> None:
         self.errors += 1
-        logger.warning("%s", message)
+        if not self.quiet:
+            logger.warning("%s", message)
 
     def _jsonl(self, path: str) -> Iterator[Document | RawLine]:
         opener = gzip.open if path.endswith(".gz") else open
@@ -132,7 +146,8 @@ class DocumentReader:
                         while line and not line.endswith(b"\n"):  # the rest of the line, a piece at a time
                             line = f.readline(1 << 20)
                         self.too_large += 1
-                        logger.warning("%s:%d: line passed over: larger than %d bytes", path, number, limit)
+                        if not self.quiet:
+                            logger.warning("%s:%d: line passed over: larger than %d bytes", path, number, limit)
                         continue
                     if not line.strip():
                         continue
@@ -183,7 +198,10 @@ class DocumentReader:
                 logger.warning("%s: record of %s passed over: larger than %d bytes", record.rec_headers.get_header(
                     "WARC-Record-ID") or "a WARC record", url, limit)
             else:
-                doc = Document(url, html=_decode(body, ctype))
+                links = [value for name, value in record.http_headers.headers if name.lower() == "link"]
+                declared = link_header_canonical(links, url) if links else None
+                doc = Document(url, html=_decode(body, ctype),
+                               declared=Declaration(declared, "header") if declared else None)
         elif record.rec_type == "response":
             self.passed_over += 1
         while record.raw_stream.read(1 << 20):

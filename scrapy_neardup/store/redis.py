@@ -764,8 +764,9 @@ class RedisErrors:
     * ``refused``: a login or an ACL refused (``AuthenticationError``, ``AuthorizationError``,
       ``NoPermissionError``): retrying cannot help.
     * ``noscript``: the server lost its script cache (``NoScriptError``): load the scripts again and repeat.
-    * ``transient``: the connection dropped or timed out, the server is loading its data set
-      (``BusyLoadingError``), a cluster is in failover or moving slots (``ClusterDownError``,
+    * ``unreachable``: the connection failed, dropped or timed out, or the server is loading its data set
+      (``BusyLoadingError``): retried with back-off.
+    * ``transient``: a cluster is in failover or moving slots (``ClusterDownError``,
       ``MasterDownError``, ``TryAgainError``, ``MovedError``, ``AskError``, and on a cluster a demoted master's
       ``ReadOnlyError``), or the server is busy running another client's script (``BUSY``, the one code
       redis-py files under no class of its own: told by the error code the RESP reply starts with).
@@ -784,8 +785,10 @@ class RedisErrors:
                                                                  "NoPermissionError") if hasattr(errors, name))
         self._noscript = errors.NoScriptError
         self._readonly = errors.ReadOnlyError
+        self._unreachable = tuple(getattr(errors, name) for name in ("ConnectionError", "TimeoutError",
+                                                                     "BusyLoadingError") if hasattr(errors, name))
         self._transient = tuple(getattr(errors, name) for name in (
-            "ConnectionError", "TimeoutError", "BusyLoadingError", "ClusterDownError", "MasterDownError",
+            "ClusterDownError", "MasterDownError",
             "TryAgainError", "AskError", "MovedError", "ClusterError", "SlotNotCoveredError",
             "RedisClusterException") if hasattr(errors, name))
         self._response = errors.ResponseError
@@ -797,6 +800,8 @@ class RedisErrors:
             return "noscript"
         if isinstance(exc, self._readonly):
             return "transient" if cluster else "readonly"
+        if isinstance(exc, self._unreachable):
+            return "unreachable"
         if isinstance(exc, self._transient):
             return "transient"
         if type(exc) is self._response:
@@ -906,7 +911,7 @@ class RedisStore(Store):
                 if kind == "fatal":
                     raise StoreError(f"Redis error at {self.location}: {type(exc).__name__}: {exc}") from exc
                 failure = exc
-                state = "without its scripts" if kind == "noscript" else "unavailable"
+                state = {"noscript": "without its scripts", "unreachable": "unreachable"}.get(kind, "unavailable")
                 if kind == "noscript":
                     # A server that lost its script cache (a restart: Redis 7+ and Valkey keep no scripts in
                     # the AOF; a promoted replica; SCRIPT FLUSH): load them again, and repeat the call now.
