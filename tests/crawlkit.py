@@ -207,9 +207,9 @@ def alive(pid):
 
 def pages_server(pages):
     """An HTTP server on 127.0.0.1 serving ``pages``: path → HTML (served as UTF-8 text/html), or path →
-    ``(body bytes, {header: value}[, status])`` for a page with headers (and a status) of its own, or path → a function that returns
-    either when the page is requested (:func:`gated`). Its listen backlog is raised: ``http.server``'s
-    default of 5 drops connections at crawl concurrency."""
+    ``(body bytes, {header: value}[, status])`` for a page with headers (and a status) of its own, or path →
+    a function that returns either when the page is requested (:func:`gated`). Its listen backlog is raised:
+    ``http.server``'s default of 5 drops connections at crawl concurrency."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Handler(BaseHTTPRequestHandler):
