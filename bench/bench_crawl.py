@@ -17,8 +17,16 @@ they run), the crawler's peak RSS and the largest worker's peak RSS. The floor: 
 with the plugin off, plus the extraction and fingerprint CPU per page measured alone in one process over the
 pages with distinct bodies (byte-identical copies reuse their first copy's job), divided by the cores.
 
-``--quality``: one tag-mode crawl at the defaults, scored pairwise against the labels, and
-``scrapy-neardup dedup`` over a JSONL of the same pages under the same URLs, scored the same way. With
+The pages keep their real ``<link rel="canonical">`` declarations, made local: a declared URL that is a page
+of the set is rewritten to that page's path on the one site (a syndicated copy then declares another
+cluster's page of the same site, the trap real sites set), any other stays as it is (another site).
+
+``--quality``: per crawl order (``--orders``: ``manifest``, ``copies-first`` (every page but the clusters'
+originals first), ``shuffled-N`` (seed N)), one tag-mode crawl at the defaults, scored pairwise against the
+labels, and ``scrapy-neardup dedup`` over a JSONL of the same pages in the same order, scored the same way.
+``--recrawl``: drop mode, copies first, crawled twice on one store (the second time in reverse order): the
+URLs each crawl emitted, whether they are the same, and the share of clusters of which one page reached the
+spider. With
 ``--processes N``, N crawls at once share the store, each on every N-th page (so that copies of one text
 fall to different crawls); ``--redis-cluster M`` gives them a real Redis Cluster of M masters
 (``tests/redis_cluster.py``) as their store, ``NEARDUP_STORE_URL = redis+cluster://…``.
@@ -32,6 +40,8 @@ import argparse
 import json
 import multiprocessing
 import os
+import random
+import re
 import resource
 import statistics
 import subprocess
@@ -45,6 +55,8 @@ sys.path.insert(0, ROOT)
 
 import localsite  # noqa: E402  (bench/, the script's own folder)
 
+from scrapy_neardup.engine.canonical import CANONICAL_SCAN_CHARS, declared_canonical  # noqa: E402
+from scrapy_neardup.engine.extract import decode_html  # noqa: E402
 from scrapy_neardup.offline.evaluation import load_manifest, read_page, score  # noqa: E402
 
 
@@ -58,11 +70,46 @@ def site_path(url: str) -> str:
     return path + ("?" + unquote(parts.query) if parts.query else "")
 
 
+_LINK_TAG = re.compile(rb"<link\b[^>]*>", re.IGNORECASE)
+_HREF = re.compile(rb"""(\bhref\s*=\s*)(["']?)([^"'\s>]*)\2""", re.IGNORECASE)
+
+
+def local_canonical(body: bytes, url: str, in_set: set[str]) -> bytes:
+    """The page with its declared canonical URL made a path of the one site when it is a page of the set."""
+    declared = declared_canonical(decode_html(body), url)
+    if declared is None or declared not in in_set:
+        return body
+    head = body[:CANONICAL_SCAN_CHARS]
+    for tag in _LINK_TAG.finditer(head):
+        if b"canonical" in tag.group(0).lower():
+            local = _HREF.sub(lambda m: m.group(1) + b'"' + site_path(declared).encode() + b'"', tag.group(0), 1)
+            return body[: tag.start()] + local + body[tag.end():]
+    return body
+
+
 def load_pages(dataset: str, manifest: list[dict]) -> dict[str, bytes]:
+    in_set = {row["url"] for row in manifest}
     pages = {}
     for row in manifest:
-        pages[site_path(row["url"])] = read_page(os.path.join(dataset, row["file"]))
+        pages[site_path(row["url"])] = local_canonical(read_page(os.path.join(dataset, row["file"])), row["url"],
+                                                       in_set)
     return pages
+
+
+def crawl_orders(manifest: list[dict], names: list[str]) -> dict[str, list[str]]:
+    """The site's paths in each named order."""
+    out = {}
+    for name in names:
+        if name == "manifest":
+            rows = manifest
+        elif name == "copies-first":
+            rows = sorted(manifest, key=lambda r: r["kind"] == "original")
+        elif name.startswith("shuffled-"):
+            rows = random.Random(int(name.split("-", 1)[1])).sample(manifest, len(manifest))
+        else:
+            raise SystemExit(f"unknown order {name!r}: manifest, copies-first or shuffled-N")
+        out[name] = [site_path(r["url"]) for r in rows]
+    return out
 
 
 def serve(pages: dict[str, bytes]) -> tuple[str, multiprocessing.Process]:
@@ -96,8 +143,8 @@ def crawl_child(base: str, paths: list[str], settings: dict, out: str) -> None:
         name = "site"
 
         async def start(self):  # type: ignore[no-untyped-def]
-            for path in paths:
-                yield scrapy.Request(base + path, dont_filter=True)
+            for path in paths:  # through the dupefilter, as a crawl's links: a declared page is delivered once
+                yield scrapy.Request(base + path)
 
         def parse(self, response):  # type: ignore[no-untyped-def]
             verdict = response.meta.get("neardup") or {}
@@ -263,12 +310,24 @@ def timings(args: argparse.Namespace, base: str, paths: list[str], pages: dict[s
 
 def quality(args: argparse.Namespace, base: str, paths: list[str], pages: dict[str, bytes],
             manifest: list[dict], workdir: str) -> dict:
-    by_path = {site_path(row["url"]): row["url"] for row in manifest}
-    settings = base_settings(workdir)
-    settings["NEARDUP_ENABLED"] = True
+    """Per crawl order, a crawl and ``dedup`` over the same pages in the same order, both scored."""
+    return {"pages": len(paths), "processes": args.processes,
+            "orders": {name: quality_in_order(args, base, order, pages, manifest, workdir)
+                       for name, order in crawl_orders(manifest, args.orders).items()}}
+
+
+def _settings_with(args: argparse.Namespace, workdir: str, **extra: object) -> dict:
+    settings = {**base_settings(workdir), "NEARDUP_ENABLED": True, **extra}
     for item in args.setting:
         name, _, value = item.partition("=")
         settings[name] = value
+    return settings
+
+
+def quality_in_order(args: argparse.Namespace, base: str, paths: list[str], pages: dict[str, bytes],
+                     manifest: list[dict], workdir: str) -> dict:
+    by_path = {site_path(row["url"]): row["url"] for row in manifest}
+    settings = _settings_with(args, workdir)
     cluster = None
     if args.redis_cluster:
         sys.path.insert(0, os.path.join(ROOT, "tests"))
@@ -287,19 +346,16 @@ def quality(args: argparse.Namespace, base: str, paths: list[str], pages: dict[s
             items += [json.loads(line) for line in f]
     result = {"seconds": max(r["seconds"] for r in results), "stats": results[0]["stats"] if len(results) == 1
               else [r["stats"] for r in results]}
-    # A page that declares a canonical URL (real pages carry their original site's) is filed under it: the
-    # canonical a copy is tagged with is then that URL, which stands for the page filed under it.
-    filed_as = {i["key"]: by_path[i["path"]] for i in items if i.get("key") and i["key"].startswith("http")}
 
     def page_of(url: str) -> str:
-        return filed_as.get(url) or by_path[unquote(url[len(base):])]
+        return by_path[unquote(url[len(base):])]
 
     pairs = [(by_path[i["path"]], page_of(i["near_duplicate_of"])) for i in items if i.get("near_duplicate_of")]
     crawl_score = score(manifest, pairs)
     jsonl = os.path.join(workdir, "site.jsonl")
     with open(jsonl, "w", encoding="utf-8") as f:
         for path in paths:
-            f.write(json.dumps({"url": base + path, "html": pages[path].decode("utf-8", "replace")}) + "\n")
+            f.write(json.dumps({"url": base + path, "html": decode_html(pages[path])}) + "\n")
     tsv = os.path.join(workdir, "pairs.tsv")
     subprocess.run([sys.executable, "-m", "scrapy_neardup.offline.cli", "dedup", jsonl, "-o", tsv], check=True,
                    cwd=ROOT)
@@ -311,11 +367,48 @@ def quality(args: argparse.Namespace, base: str, paths: list[str], pages: dict[s
     def row(s):  # type: ignore[no-untyped-def]
         return {"f1": round(s.f1, 4), "precision": round(s.precision, 4), "recall": round(s.recall, 4)}
 
-    return {"pages": len(paths), "processes": args.processes, "store": "redis+cluster" if args.redis_cluster else
-            settings.get("NEARDUP_STORE_URL") or "sqlite",
-            "crawl": {**row(crawl_score), "seconds": round(result["seconds"], 1),
-                                           "stats": result["stats"]},
+    return {"store": "redis+cluster" if args.redis_cluster else settings.get("NEARDUP_STORE_URL") or "sqlite",
+            "crawl": {**row(crawl_score), "seconds": round(result["seconds"], 1), "stats": result["stats"]},
             "cli": row(cli_score), "f1_gap": round(cli_score.f1 - crawl_score.f1, 4)}
+
+
+def recrawl(args: argparse.Namespace, base: str, paths: list[str], manifest: list[dict], workdir: str) -> dict:
+    """Drop mode, copies first, twice on one store (the second crawl in reverse order): what each emitted."""
+    server = None
+    if args.redis:
+        sys.path.insert(0, os.path.join(ROOT, "tests"))
+        from redis_server import RedisServer
+
+        server = RedisServer(os.path.join(workdir, "redis"), persistent=True).start()
+    store = server.url if server is not None else f"sqlite:///{os.path.join(workdir, 'recrawl.sqlite3')}"
+    settings = _settings_with(args, workdir, NEARDUP_ACTION="drop", NEARDUP_STORE_URL=store)
+    order = crawl_orders(manifest, ["copies-first"])["copies-first"]
+    cluster_of = {site_path(r["url"]): r["cluster"] for r in manifest}
+    emitted = []
+    try:
+        for n, crawl_paths in enumerate((order, list(reversed(order)))):
+            results = run_crawls(base, [crawl_paths[i :: args.processes] for i in range(args.processes)], settings,
+                                 workdir)
+            got: list[str] = []
+            for part in results:
+                with open(part["items"]) as f:
+                    got += [json.loads(line)["path"] for line in f]
+            emitted.append(got)
+    finally:
+        if server is not None:
+            server.stop()
+    first, second = emitted
+    per_cluster: dict[str, int] = {}
+    for path in first:
+        per_cluster[cluster_of[path]] = per_cluster.get(cluster_of[path], 0) + 1
+    clusters = {r["cluster"] for r in manifest}
+    return {"pages": len(paths), "processes": args.processes, "store": "redis" if server is not None else "sqlite",
+            "first_emitted": len(first), "second_emitted": len(second), "same": sorted(first) == sorted(second),
+            "emitted_twice_in_a_crawl": len(first) - len(set(first)),
+            "only_in_first": len(set(first) - set(second)), "only_in_second": len(set(second) - set(first)),
+            "clusters": len(clusters), "clusters_with_one_page_emitted": sum(1 for c in clusters
+                                                                             if per_cluster.get(c, 0) == 1),
+            "clusters_with_none": sum(1 for c in clusters if per_cluster.get(c, 0) == 0)}
 
 
 def stability(args: argparse.Namespace, base: str, paths: list[str], workdir: str) -> dict:
@@ -350,6 +443,11 @@ def main() -> int:
                         help="also time these variants at the core count (no name: all): the template guard "
                              "off, main-content extraction off, the body cache off")
     parser.add_argument("--quality", action="store_true", help="score a crawl and the CLI on the same pages")
+    parser.add_argument("--orders", nargs="+", default=["manifest", "copies-first", "shuffled-1", "shuffled-2",
+                                                        "shuffled-3"],
+                        help="--quality: crawl orders (manifest, copies-first, shuffled-N)")
+    parser.add_argument("--recrawl", action="store_true", help="drop mode, crawled twice on one store")
+    parser.add_argument("--redis", action="store_true", help="--recrawl: a real redis-server as the store")
     parser.add_argument("--stability", type=int, default=0, metavar="N", help="N crawls in a row")
     parser.add_argument("--processes", type=int, default=1, help="--quality: crawls at once, sharing the store")
     parser.add_argument("--redis-cluster", type=int, default=0, metavar="M",
@@ -367,6 +465,8 @@ def main() -> int:
     try:
         if args.quality:
             out = quality(args, base, paths, pages, manifest, workdir)
+        elif args.recrawl:
+            out = recrawl(args, base, paths, manifest, workdir)
         elif args.stability:
             out = stability(args, base, paths, workdir)
         else:

@@ -59,6 +59,9 @@ DEFAULTS: dict[str, Any] = {
     "NEARDUP_REDIS_RETRIES": 3,
     "NEARDUP_REDIS_TIMEOUT_SECS": 5.0,
     "NEARDUP_REDIS_BUCKET_BINS": 262_144,
+    "NEARDUP_REDIS_TLS_CA_FILE": None,
+    "NEARDUP_REDIS_TLS_CERT_FILE": None,
+    "NEARDUP_REDIS_TLS_KEY_FILE": None,
     "NEARDUP_RESET": False,
     "NEARDUP_SHINGLE_SIZE": None,
     "NEARDUP_SIMHASH_BLOCKS": None,
@@ -183,6 +186,16 @@ def _choice(settings: SettingsLike, name: str, allowed: tuple[str, ...]) -> str:
     return value.strip().lower()
 
 
+def _file(settings: SettingsLike, name: str) -> str | None:
+    """An optional path of a file that must exist and be readable now (a TLS certificate or key)."""
+    value = settings.get(name, DEFAULTS[name])
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not os.path.isfile(value) or not os.access(value, os.R_OK):
+        raise _fail(name, value, "the path of a readable file, or None")
+    return value
+
+
 def _template_repeats(settings: SettingsLike) -> int:
     value = _int(settings, "NEARDUP_TEMPLATE_REPEATS", 0, 1_000_000)
     if value == 1:
@@ -216,6 +229,9 @@ class Config:
     redis_retries: int = 3
     redis_timeout_secs: float = 5.0
     redis_bucket_bins: int = 262_144
+    redis_tls_ca_file: str | None = None
+    redis_tls_cert_file: str | None = None
+    redis_tls_key_file: str | None = None
     reset: bool = False
     shingle_size: int = 2
     simhash_blocks: int | None = None
@@ -305,6 +321,9 @@ class Config:
             redis_retries=_int(settings, "NEARDUP_REDIS_RETRIES", 0, 100),  # type: ignore[arg-type]
             redis_timeout_secs=_float(settings, "NEARDUP_REDIS_TIMEOUT_SECS", 0.0, 3600.0, open_low=True),  # type: ignore[arg-type]
             redis_bucket_bins=_redis_bucket_bins(settings),
+            redis_tls_ca_file=_file(settings, "NEARDUP_REDIS_TLS_CA_FILE"),
+            redis_tls_cert_file=_file(settings, "NEARDUP_REDIS_TLS_CERT_FILE"),
+            redis_tls_key_file=_file(settings, "NEARDUP_REDIS_TLS_KEY_FILE"),
             reset=_bool(settings, "NEARDUP_RESET"),
             shingle_size=shingle_size or kind.DEFAULT_SHINGLE_SIZE,
             simhash_blocks=_int(settings, "NEARDUP_SIMHASH_BLOCKS", 2, 64, optional=True),
@@ -435,6 +454,9 @@ class Config:
             retries=self.redis_retries,
             timeout_secs=self.redis_timeout_secs,
             bucket_bins=self.redis_bucket_bins,
+            tls_ca_file=self.redis_tls_ca_file,
+            tls_cert_file=self.redis_tls_cert_file,
+            tls_key_file=self.redis_tls_key_file,
         )
 
     def resolve_store_url(self, spider_name: str, data_dir: str) -> str:

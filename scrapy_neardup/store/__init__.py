@@ -34,6 +34,7 @@ BACKENDS = {
     "rediss": "redis:RedisStore",
     "unix": "redis:RedisStore",
     "redis+cluster": "redis:RedisStore",
+    "rediss+cluster": "redis:RedisStore",
 }
 #: URL schemes :func:`store_from_url` understands.
 STORE_SCHEMES = tuple(BACKENDS)

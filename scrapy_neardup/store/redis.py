@@ -821,11 +821,14 @@ class RedisStore(Store):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisStore:
-        wanted = ("prefix", "retries", "backoff_secs", "timeout_secs", "bucket_bins")
+        wanted = ("prefix", "retries", "backoff_secs", "timeout_secs", "bucket_bins", "tls_ca_file", "tls_cert_file",
+                  "tls_key_file")
         return cls(url, **{k: v for k, v in options.items() if k in wanted})
 
     def __init__(self, url: str, prefix: str = "neardup:{spider}", retries: int = 3, backoff_secs: float = 0.2,
-                 timeout_secs: float = 5.0, bucket_bins: int = 1 << (GROUP_BITS + BUCKET_BIN_BITS)) -> None:
+                 timeout_secs: float = 5.0, bucket_bins: int = 1 << (GROUP_BITS + BUCKET_BIN_BITS),
+                 tls_ca_file: str | None = None, tls_cert_file: str | None = None,
+                 tls_key_file: str | None = None) -> None:
         try:
             import redis
         except ImportError as exc:
@@ -838,8 +841,16 @@ class RedisStore(Store):
         self.backoff_secs = backoff_secs
         self.timeout_secs = timeout_secs
         self.location = redact_url(url) + f" (keys {prefix}:*)"
-        #: ``redis+cluster://host:port[,host:port...]/``: a Redis Cluster through redis-py's cluster client.
-        self.cluster = url.lower().startswith("redis+cluster://")
+        #: ``redis+cluster://host:port[,host:port...]/`` (``rediss+cluster://`` with TLS): a Redis Cluster through
+        #: redis-py's cluster client.
+        self.cluster = url.lower().startswith(("redis+cluster://", "rediss+cluster://"))
+        #: TLS (``rediss://``, ``rediss+cluster://``): the CA that signed the server's certificate, and the
+        #: client's certificate and key where the server asks for one (``tls-auth-clients``).
+        self.tls = url.lower().startswith("rediss")
+        self._tls_options: dict[str, Any] = {}
+        if self.tls:
+            self._tls_options = {k: v for k, v in (("ssl_ca_certs", tls_ca_file), ("ssl_certfile", tls_cert_file),
+                                                   ("ssl_keyfile", tls_key_file)) if v}
         if bucket_bins & (bucket_bins - 1) or not 1 << (GROUP_BITS + 6) <= bucket_bins <= 1 << (GROUP_BITS + 16):
             raise StoreError(f"bucket_bins must be a power of two from {1 << (GROUP_BITS + 6)} to "
                              f"{1 << (GROUP_BITS + 16)}, got {bucket_bins}")
@@ -870,10 +881,12 @@ class RedisStore(Store):
             self.client = RedisCluster(
                 startup_nodes=nodes, username=unquote(user) or None, password=unquote(password) or None,
                 socket_timeout=self.timeout_secs, socket_connect_timeout=self.timeout_secs,
+                **({"ssl": True, **self._tls_options} if self.tls else {}),
             )
         else:
             self.client = redis.Redis.from_url(
-                self.url, socket_timeout=self.timeout_secs, socket_connect_timeout=self.timeout_secs
+                self.url, socket_timeout=self.timeout_secs, socket_connect_timeout=self.timeout_secs,
+                **self._tls_options,
             )
         self._call(self.client.ping)
         self._load_scripts()
