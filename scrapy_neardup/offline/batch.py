@@ -114,6 +114,7 @@ class DeclaredAhead:
     def __init__(self, config: Config, documents: dict[str, Document]) -> None:
         self.config = config
         self.documents = documents
+        self._prepared: dict[str, Prepared] = {}
         self._pipeline: DocumentPipeline | None = None
 
     @classmethod
@@ -143,14 +144,18 @@ class DeclaredAhead:
         return cls(config, kept)
 
     def take(self, url: str) -> Declared | None:
-        """The declared page at ``url``, prepared here, once (later copies find it decided)."""
-        doc = self.documents.pop(url, None)
-        if doc is None:
-            return None
-        if self._pipeline is None:
-            quiet_trafilatura()
-            self._pipeline = self.config.build_pipeline()
-        return Declared(url, prepare(self._pipeline, doc))
+        """The declared page at ``url``, prepared here (once): for every copy that declares it until one
+        matches it and brings it in, as a crawl fetches it for each such copy."""
+        prepared = self._prepared.get(url)
+        if prepared is None:
+            doc = self.documents.pop(url, None)
+            if doc is None:
+                return None
+            if self._pipeline is None:
+                quiet_trafilatura()
+                self._pipeline = self.config.build_pipeline()
+            prepared = self._prepared[url] = prepare(self._pipeline, doc)
+        return Declared(url, prepared)
 
 
 def _documents(reader: DocumentReader) -> Iterator[Document]:
