@@ -205,3 +205,22 @@ def test_one_threshold_means_one_jaccard_similarity_for_minhash_and_simhash():
     for name, errs in errors.items():
         mean = sum(errs) / len(errs)
         assert abs(mean) < 0.05, (name, mean)  # unbiased estimates of the same quantity
+
+
+def test_a_threshold_raised_since_a_page_was_filed_is_not_a_change_of_content(tmp_path):
+    """A near-duplicate filed at similarity 0.6 under threshold 0.45, fetched again unchanged after the
+    threshold became 0.8: seen, as it was filed; a real change still counts."""
+    store = make_store("sqlite", tmp_path)
+    detector = Detector(MinHashLSH(threshold=0.45, shingle_size=2), store)
+    detector.open()
+    base = article(7)
+    copy = edit(base, 45)
+    assert detector.check("http://a/", base).status == "unique"
+    filed = detector.check("http://copy/", copy)
+    assert filed.status == "duplicate" and filed.similarity < 0.8
+    stricter = Detector(MinHashLSH(threshold=0.8, shingle_size=2), store)
+    again = stricter.check("http://copy/", copy)
+    assert (again.status, again.rechecked) == ("seen", None)
+    assert stricter.check("http://a/", base).status == "seen"
+    rewritten = stricter.check("http://copy/", article(8))
+    assert rewritten.rechecked == "changed"

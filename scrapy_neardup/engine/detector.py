@@ -101,7 +101,10 @@ class Detector:
         if not self.recheck_changed or not reference or not signatures:
             return None
         where = known.canonical or known.key
-        if all(self._similarity(sig, where, reference) < self.algorithm.threshold for sig in signatures):
+        # Below the threshold *and* below the similarity the record was judged at: a page that is as it was
+        # when filed is seen, whatever the threshold has become since (a changed NEARDUP_THRESHOLD).
+        bar = min(self.algorithm.threshold, known.similarity) - 1e-6
+        if all(self._similarity(sig, where, reference) < bar for sig in signatures):
             return "changed"
         return None
 

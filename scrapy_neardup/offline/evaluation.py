@@ -162,16 +162,19 @@ def read_page(path: str) -> bytes:
     return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
 
 
-def _extract_job(job: tuple[str, str, bool, int, bool, str, bool]) -> tuple[Any, float]:
+def _extract_job(job: tuple[str, str, bool, int, bool, str, bool]) -> tuple[Any, float, str | None]:
+    """A page's extraction, its seconds, and the URL its ``<link rel="canonical">`` declares."""
     import time
 
-    from ..engine.extract import extract
+    from ..engine.canonical import declared_canonical
+    from ..engine.extract import decode_html, extract
 
     path, url, use_main, min_length, fast, favor, with_page_text = job
+    body = read_page(path)
     started = time.perf_counter()
-    got = extract(read_page(path), url, use_main=use_main, min_length=min_length, fast=fast, favor=favor,
+    got = extract(body, url, use_main=use_main, min_length=min_length, fast=fast, favor=favor,
                   with_page_text=with_page_text)
-    return got, time.perf_counter() - started
+    return got, time.perf_counter() - started, declared_canonical(decode_html(body), url)
 
 
 def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, Any]], workers: int | None = None,
@@ -182,15 +185,20 @@ def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, 
     import multiprocessing
     import os
     import time
+    from dataclasses import replace
 
-    from ..engine.decisions import DecisionLoop
+    from ..engine.canonical import may_fetch
+    from ..engine.decisions import DecisionLoop, Declared
     from ..engine.detector import Detector
     from ..store import MemoryStore
 
     manifest = load_manifest(manifest_path)[:limit] if limit else load_manifest(manifest_path)
     judged = load_judged(judged_path) if judged_path else None
     base = os.path.dirname(os.path.abspath(manifest_path))
-    extracted: dict[tuple[bool, int, bool, str, bool], tuple[list[Any], list[float]]] = {}
+    extracted: dict[tuple[bool, int, bool, str, bool], tuple[list[Any], list[float], list[str | None]]] = {}
+    position: dict[str, int] = {}
+    for i, row in enumerate(manifest):
+        position.setdefault(row["url"], i)
     rows = []
     for name, config in configurations:
         setting = (config.extract, config.min_text_length, config.extract_fast, config.extract_favor,
@@ -199,8 +207,8 @@ def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, 
             jobs = [(os.path.join(base, r["file"]), r["url"], *setting) for r in manifest]
             with multiprocessing.Pool(max(1, workers or os.cpu_count() or 1)) as pool:
                 results = pool.map(_extract_job, jobs, chunksize=8)
-            extracted[setting] = ([r[0] for r in results], [r[1] for r in results])
-        texts, extract_secs = extracted[setting]
+            extracted[setting] = ([r[0] for r in results], [r[1] for r in results], [r[2] for r in results])
+        texts, extract_secs, declared = extracted[setting]
         pipeline = config.build_pipeline()
         algorithm = pipeline.algorithm
         store = MemoryStore()
@@ -209,11 +217,23 @@ def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, 
         loop = DecisionLoop(detector, config.build_template_guard(algorithm))
         pairs = []
         started = time.perf_counter()
-        for row, got in zip(manifest, texts):
-            prepared = pipeline.from_extraction(got)
+        def prepared_at(i: int):  # type: ignore[no-untyped-def]
+            return replace(pipeline.from_extraction(texts[i]), declared_canonical=declared[i])
+
+        for i, row in enumerate(manifest):
+            prepared = prepared_at(i)
             if prepared.fingerprint is None:
                 continue
-            for decision in loop.decide(row["url"], row["url"], prepared):
+            # Declarations as a crawl weighs them (scrapy_neardup.engine.canonical): a declared page later in
+            # the set is had first, as a crawl fetches it.
+            url, target = row["url"], declared[i] if config.canonical else None
+            page: Declared | None = None
+            if target and target != url:
+                later = position.get(target, -1) > i and may_fetch(config.canonical_fetch, url, target)
+                page = Declared(target, prepared_at(position[target]) if later else None)
+            for decision in loop.decide(url, url, prepared, page):
+                if decision.again:
+                    continue
                 verdict = decision.verdict
                 if verdict.status == "duplicate":
                     pairs.append((verdict.key, verdict.canonical, verdict.similarity))
