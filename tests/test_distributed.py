@@ -314,3 +314,68 @@ def test_maintenance_reaches_every_master_of_a_cluster(redis_cluster):
     assert store.expire(time.time() + 10) == 1 and store.count() == 0
     assert store.purge() == 0 and store.lookup([1, 2])[0] == []
     store.close()
+
+
+def _example_process(tmp_path, redis_url, name, **settings):
+    """A ``scrapy crawl news_redis`` of example_project with its distributed settings, started, not waited."""
+    from crawlkit import EXAMPLE
+
+    stats_file, items_file = tmp_path / f"{name}-stats.json", tmp_path / f"{name}-items.jsonl"
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "news_redis", "-O", f"{items_file}:jsonlines",
+           "-s", "EXTENSIONS=" + json.dumps({"crawlkit.StatsToFile": 0}), "-s", f"TEST_STATS_FILE={stats_file}",
+           "-s", "MAX_IDLE_TIME_BEFORE_CLOSE=8", "-s", "LOG_LEVEL=INFO"]
+    for key, value in settings.items():
+        cmd += ["-s", f"{key}={value}"]
+    env = dict(os.environ, SCRAPY_SETTINGS_MODULE="distributed_settings", NEARDUP_EXAMPLE_REDIS_URL=redis_url,
+               PYTHONPATH=os.pathsep.join([EXAMPLE, HERE, ROOT, os.environ.get("PYTHONPATH", "")]))
+    log = open(tmp_path / f"{name}.log", "w")
+    return subprocess.Popen(cmd, cwd=EXAMPLE, env=env, stdout=log, stderr=subprocess.STDOUT), stats_file, items_file
+
+
+@pytest.fixture
+def one_redis_server(tmp_path):
+    """A server of the first kind of the matrix only (a test of the example, not of the servers)."""
+    from redis_server import RedisServer
+
+    server = RedisServer(str(tmp_path / "redis"), persistent=True).start()
+    yield server
+    server.stop()
+
+
+def test_the_scrapy_redis_example_shares_the_crawl_and_the_index_and_recrawls(site, one_redis_server, tmp_path):
+    """example_project's RedisSpider, as docs/scaling.md runs it: two processes share the queue and the index
+    and keep together what one process keeps; after the dupefilter key is deleted, a re-crawl finds every page
+    it checked seen. (A process idle for a while looks at the shared queue on Scrapy's 5 s heartbeat: the
+    crawl is slowed so that both take part.)"""
+    pytest.importorskip("scrapy_redis")
+    import redis
+
+    redis_server = one_redis_server
+    client = redis.Redis.from_url(redis_server.url)
+    rounds = []
+    for round_name in ("first", "again"):
+        if round_name == "again":
+            assert client.delete("news_redis:dupefilter") == 1  # what a re-crawl under SCHEDULER_PERSIST needs
+        # One request at a time each, a little apart: the shared queue feeds both processes.
+        runs = [_example_process(tmp_path, redis_server.url, f"{round_name}{i}", CONCURRENT_REQUESTS=1,
+                                 DOWNLOAD_DELAY=0.25) for i in range(2)]
+        wait_until(lambda: all("Spider opened" in (tmp_path / f"{round_name}{i}.log").read_text() for i in range(2)),
+                   what="both spiders opened")
+        client.lpush("news_redis:start_urls", site + "/")
+        for proc, _, _ in runs:
+            assert proc.wait(120) == 0
+        stats = [json.loads(stats_file.read_text()) for _, stats_file, _ in runs]
+        for s in stats:
+            assert s["finish_reason"] == "finished" and "neardup/store_error" not in s
+            assert s.get("neardup/checked", 0) >= 1, s  # both processes took part
+        rounds.append(stats)
+    total = lambda stats, key: sum(s.get(key, 0) for s in stats)  # noqa: E731
+    first, again = rounds
+    checked = total(first, "neardup/checked")
+    single = run_scrapy(["crawl", "news", "-a", f"site={site}/"], tmp_path, {
+        "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/single.sqlite3"}, name="single")
+    assert single.stats["finish_reason"] == "finished"
+    for key in ("neardup/checked", "neardup/unique", "neardup/duplicate"):
+        assert total(first, key) == single.stats[key], key
+    assert total(again, "neardup/seen") == checked and total(again, "neardup/checked") == checked
+    client.close()
