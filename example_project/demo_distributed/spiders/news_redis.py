@@ -1,7 +1,6 @@
+from demo.items import ArticleItem
 from scrapy.http import HtmlResponse
 from scrapy_redis.spiders import RedisSpider
-
-from demo.items import ArticleItem
 
 
 class NewsRedisSpider(RedisSpider):
