@@ -24,6 +24,10 @@ cluster's page of the same site, the trap real sites set), any other stays as it
 ``--quality``: per crawl order (``--orders``: ``manifest``, ``copies-first`` (every page but the clusters'
 originals first), ``shuffled-N`` (seed N)), one tag-mode crawl at the defaults, scored pairwise against the
 labels, and ``scrapy-neardup dedup`` over a JSONL of the same pages in the same order, scored the same way.
+``--aliases``: a site of aliases that declare their originals, as real sites serve them: each original of
+the set under its path, a tracking-parameter copy (``?utm_source=feed``, the same bytes), an AMP copy
+(``/amp/…``), and the cluster's print and noise pages, each declaring the original; crawled in drop mode,
+copies first and shuffled, then again on the same store: how many pages of each group reached the spider.
 ``--recrawl``: drop mode, copies first, crawled twice on one store (the second time in reverse order): the
 URLs each crawl emitted, whether they are the same, and the share of clusters of which one page reached the
 spider. With
@@ -372,6 +376,85 @@ def quality_in_order(args: argparse.Namespace, base: str, paths: list[str], page
             "cli": row(cli_score), "f1_gap": round(cli_score.f1 - crawl_score.f1, 4)}
 
 
+_HEAD_OPEN = re.compile(rb"<head\b[^>]*>", re.IGNORECASE)
+
+
+def declaring(body: bytes, path: str) -> bytes:
+    """The page with its ``<link rel="canonical">`` pointing to ``path`` (replaced, or added to its head)."""
+    head = body[:CANONICAL_SCAN_CHARS]
+    for tag in _LINK_TAG.finditer(head):
+        if b"canonical" in tag.group(0).lower() and b"rel" in tag.group(0).lower():
+            local = _HREF.sub(lambda m: m.group(1) + b'"' + path.encode() + b'"', tag.group(0), 1)
+            return body[: tag.start()] + local + body[tag.end():]
+    link = b'<link rel="canonical" href="' + path.encode() + b'">'
+    found = _HEAD_OPEN.search(head)
+    return body[: found.end()] + link + body[found.end():] if found else link + body
+
+
+def alias_site(dataset: str, manifest: list[dict]) -> tuple[dict[str, bytes], dict[str, str]]:
+    """Pages (path → body) and each path's group (its original's path)."""
+    by_cluster: dict[str, list[dict]] = {}
+    for row in manifest:
+        by_cluster.setdefault(row["cluster"], []).append(row)
+    pages: dict[str, bytes] = {}
+    group: dict[str, str] = {}
+    for rows in by_cluster.values():
+        original = next((r for r in rows if r["kind"] == "original"), None)
+        if original is None:
+            continue
+        home = site_path(original["url"])
+        body = read_page(os.path.join(dataset, original["file"]))
+        own = declaring(body, home)
+        copies = {home: own, home + ("&" if "?" in home else "?") + "utm_source=feed": own,
+                  "/amp" + home: own}
+        for row in rows:
+            if row["kind"] in ("print", "noise"):
+                copies[site_path(row["url"]) if row["kind"] == "noise" else "/print" + home] = declaring(
+                    read_page(os.path.join(dataset, row["file"])), home)
+        for path, page in copies.items():
+            pages[path] = page
+            group[path] = home
+    return pages, group
+
+
+def aliases(args: argparse.Namespace, workdir: str) -> dict:
+    manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
+    pages, group = alias_site(args.dataset, manifest)
+    base, server = serve(pages)
+    originals = set(group.values())
+    copies = [p for p in pages if p not in originals]
+    orders = {"copies-first": copies + sorted(originals),
+              "shuffled-1": random.Random(1).sample(list(pages), len(pages))}
+    out: dict = {"pages": len(pages), "groups": len(originals)}
+    try:
+        for name, order in orders.items():
+            store = f"sqlite:///{os.path.join(workdir, name + '.sqlite3')}"
+            settings = _settings_with(args, workdir, NEARDUP_ACTION="drop", NEARDUP_STORE_URL=store)
+            emitted = []
+            for crawl_paths in (order, list(reversed(order))):
+                result = run_crawl(base, crawl_paths, settings, workdir)
+                with open(result["items"]) as f:
+                    emitted.append([json.loads(line)["path"] for line in f])
+            first = emitted[0]
+            per_group: dict[str, list[str]] = {}
+            for path in first:
+                per_group.setdefault(group.get(path, "?"), []).append(path)
+            out[name] = {
+                "emitted": len(first), "emitted_again": len(emitted[1]),
+                "same_on_recrawl": sorted(first) == sorted(emitted[1]),
+                "groups_with_one_page": sum(1 for g in originals if len(per_group.get(g, ())) == 1),
+                "groups_with_more": sum(1 for g in originals if len(per_group.get(g, ())) > 1),
+                "groups_with_none": sum(1 for g in originals if not per_group.get(g)),
+                "one_page_and_it_is_the_original": sum(1 for g in originals if per_group.get(g) == [g]),
+            }
+            out[name]["share_with_at_most_one"] = round(
+                (out[name]["groups_with_one_page"] + out[name]["groups_with_none"]) / len(originals), 4)
+            print(name, out[name], file=sys.stderr, flush=True)
+    finally:
+        server.terminate()
+    return out
+
+
 def recrawl(args: argparse.Namespace, base: str, paths: list[str], manifest: list[dict], workdir: str) -> dict:
     """Drop mode, copies first, twice on one store (the second crawl in reverse order): what each emitted."""
     server = None
@@ -447,6 +530,7 @@ def main() -> int:
                                                         "shuffled-3"],
                         help="--quality: crawl orders (manifest, copies-first, shuffled-N)")
     parser.add_argument("--recrawl", action="store_true", help="drop mode, crawled twice on one store")
+    parser.add_argument("--aliases", action="store_true", help="a site of aliases declaring their originals")
     parser.add_argument("--redis", action="store_true", help="--recrawl: a real redis-server as the store")
     parser.add_argument("--stability", type=int, default=0, metavar="N", help="N crawls in a row")
     parser.add_argument("--processes", type=int, default=1, help="--quality: crawls at once, sharing the store")
@@ -455,6 +539,11 @@ def main() -> int:
     parser.add_argument("-s", dest="setting", action="append", default=[], metavar="NAME=VALUE",
                         help="a Scrapy setting for the --quality crawl")
     args = parser.parse_args()
+    if args.aliases:
+        workdir = tempfile.mkdtemp(prefix="bench-crawl-")
+        print(json.dumps({"command": " ".join(["bench/bench_crawl.py", *sys.argv[1:]]), **aliases(args, workdir)},
+                         indent=1))
+        return 0
     manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
     if args.limit:
         manifest = manifest[: args.limit]
