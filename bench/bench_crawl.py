@@ -52,6 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from urllib.parse import unquote, urlsplit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -391,13 +392,15 @@ def declaring(body: bytes, path: str) -> bytes:
     return body[: found.end()] + link + body[found.end():] if found else link + body
 
 
-def alias_site(dataset: str, manifest: list[dict]) -> tuple[dict[str, bytes], dict[str, str]]:
-    """Pages (path → body) and each path's group (its original's path)."""
+def alias_site(dataset: str, manifest: list[dict]) -> tuple[dict[str, bytes], dict[str, str], dict[str, str]]:
+    """Pages (path → body), each path's group (its original's path) and its kind (original, tracking, amp,
+    print, noise)."""
     by_cluster: dict[str, list[dict]] = {}
     for row in manifest:
         by_cluster.setdefault(row["cluster"], []).append(row)
     pages: dict[str, bytes] = {}
     group: dict[str, str] = {}
+    kind: dict[str, str] = {}
     for rows in by_cluster.values():
         original = next((r for r in rows if r["kind"] == "original"), None)
         if original is None:
@@ -405,21 +408,22 @@ def alias_site(dataset: str, manifest: list[dict]) -> tuple[dict[str, bytes], di
         home = site_path(original["url"])
         body = read_page(os.path.join(dataset, original["file"]))
         own = declaring(body, home)
-        copies = {home: own, home + ("&" if "?" in home else "?") + "utm_source=feed": own,
-                  "/amp" + home: own}
+        tracking = home + ("&" if "?" in home else "?") + "utm_source=feed"
+        copies = {home: (own, "original"), tracking: (own, "tracking"), "/amp" + home: (own, "amp")}
         for row in rows:
             if row["kind"] in ("print", "noise"):
-                copies[site_path(row["url"]) if row["kind"] == "noise" else "/print" + home] = declaring(
-                    read_page(os.path.join(dataset, row["file"])), home)
-        for path, page in copies.items():
+                path = site_path(row["url"]) if row["kind"] == "noise" else "/print" + home
+                copies[path] = (declaring(read_page(os.path.join(dataset, row["file"])), home), row["kind"])
+        for path, (page, what) in copies.items():
             pages[path] = page
             group[path] = home
-    return pages, group
+            kind[path] = what
+    return pages, group, kind
 
 
 def aliases(args: argparse.Namespace, workdir: str) -> dict:
     manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
-    pages, group = alias_site(args.dataset, manifest)
+    pages, group, kind = alias_site(args.dataset, manifest)
     base, server = serve(pages)
     originals = set(group.values())
     copies = [p for p in pages if p not in originals]
@@ -446,6 +450,8 @@ def aliases(args: argparse.Namespace, workdir: str) -> dict:
                 "groups_with_more": sum(1 for g in originals if len(per_group.get(g, ())) > 1),
                 "groups_with_none": sum(1 for g in originals if not per_group.get(g)),
                 "one_page_and_it_is_the_original": sum(1 for g in originals if per_group.get(g) == [g]),
+                "extra_pages_by_kind": dict(sorted(Counter(kind[p] for g in originals for p in per_group.get(g, [])
+                                                           if len(per_group[g]) > 1 and p != g).items())),
             }
             out[name]["share_with_at_most_one"] = round(
                 (out[name]["groups_with_one_page"] + out[name]["groups_with_none"]) / len(originals), 4)

@@ -181,6 +181,10 @@ def test_tag_mode_gives_the_same_groups_in_any_order_and_again(tmp_path):
             assert all(group[c] == "/a" for c in ("/a?utm_source=feed", "/amp/a", "/print/a")), group
             assert group["/d-print"] == "/d" and group["/a"] == "/a", group
             groups.append(group)
+            # Again, in reverse order, on the same store: every page keeps its group.
+            again = site.crawl(tmp_path, f"tag-{order_name}-again", list(reversed(order)), store_url, action="tag")
+            assert again.stats.get("neardup/seen") == again.stats["neardup/checked"], again.neardup_stats()
+            assert again.stats["neardup/tagged"] == result.stats["neardup/tagged"]
     assert groups[0] == groups[1]
 
 
