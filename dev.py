@@ -6,6 +6,7 @@
     python3 dev.py lint        # ruff (lint, import order) and mypy, as CI runs them before the tests
     python3 dev.py oldest      # the crawl tests on the oldest Scrapy line supported (2.13), in .venv-oldest
     python3 dev.py bench ...   # a benchmark script from bench/, with the peer libraries installed
+    python3 dev.py package     # build the sdist and wheel into dist/, install the wheel in a fresh venv, smoke-test it
 
 The virtual environment is reinstalled only when pyproject.toml changes.
 """
@@ -26,7 +27,8 @@ PYTHON = os.path.join(VENV, "Scripts" if os.name == "nt" else "bin", "python")
 OLDEST_SCRAPY = "scrapy==2.13.4"
 #: The tests that run crawls, for the oldest Scrapy.
 OLDEST_TESTS = ["tests/test_crawl.py", "tests/test_canonical.py", "tests/test_workers.py", "tests/test_bad_input.py"]
-EXTRAS = {"example": "", "test": "[test]", "lint": "[test]", "bench": "[test,bench]", "oldest": "[test]"}
+EXTRAS = {"example": "", "test": "[test]", "lint": "[test]", "bench": "[test,bench]", "oldest": "[test]",
+          "package": "[test]"}
 
 
 def ensure_venv(extras: str, venv: str = VENV, pins: tuple[str, ...] = ()) -> None:
@@ -52,6 +54,34 @@ def ensure_venv(extras: str, venv: str = VENV, pins: tuple[str, ...] = ()) -> No
         f.write(" ".join([*installed, digest]))
 
 
+def package() -> int:
+    """Build the sdist and the wheel, install the wheel (not the source tree) with its extras into a fresh
+    virtual environment outside the repository, and run .ci/wheel_smoke.py with it: a real crawl and a dedup."""
+    import glob
+    import shutil
+    import tempfile
+
+    dist = os.path.join(ROOT, "dist")
+    shutil.rmtree(dist, ignore_errors=True)
+    subprocess.check_call([PYTHON, "-m", "pip", "install", "--quiet", "build"])
+    subprocess.check_call([PYTHON, "-m", "build", "--outdir", dist, ROOT])
+    wheels = glob.glob(os.path.join(dist, "*.whl"))
+    sdists = glob.glob(os.path.join(dist, "*.tar.gz"))
+    if len(wheels) != 1 or len(sdists) != 1:
+        print(f"dev.py package: expected one wheel and one sdist in {dist}, found {wheels + sdists}")
+        return 1
+    place = tempfile.mkdtemp(prefix="neardup-wheel-venv-")
+    try:
+        venv_module.create(place, with_pip=True)
+        python = os.path.join(place, "Scripts" if os.name == "nt" else "bin", "python")
+        subprocess.check_call([python, "-m", "pip", "install", "--quiet", f"{wheels[0]}[redis,warc]"])
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env["PATH"] = os.path.dirname(python) + os.pathsep + env.get("PATH", "")
+        return subprocess.call([python, os.path.join(ROOT, ".ci", "wheel_smoke.py")], cwd=place, env=env)
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in EXTRAS:
         print(__doc__)
@@ -63,6 +93,8 @@ def main(argv: list[str]) -> int:
         python = os.path.join(oldest, "Scripts" if os.name == "nt" else "bin", "python")
         return subprocess.call([python, "-m", "pytest", *OLDEST_TESTS, *rest], cwd=ROOT)
     ensure_venv(EXTRAS[command])
+    if command == "package":
+        return package()
     if command == "example":
         return subprocess.call([PYTHON, os.path.join(ROOT, "example_project", "run_example.py"), *rest])
     if command == "test":
