@@ -340,3 +340,51 @@ def test_evaluate_scores_a_users_own_judged_pairs(demo_pages, tmp_path):
     bad = run_cli("evaluate", str(manifest), "--workers", "1", "--judged", str(judged), check=False)
     assert bad.returncode == 1 and "judged.tsv:1: expected url_a<TAB>url_b<TAB>0 or 1" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_a_run_that_read_no_document_fails_in_one_line_and_writes_nothing(tmp_path):
+    out = tmp_path / "pairs.tsv"
+    out.write_text("an earlier run's pairs\n")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    unreadable = tmp_path / "bad.jsonl"
+    unreadable.write_text('[1, 2]\n{"html": "<p>x</p>"}\nnot json\n{"url": 7, "text": "t"}\n{"url": "u"}\n'
+                          '{"url": "u", "html": 5}\n')
+    for source, what in ((empty, "(empty)"), (unreadable, "(6 unreadable lines)")):
+        proc = run_cli("dedup", str(source), "-o", str(out), check=False)
+        assert proc.returncode == 1, proc.stderr
+        last = proc.stderr.strip().splitlines()[-1]
+        assert last.startswith("scrapy-neardup: no document read from") and what in last, proc.stderr
+        assert out.read_text() == "an earlier run's pairs\n"  # not truncated
+    messages = run_cli("dedup", str(unreadable), "-o", str(out), check=False).stderr
+    for expected in ("bad.jsonl:1: line passed over: a list, not a JSON object",
+                     'bad.jsonl:2: line passed over: no "url" field',
+                     "bad.jsonl:3: line passed over: not JSON (expecting value at column 1)",
+                     'bad.jsonl:4: line passed over: "url" is a number, not a non-empty string',
+                     'bad.jsonl:5: line passed over: no "html" or "text" field',
+                     'bad.jsonl:6: line passed over: "html" is a number, not a string'):
+        assert expected in messages, messages
+    assert "KeyError" not in messages and "'url'" not in messages and "list indices" not in messages
+    allowed = run_cli("dedup", str(empty), "-o", str(out), "--allow-empty")
+    assert allowed.returncode == 0 and out.read_text() == ""
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text("\n")
+    proc = run_cli("evaluate", str(manifest), check=False)
+    assert proc.returncode == 1 and "no page in the manifest" in proc.stderr
+
+
+def test_a_rerun_on_the_same_store_writes_the_same_pairs(tmp_path):
+    words = [f"w{i}" for i in range(400)]
+    docs = [{"url": "u1", "text": " ".join(words)}, {"url": "u2", "text": " ".join(words[:-3] + ["x", "y", "z"])},
+            {"url": "u3", "text": " ".join(reversed(words))}, {"url": "u4", "text": " ".join(words[3:])}]
+    src = tmp_path / "texts.jsonl"
+    src.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    store = f"sqlite:///{tmp_path}/s.sqlite3"
+    first, again, new = (tmp_path / name for name in ("first.tsv", "again.tsv", "new.tsv"))
+    clusters = tmp_path / "clusters.jsonl"
+    run_cli("dedup", str(src), "-o", str(first), "--store", store, "--workers", "1")
+    run_cli("dedup", str(src), "-o", str(again), "--store", store, "--workers", "1", "--clusters", str(clusters))
+    assert first.read_text() == again.read_text() and len(first.read_text().splitlines()) == 2
+    assert json.loads(clusters.read_text().splitlines()[0])["members"] == ["u1", "u2", "u4"]
+    run_cli("dedup", str(src), "-o", str(new), "--store", store, "--workers", "1", "--only-new")
+    assert new.read_text() == ""

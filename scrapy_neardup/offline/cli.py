@@ -123,6 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "each near-duplicate against its canonical only; costs memory and time that grow "
                             "with the square of the largest group")
     dedup.add_argument("--clusters", metavar="FILE", help="also write the clusters as JSON lines")
+    dedup.add_argument("--only-new", action="store_true",
+                       help="write only the pairs of documents new to the store (a rerun on a persistent store "
+                            "otherwise writes the pairs of the documents it knows, from the store)")
+    dedup.add_argument("--allow-empty", action="store_true",
+                       help="an input with no readable document is not an error: empty outputs, exit status 0")
     dedup.add_argument("--cluster-mode", choices=("strict", "components"), default="strict",
                        help="strict: every member resembles the canonical; components: connected components "
                             "(default: strict)")
@@ -150,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--workers", type=_positive_int, help="processes for extraction (default: CPUs)")
     evaluate.add_argument("--limit", type=int, help="only the first N pages")
     evaluate.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
+    evaluate.add_argument("--allow-empty", action="store_true", help="a manifest of no page is not an error")
     evaluate.add_argument("--pairs", metavar="FILE", help="write the predicted pairs (the last configuration)")
     evaluate.add_argument("--judged", metavar="PAIRS.tsv",
                           help="also score on pairs you judged: url_a<TAB>url_b<TAB>1 (near-duplicates) or 0 (not)")
@@ -273,10 +279,19 @@ class _StopRequest:
         signal.signal(signal.SIGINT, self._previous)
 
 
+def _nothing_read(inputs: list[str], unreadable: int, too_large: int, not_html: int) -> str:
+    """The one line of a run that read no document: what the input held instead."""
+    held = [f"{n} {what}" for n, what in ((unreadable, "unreadable lines"), (too_large, "lines or records over "
+                                           "--max-body-size"), (not_html, "WARC records that are not HTML responses"))
+            if n]
+    return (f"no document read from {', '.join(inputs)}" + (f" ({', '.join(held)})" if held else " (empty)")
+            + "; nothing written (pass --allow-empty to write empty outputs and exit 0)")
+
+
 def cmd_dedup(args: argparse.Namespace) -> int:
     from ..engine.cluster import clusters
     from .batch import BatchDeduplicator, BatchStats, Progress
-    from .inputs import DocumentReader, check_inputs
+    from .inputs import DocumentReader, InputError, check_inputs
 
     config = _config(_settings_from_args(args))
     check_inputs(args.inputs)
@@ -306,7 +321,9 @@ def cmd_dedup(args: argparse.Namespace) -> int:
             out.write(f"{tsv_field(key)}\t{tsv_field(other)}\t{similarity:.4f}\n")
 
     def on_verdict(verdict):  # type: ignore[no-untyped-def]
-        if verdict.status == "duplicate":
+        # A document known from an earlier run is *seen*; its pair comes from the store, so that a rerun over
+        # the same input writes the same pairs (--only-new: the pairs of documents new in this run only).
+        if verdict.status == "duplicate" or (verdict.is_duplicate and not args.only_new):
             if all_pairs is None:
                 out.write(f"{tsv_field(verdict.key)}\t{tsv_field(verdict.canonical)}\t{verdict.similarity:.4f}\n")
             if keep_edges:
@@ -321,6 +338,9 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         with stop:
             runner.run(reader, on_verdict, Progress(args.progress), stats=stats, should_stop=stop.requested,
                        on_fingerprint=on_fingerprint if all_pairs is not None else None)
+        if stats.documents == 0 and not args.allow_empty and not stop.requested():
+            # An output with no pairs would read "no near-duplicates" in a pipeline: it is not written.
+            raise InputError(_nothing_read(args.inputs, reader.errors, reader.too_large, reader.passed_over))
         if args.clusters:
             for members in clusters(edges, args.cluster_mode):
                 outputs[1].file.write(
@@ -348,7 +368,11 @@ def cmd_dedup(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from .evaluation import evaluate_configurations, lexicon_for_manifest
+    from .evaluation import evaluate_configurations, lexicon_for_manifest, load_manifest
+    from .inputs import InputError
+
+    if not load_manifest(args.manifest) and not args.allow_empty:
+        raise InputError(f"{args.manifest}: no page in the manifest; nothing scored (pass --allow-empty to exit 0)")
 
     base = _settings_from_args(args)
     if args.all:

@@ -92,20 +92,41 @@ class BadLine(ValueError):
 
 
 def parse_line(raw: RawLine) -> Document:
+    """The document of a JSON line; :class:`BadLine` saying what is wrong with it, in one line."""
+    where = f"{raw.path}:{raw.number}: line passed over"
     try:
         row = json.loads(raw.line.decode("utf-8", errors="replace"))
-        url = row["url"]
-        html, text = row.get("html"), row.get("text")
-        if not isinstance(url, str) or not (isinstance(html, str) or isinstance(text, str)):
-            raise ValueError("needs a string 'url' and a string 'html' or 'text'")
     except RecursionError:
-        raise BadLine(f"{raw.path}:{raw.number}: line passed over: JSON nested too deeply") from None
-    except (ValueError, KeyError, TypeError) as exc:
-        raise BadLine(f"{raw.path}:{raw.number}: line passed over: {exc}") from None
+        raise BadLine(f"{where}: JSON nested too deeply") from None
+    except ValueError as exc:
+        problem = exc.msg if isinstance(exc, json.JSONDecodeError) else "invalid"
+        column = f" at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+        raise BadLine(f"{where}: not JSON ({problem.lower()}{column})") from None
+    if not isinstance(row, dict):
+        raise BadLine(f"{where}: {_json_kind(row)}, not a JSON object with \"url\" and \"html\" or \"text\"")
+    url, html, text = row.get("url"), row.get("html"), row.get("text")
+    if "url" not in row:
+        raise BadLine(f'{where}: no "url" field')
+    if not isinstance(url, str) or not url.strip():
+        raise BadLine(f'{where}: "url" is {_json_kind(url)}, not a non-empty string')
+    if html is None and text is None:
+        raise BadLine(f'{where}: no "html" or "text" field')
+    for name, value in (("html", html), ("text", text)):
+        if value is not None and not isinstance(value, str):
+            raise BadLine(f'{where}: "{name}" is {_json_kind(value)}, not a string')
     field = row.get("canonical")
     declared = canonical_url(field, url) if isinstance(field, str) else None
-    return Document(url, html=html if isinstance(html, str) else None, text=text if html is None else None,
+    return Document(url, html=html, text=text if html is None else None,
                     declared=Declaration(declared, "field") if declared else None)
+
+
+def _json_kind(value: object) -> str:
+    """What a JSON value is, in words: "a list", "a number", "null"."""
+    if value is None:
+        return "null"
+    kinds = ((bool, "a boolean"), (int, "a number"), (float, "a number"), (str, "a string"), (list, "a list"),
+             (dict, "an object"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), type(value).__name__)
 
 
 class DocumentReader:
