@@ -4,6 +4,7 @@ import gzip
 import io
 import json
 import os
+import random
 import subprocess
 import sys
 
@@ -95,7 +96,8 @@ def test_dedup_text_input_and_store_reuse(tmp_path):
     assert other.returncode != 0 and 'sketch: stored "one-permutation", configured (none)' in other.stderr
 
 
-def test_dedup_warc(demo_pages, tmp_path):
+@pytest.mark.parametrize("reader", ["fastwarc", "warcio"])
+def test_dedup_warc(demo_pages, tmp_path, reader):
     pages, groups = demo_pages
     path = tmp_path / "crawl.warc.gz"
     with open(path, "wb") as f:
@@ -109,7 +111,8 @@ def test_dedup_warc(demo_pages, tmp_path):
         writer.write_record(writer.create_warc_record(SITE + "/x.png", "response", payload=io.BytesIO(b"\x89PNG"),
                                                       http_headers=headers))
     out = tmp_path / "pairs.tsv"
-    proc = run_cli("dedup", str(path), "-o", str(out), "--algorithm", "minhash", "--threshold", "0.5")
+    proc = run_cli("dedup", str(path), "-o", str(out), "--algorithm", "minhash", "--threshold", "0.5",
+                   "--warc-reader", reader)
     summary = json.loads(proc.stderr.strip().splitlines()[-1])
     assert summary["not_html_records"] == 1
     found = closure_pairs([tuple(line.split("\t")[:2]) for line in out.read_text().splitlines()])
@@ -388,3 +391,40 @@ def test_a_rerun_on_the_same_store_writes_the_same_pairs(tmp_path):
     assert json.loads(clusters.read_text().splitlines()[0])["members"] == ["u1", "u2", "u4"]
     run_cli("dedup", str(src), "-o", str(new), "--store", store, "--workers", "1", "--only-new")
     assert new.read_text() == ""
+
+
+def _story_page(seed):
+    rng = random.Random(seed)
+    text = " ".join(f"w{rng.randrange(50_000)}" for _ in range(300))
+    return f"<html><head><title>t</title></head><body><article><p>{text}</p></article></body></html>".encode()
+
+
+@pytest.mark.parametrize("reader", ["fastwarc", "warcio"])
+def test_warc_and_arc_files_as_they_are_found_are_read(tmp_path, reader):
+    """A WARC gzipped as one stream (not a member per record), and an ARC file with a space in a URL: both
+    valid, both read; a WARC cut short is still said to be truncated, in one line."""
+    buffer = io.BytesIO()
+    writer = WARCWriter(buffer, gzip=False)
+    for url, seed in (("http://a/1", 1), ("http://a/2", 1), ("http://a/3", 2)):
+        headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8"),
+                                              ("Link", '<http://a/1>; rel="canonical"')], protocol="HTTP/1.0")
+        writer.write_record(writer.create_warc_record(url, "response", payload=io.BytesIO(_story_page(seed)),
+                                                      http_headers=headers))
+    single = tmp_path / "single.warc.gz"
+    single.write_bytes(gzip.compress(buffer.getvalue()))
+    arc = tmp_path / "space.arc"
+    description = b"1 0 test\nURL IP-address Archive-date Content-type Archive-length\n"
+    data = f"filedesc://space.arc 0.0.0.0 20260101000000 text/plain {len(description)}\n".encode() + description
+    for url, seed in (("http://a/with space/1", 3), ("http://a/4", 3)):
+        http = b"HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n\r\n" + _story_page(seed)
+        data += b"\n" + f"{url} 127.0.0.1 20260101000000 text/html {len(http)}\n".encode() + http
+    arc.write_bytes(data + b"\n")
+    for source, pair in ((single, "http://a/2\thttp://a/1"), (arc, "http://a/4\thttp://a/with%20space/1")):
+        out = tmp_path / f"{source.name}.tsv"
+        proc = run_cli("dedup", str(source), "-o", str(out), "--warc-reader", reader, check=False)
+        assert proc.returncode == 0, proc.stderr
+        assert out.read_text().startswith(pair), out.read_text()
+    cut = tmp_path / "cut.warc.gz"
+    cut.write_bytes(single.read_bytes()[:-300])
+    proc = run_cli("dedup", str(cut), "-o", str(tmp_path / "cut.tsv"), "--warc-reader", reader, check=False)
+    assert proc.returncode == 1 and "truncated" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

@@ -161,7 +161,8 @@ class DeclaredAhead:
 def _documents(reader: DocumentReader) -> Iterator[Document]:
     """The documents of a reader, JSON lines parsed here (lines that cannot be read are passed over: the
     main pass counts them)."""
-    for item in DocumentReader(reader.paths, raw_lines=False, max_size=reader.max_size, quiet=True):
+    for item in DocumentReader(reader.paths, raw_lines=False, max_size=reader.max_size, quiet=True,
+                               warc_reader=reader.warc_reader):
         if isinstance(item, Document):
             yield item
 

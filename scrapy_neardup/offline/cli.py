@@ -126,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     dedup.add_argument("--only-new", action="store_true",
                        help="write only the pairs of documents new to the store (a rerun on a persistent store "
                             "otherwise writes the pairs of the documents it knows, from the store)")
+    dedup.add_argument("--warc-reader", choices=("auto", "fastwarc", "warcio"), default="auto",
+                       help="the WARC reader: FastWARC where installed (auto, the default), or warcio; ARC files "
+                            "are always read with warcio")
     dedup.add_argument("--allow-empty", action="store_true",
                        help="an input with no readable document is not an error: empty outputs, exit status 0")
     dedup.add_argument("--cluster-mode", choices=("strict", "components"), default="strict",
@@ -295,7 +298,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
 
     config = _config(_settings_from_args(args))
     check_inputs(args.inputs)
-    reader = DocumentReader(args.inputs, raw_lines=True, max_size=config.max_body_size)
+    reader = DocumentReader(args.inputs, raw_lines=True, max_size=config.max_body_size, warc_reader=args.warc_reader)
     # Every output is opened before the work: a bad path must not be found after a persistent store has
     # already filed every page (a rerun would then find them all seen, and the pairs would be lost).
     outputs = [AtomicOutput(args.output)]

@@ -134,8 +134,10 @@ class DocumentReader:
     for the caller to parse (with :func:`parse_line`) and to count in :meth:`bad_line`."""
 
     def __init__(self, paths: list[str], raw_lines: bool = False, max_size: int | None = None,
-                 quiet: bool = False) -> None:
+                 quiet: bool = False, warc_reader: str = "auto") -> None:
         self.paths = paths
+        #: ``auto``: FastWARC for WARC files where it is installed, warcio otherwise (and for ARC files).
+        self.warc_reader = warc_reader
         self.quiet = quiet  # a first pass over the input: its main pass says what is wrong
         self.raw_lines = raw_lines
         self.max_size = max_size
@@ -184,25 +186,40 @@ class DocumentReader:
             raise InputError(f"{path}: reading stopped after line {number}: {exc}") from None
 
     def _warc(self, path: str) -> Iterator[Document]:
-        try:
-            from warcio.archiveiterator import ArchiveIterator
-        except ImportError:  # pragma: no cover - depends on the install
-            raise InputError(f"{path}: reading WARC files needs warcio: pip install 'scrapy-neardup[warc]'") from None
+        """The HTML responses of a WARC or ARC file, read with FastWARC where it is installed (WARC only) and
+        warcio otherwise. A gzipped file is decompressed here, as one stream whether its records are gzip
+        members of their own or the whole file is one (both are found in the wild), so that a file cut short
+        is an error of Python's gzip, never a silent end."""
         records = 0
-        with open(path, "rb") as f:
+        with open(path, "rb") as raw, _Watched(gzip.open(raw, "rb") if _is_gzip(path) else raw) as f:
             try:
-                for record in ArchiveIterator(f, arc2warc=True):
-                    doc = self._warc_document(record)
-                    records += 1
-                    if doc is not None:
-                        yield doc
-            except Exception as exc:  # a truncated or corrupt archive (warcio raises many kinds)
-                size, where = os.path.getsize(path), f.tell()
-                if where >= size:
+                with _quiet_warcio(self.quiet):
+                    fast = self.warc_reader == "fastwarc" or (self.warc_reader == "auto" and _fastwarc() is not None)
+                    if fast and _fastwarc() is None:
+                        raise InputError("--warc-reader fastwarc needs FastWARC: pip install fastwarc")
+                    reader = self._fastwarc if fast and not _is_arc(path) else self._warcio
+                    for doc in reader(f):
+                        records += 1
+                        if doc is not None:
+                            yield doc
+                if f.failure is not None:  # a reader that ended quietly on the stream's error
+                    raise f.failure
+            except InputError:
+                raise
+            except Exception as exc:  # a truncated or corrupt archive (the readers raise many kinds)
+                size, where = os.path.getsize(path), raw.tell()
+                if where >= size or isinstance(exc, EOFError):
                     raise InputError(f"{path}: truncated: the file ends inside record {records + 1}, after "
                                      f"{records} complete records ({size:,} bytes)") from None
+                message = " ".join(str(exc).split())  # warcio's messages run over several lines
                 raise InputError(f"{path}: WARC reading stopped at record {records + 1} (byte {where:,} of "
-                                 f"{size:,}): {type(exc).__name__}: {exc}") from None
+                                 f"{size:,}): {type(exc).__name__}: {message}") from None
+
+    def _warcio(self, stream) -> Iterator[Document | None]:  # type: ignore[no-untyped-def]
+        from warcio.archiveiterator import ArchiveIterator
+
+        for record in ArchiveIterator(stream, arc2warc=True):
+            yield self._warc_document(record)
 
     def _warc_document(self, record) -> Document | None:  # type: ignore[no-untyped-def]
         """The document of an HTML ``response`` record; ``None`` for any other record. Every record is read
@@ -216,8 +233,9 @@ class DocumentReader:
             body = record.content_stream().read() if limit is None else record.content_stream().read(limit + 1)
             if limit is not None and len(body) > limit:
                 self.too_large += 1
-                logger.warning("%s: record of %s passed over: larger than %d bytes", record.rec_headers.get_header(
-                    "WARC-Record-ID") or "a WARC record", url, limit)
+                if not self.quiet:
+                    logger.warning("%s: record of %s passed over: larger than %d bytes", record.rec_headers.get_header(
+                        "WARC-Record-ID") or "a WARC record", url, limit)
             else:
                 links = [value for name, value in record.http_headers.headers if name.lower() == "link"]
                 declared = link_header_canonical(links, url) if links else None
@@ -230,6 +248,102 @@ class DocumentReader:
         if getattr(record.raw_stream, "limit", 0) > 0:
             raise EOFError("record shorter than its Content-Length")
         return doc
+
+    def _fastwarc(self, stream) -> Iterator[Document | None]:  # type: ignore[no-untyped-def]
+        fastwarc = _fastwarc()
+        assert fastwarc is not None
+        for record in fastwarc.ArchiveIterator(stream, record_types=fastwarc.WarcRecordType.response,
+                                               parse_http=True, stream_detect=False):
+            ctype = (record.http_headers.get("Content-Type") if record.http_headers is not None else "") or ""
+            if "html" not in ctype.lower():
+                self.passed_over += 1
+                yield None
+                continue
+            url = record.headers.get("WARC-Target-URI") or ""
+            limit = self.max_size
+            body = record.reader.read() if limit is None else record.reader.read(limit + 1)
+            if limit is not None and len(body) > limit:
+                self.too_large += 1
+                if not self.quiet:
+                    logger.warning("%s: record of %s passed over: larger than %d bytes",
+                                   record.headers.get("WARC-Record-ID") or "a WARC record", url, limit)
+                yield None
+                continue
+            if len(body) < record.content_length:
+                raise EOFError("record shorter than its Content-Length")
+            links = [value for name, value in record.http_headers.astuples() if name.lower() == "link"]
+            declared = link_header_canonical(links, url) if links else None
+            yield Document(url, html=_decode(body, ctype), declared=Declaration(declared, "header") if declared
+                           else None)
+
+class _Watched:
+    """A binary stream that remembers the error it raised (a gzip stream cut short raises ``EOFError``), for
+    a reader that ends quietly on one (warcio does)."""
+
+    def __init__(self, stream) -> None:  # type: ignore[no-untyped-def]
+        self.stream = stream
+        self.failure: Exception | None = None
+
+    def _watch(self, fn, *args):  # type: ignore[no-untyped-def]
+        try:
+            return fn(*args)
+        except (OSError, EOFError, zlib.error) as exc:
+            self.failure = exc
+            raise
+
+    def read(self, *args):  # type: ignore[no-untyped-def]
+        return self._watch(self.stream.read, *args)
+
+    def readline(self, *args):  # type: ignore[no-untyped-def]
+        return self._watch(self.stream.readline, *args)
+
+    def readinto(self, buffer):  # type: ignore[no-untyped-def]
+        return self._watch(self.stream.readinto, buffer)
+
+    def tell(self) -> int:
+        return self.stream.tell()
+
+    def __enter__(self) -> _Watched:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stream.close()
+
+
+def _is_arc(path: str) -> bool:
+    return path.lower().endswith((".arc", ".arc.gz"))
+
+
+def _is_gzip(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def _fastwarc():  # type: ignore[no-untyped-def]
+    """FastWARC's reader module when it is installed (``pip install fastwarc``), else ``None``."""
+    try:
+        from fastwarc import warc
+    except ImportError:
+        return None
+    return warc
+
+
+class _quiet_warcio:  # noqa: N801 - a context manager, named as the statement reads
+    """Silences warcio's own warnings (a URL with spaces, say) in a first pass over an input: the main pass
+    says them once."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.logger = logging.getLogger("warcio")
+
+    def __enter__(self) -> None:
+        if self.quiet:
+            self.previous = self.logger.level
+            self.logger.setLevel(logging.ERROR)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.quiet:
+            self.logger.setLevel(self.previous)
 
 
 def _decode(body: bytes, content_type: str) -> str | bytes:
