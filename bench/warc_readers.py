@@ -3,11 +3,11 @@ Resiliparse project's reader in C++), side by side on real pages.
 
     python3 dev.py bench bench/warc_readers.py ../shared/neardup-dev [--repeat 5] [--copies 4]
 
-The WARC: the set's real pages (those with an http(s) URL, 2,2xx of 2,340) as ``response`` records (with their HTTP headers), ``--copies`` times
-over, written by warcio, gzip per record (``.warc.gz``), and the same uncompressed (``.warc``). Each reader
-reads every record the way the CLI does: the target URI, the HTTP ``Content-Type`` and ``Link`` headers, and
-the whole payload. Medians of ``--repeat`` runs, each reader in turn; the ratio is warcio's time over
-FastWARC's.
+The WARC: the set's real pages (those with an http(s) URL) as ``response`` records (with their HTTP headers),
+``--copies`` times over, written by warcio, gzip per record (``.warc.gz``), and the same uncompressed
+(``.warc``). Each reader reads every record the way the CLI does: the target URI, the HTTP ``Content-Type``
+and ``Link`` headers, and the whole payload. Medians of ``--repeat`` runs, each reader in turn; the ratio is
+warcio's time over FastWARC's.
 """
 
 from __future__ import annotations
