@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -20,12 +21,23 @@ sys.path.insert(0, HERE)
 
 from demo_site import build_site, make_server  # noqa: E402
 
+SUMMARY = re.compile(r"scrapy-neardup: (\d+) pages checked: (\d+) unique, (\d+) near-duplicates")
 
-def crawl(site: str, *settings: str) -> int:
+
+def crawl(site: str, *settings: str) -> tuple[int, dict[str, int]]:
+    """Run the crawl, its log shown as it goes; its exit status and the plugin's closing counts."""
     cmd = [sys.executable, "-m", "scrapy", "crawl", "news", "-a", f"site={site}", "-O", "items.jsonl"]
     for setting in settings:
         cmd += ["-s", setting]
-    return subprocess.call(cmd, cwd=HERE)
+    counts: dict[str, int] = {}
+    proc = subprocess.Popen(cmd, cwd=HERE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        sys.stderr.write(line)
+        found = SUMMARY.search(line)
+        if found:
+            counts = dict(zip(("checked", "unique", "duplicates"), map(int, found.groups())))
+    return proc.wait(), counts
 
 
 def main() -> int:
@@ -40,16 +52,22 @@ def main() -> int:
           "short pages and junk the plugin passes unchecked")
     try:
         print("== Crawl 1: empty store, tag mode")
-        if crawl(site, "NEARDUP_RESET=True"):
+        status, counts = crawl(site, "NEARDUP_RESET=True")
+        if status:
             return 1
         items = [json.loads(line) for line in open(os.path.join(HERE, "items.jsonl"))]
         tagged = [i for i in items if i.get("near_duplicate_of")]
-        print(f"== {len(items)} items, {len(tagged)} tagged as near-duplicates:")
+        untagged = counts.get("duplicates", 0) - len(tagged)
+        print(f"== {counts.get('checked', 0)} pages checked, {counts.get('duplicates', 0)} of them near-duplicates; "
+              f"the spider made {len(items)} items, {len(tagged)} of them tagged as near-duplicates"
+              + (f" ({untagged} near-duplicate page{'s' if untagged != 1 else ''} gave no item: / is /index.html "
+                 "again, and the spider makes items of articles only)" if untagged else "") + ":")
         for item in sorted(tagged, key=lambda i: i["near_duplicate_of"]):
             print(f"   {item['url'].replace(site, '/')}  ~  {item['near_duplicate_of'].replace(site, '/')}"
                   f"  ({item['near_duplicate_similarity']:.2f})")
         print("== Crawl 2: same store; every page is already known")
-        if crawl(site):
+        status, counts = crawl(site)
+        if status:
             return 1
     finally:
         server.shutdown()

@@ -201,3 +201,12 @@ def test_a_changed_threshold_keeps_the_store(site, groups, tmp_path):
     assert second.stats["neardup/seen"] == first.stats["neardup/checked"]  # nothing forgotten
     assert "indexed for another threshold (bands: stored 29, configured" in second.log
     assert "compared at threshold 0.6" in second.log and "with probability" in second.log
+
+
+def test_a_misspelt_enabling_setting_is_warned_about_once(site, tmp_path):
+    """NEARDUP_ENABLE (for NEARDUP_ENABLED) leaves the plugin off: each of its components finds that out,
+    and the crawl's log says it once."""
+    result = crawl(site, tmp_path, NEARDUP_ENABLED="False", NEARDUP_ENABLE="True")
+    line = "NEARDUP_ENABLE is not a scrapy-neardup setting and is ignored; did you mean NEARDUP_ENABLED?"
+    assert result.log.count(line) == 1, result.log[-3000:]
+    assert "neardup/checked" not in result.stats

@@ -103,6 +103,8 @@ RECHECK_REASONS = {
 }
 
 _services: weakref.WeakKeyDictionary[Any, NearDupService] = weakref.WeakKeyDictionary()
+#: Crawlers whose misspelt NEARDUP_* names were warned about.
+_warned: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 @implementer(IReadDescriptor)
@@ -276,8 +278,10 @@ class NearDupService:
                 logger.error("scrapy-neardup: the crawl cannot start: %s", exc)
                 _ReportedOnce.mark(exc)
                 raise
-            for line in unknown_settings(crawler.settings):
-                logger.warning("scrapy-neardup: %s", line)
+            if crawler not in _warned:  # each component asks: said once per crawler, enabled or not
+                _warned.add(crawler)
+                for line in unknown_settings(crawler.settings):
+                    logger.warning("scrapy-neardup: %s", line)
             if not config.enabled:
                 raise NotConfigured("scrapy-neardup is disabled: set NEARDUP_ENABLED = True to enable it")
             service = cls(crawler, config)
