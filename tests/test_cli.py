@@ -428,3 +428,17 @@ def test_warc_and_arc_files_as_they_are_found_are_read(tmp_path, reader):
     cut.write_bytes(single.read_bytes()[:-300])
     proc = run_cli("dedup", str(cut), "-o", str(tmp_path / "cut.tsv"), "--warc-reader", reader, check=False)
     assert proc.returncode == 1 and "truncated" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_progress_line_gives_the_share_read_and_the_time_left(tmp_path):
+    words = [f"w{i}" for i in range(5000)]
+    rng = random.Random(3)
+    src = tmp_path / "many.jsonl"
+    src.write_text("".join(json.dumps({"url": f"u{i}", "text": " ".join(rng.sample(words, 300))}) + "\n"
+                           for i in range(3000)))
+    proc = run_cli("dedup", str(src), "-o", str(tmp_path / "p.tsv"), "--progress", "--workers", "1")
+    # Text mode reads the line's carriage returns as line ends.
+    lines = [line for line in proc.stderr.splitlines() if "documents" in line and "docs/s" in line]
+    assert lines, proc.stderr
+    assert any("%, " in line and " left)" in line for line in lines[:-1]), lines[:3]
+    assert lines[-1].startswith("3,000 documents, ")

@@ -178,10 +178,15 @@ class BatchStats:
 
 
 class Progress:
-    """A one-line progress display on a terminal (stderr); silent when stderr is not a terminal."""
+    """A one-line progress display on a terminal (stderr), four times a second; silent when stderr is not a
+    terminal. With ``fraction`` (how much of the input has been read, in bytes), it shows the share done and
+    the time left at the rate so far. Written here rather than with a progress-bar library: the line needs
+    the run's own counts, and the share comes from input bytes (no count of documents is known before the
+    end), which such a library would be handed the same way."""
 
-    def __init__(self, enabled: bool | None = None) -> None:
+    def __init__(self, enabled: bool | None = None, fraction: Callable[[], float | None] | None = None) -> None:
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.fraction = fraction
         self.start = time.monotonic()
         self.last = 0.0
 
@@ -192,14 +197,27 @@ class Progress:
         if not final and now - self.last < 0.25:
             return
         self.last = now
-        rate = stats.documents / max(now - self.start, 1e-9)
+        elapsed = max(now - self.start, 1e-9)
+        rate = stats.documents / elapsed
+        done = self.fraction() if self.fraction is not None else None
+        share = ""
+        if done is not None and not final:
+            left = elapsed * (1 - done) / done if done > 0.001 else None
+            share = f" ({done:.0%}" + (f", {_clock(left)} left" if left is not None else "") + ")"
         sys.stderr.write(
-            f"\r{stats.documents:,} documents, {stats.duplicate:,} near-duplicates, "
-            f"{sum(stats.skipped.values()):,} skipped, {rate:,.0f} docs/s"
+            f"\r{stats.documents:,} documents{share}, {stats.duplicate:,} near-duplicates, "
+            f"{sum(stats.skipped.values()):,} skipped, {rate:,.0f} docs/s\x1b[K"
         )
         if final:
             sys.stderr.write("\n")
         sys.stderr.flush()
+
+
+def _clock(seconds: float) -> str:
+    """``1:02:03`` or ``2:03``."""
+    minutes, secs = divmod(int(seconds + 0.5), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 class BatchDeduplicator:

@@ -339,8 +339,8 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     try:
         runner = BatchDeduplicator(config, args.spider, workers=args.workers, reset=args.reset)
         with stop:
-            runner.run(reader, on_verdict, Progress(args.progress), stats=stats, should_stop=stop.requested,
-                       on_fingerprint=on_fingerprint if all_pairs is not None else None)
+            runner.run(reader, on_verdict, Progress(args.progress, lambda: reader.fraction), stats=stats,
+                       should_stop=stop.requested, on_fingerprint=on_fingerprint if all_pairs is not None else None)
         if stats.documents == 0 and not args.allow_empty and not stop.requested():
             # An output with no pairs would read "no near-duplicates" in a pipeline: it is not written.
             raise InputError(_nothing_read(args.inputs, reader.errors, reader.too_large, reader.passed_over))

@@ -23,6 +23,7 @@ import os
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from ..engine.canonical import Declaration, canonical_url, link_header_canonical
 
@@ -142,12 +143,27 @@ class DocumentReader:
         self.raw_lines = raw_lines
         self.max_size = max_size
         self.errors = 0
+        self._done_bytes = 0  # input bytes of the files read to their end
+        self._position: Any = None  # the offset reached in the file being read (compressed bytes for .gz)
         self.passed_over = 0  # WARC records that are not HTML responses
         self.too_large = 0  # lines or records over max_size bytes
 
     def __iter__(self) -> Iterator[Document | RawLine]:
+        self._done_bytes = 0
         for path in self.paths:
             yield from (self._warc(path) if _is_warc(path) else self._jsonl(path))
+            self._done_bytes += os.path.getsize(path)
+            self._position = None
+
+    @property
+    def fraction(self) -> float | None:
+        """How much of the input (in bytes of the files as stored) has been read; ``None`` if unknown."""
+        try:
+            total = sum(os.path.getsize(p) for p in self.paths)
+            here = self._position() if self._position is not None else 0
+        except (OSError, ValueError):
+            return None
+        return min(1.0, (self._done_bytes + here) / total) if total else None
 
     def bad_line(self, message: str) -> None:
         self.errors += 1
@@ -160,6 +176,7 @@ class DocumentReader:
         limit = self.max_size
         try:
             with opener(path, "rb") as f:  # type: ignore[operator]
+                self._position = getattr(f, "fileobj", f).tell
                 while True:
                     line = f.readline() if limit is None else f.readline(limit + 1)
                     if not line:
@@ -192,6 +209,7 @@ class DocumentReader:
         is an error of Python's gzip, never a silent end."""
         records = 0
         with open(path, "rb") as raw, _Watched(gzip.open(raw, "rb") if _is_gzip(path) else raw) as f:
+            self._position = raw.tell
             try:
                 with _quiet_warcio(self.quiet):
                     fast = self.warc_reader == "fastwarc" or (self.warc_reader == "auto" and _fastwarc() is not None)
