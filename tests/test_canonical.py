@@ -97,16 +97,18 @@ class Site:
         return path.replace("LOCALHOST", f"http://localhost:{self.port}") if path.startswith("LOCALHOST") \
             else self.base + path
 
-    def crawl(self, tmp_path, name: str, order: list[str], store_url: str, action: str = "drop"):
+    def crawl(self, tmp_path, name: str, order: list[str], store_url: str, action: str = "drop", allowed: str = "",
+              **more: str):
         links = "".join(f'<a href="{self.url(p)}">x</a>' for p in order)
         self.pages["/index"] = f"<html><body>{links}</body></html>"
         settings = {"ADDONS": json.dumps({"scrapy_neardup.Addon": 300}), "NEARDUP_ENABLED": "True",
                     "NEARDUP_ACTION": action, "NEARDUP_STORE_URL": store_url, "CONCURRENT_REQUESTS": "1",
                     "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue", "NEARDUP_DEBUG": "True",
                     "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue",  # links order, any host
-                    "TELNETCONSOLE_ENABLED": "False", "ROBOTSTXT_OBEY": "False"}
-        cmd, env, stats_file, items_file = scrapy_command(["runspider", SPIDER_LINKS, "-a", f"base={self.base}"],
-                                                          tmp_path, settings, name)
+                    "TELNETCONSOLE_ENABLED": "False", "ROBOTSTXT_OBEY": "False", **more}
+        args = ["runspider", SPIDER_LINKS, "-a", f"base={self.base}"]
+        args += ["-a", f"allowed={allowed}"] if allowed else []
+        cmd, env, stats_file, items_file = scrapy_command(args, tmp_path, settings, name)
         proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
         result = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
         assert result.stats.get("finish_reason") == "finished", result.log[-3000:]
@@ -144,12 +146,15 @@ def assert_every_order_and_a_recrawl(tmp_path, store_url_for) -> None:
     with site.server:
         for n, (order_name, order) in enumerate(orders().items()):
             store_url = store_url_for(order_name, n)
-            first = site.crawl(tmp_path, f"{order_name}-1", order, store_url)
+            more = {}
+            if store_url.startswith("redis+cluster"):  # one database: a key prefix per order
+                more = {"NEARDUP_REDIS_KEY": f"neardup:{{{order_name}}}"}
+            first = site.crawl(tmp_path, f"{order_name}-1", order, store_url, **more)
             assert_one_page_per_group(site, first, order_name)
             stats = first.neardup_stats()
             assert "neardup/seen" not in stats, (order_name, stats)  # nothing is seen before in an empty store
             # The same site again, the same store, in another order: every page the outcome it had.
-            second = site.crawl(tmp_path, f"{order_name}-2", list(reversed(order)), store_url)
+            second = site.crawl(tmp_path, f"{order_name}-2", list(reversed(order)), store_url, **more)
             assert delivered(site, second) == delivered(site, first), order_name
             assert "neardup/rechecked/changed" not in second.neardup_stats()
             assert second.stats.get("neardup/unique", 0) == 0, second.neardup_stats()
@@ -161,6 +166,17 @@ def test_one_page_per_group_reaches_the_spider_in_any_order_and_a_recrawl_keeps_
 
 def test_the_same_on_redis(tmp_path, redis_server):
     assert_every_order_and_a_recrawl(tmp_path, lambda name, n: redis_server.url.replace("/0", f"/{n}"))
+
+
+def test_the_same_on_a_redis_cluster(tmp_path):
+    """Three masters of the first server kind (the cluster tests run on every kind in test_distributed)."""
+    from redis_cluster import RedisCluster
+
+    cluster = RedisCluster(str(tmp_path / "cluster"), masters=3).start()
+    try:
+        assert_every_order_and_a_recrawl(tmp_path, lambda name, n: cluster.url)
+    finally:
+        cluster.stop()
 
 
 def test_tag_mode_gives_the_same_groups_in_any_order_and_again(tmp_path):
@@ -235,3 +251,34 @@ def test_the_crawl_and_dedup_decide_the_same_pages_in_the_same_order_alike(tmp_p
     crawl_pairs = {(r["url"], r["canonical"]) for r in map(json.loads, out.splitlines()) if r["canonical"]}
     assert crawl_pairs == cli_pairs
     assert (site.url("/amp/a"), site.url("/a")) in cli_pairs  # the declared original, though it came later
+
+
+def test_the_same_site_is_the_registrable_domain():
+    from scrapy_neardup.engine.canonical import same_site
+
+    assert same_site("http://www.example.com/a", "https://example.com/a?utm_source=x")  # scheme, www.
+    assert same_site("https://amp.news.example.co.uk/a", "https://www.example.co.uk/a")  # a public suffix of two
+    assert not same_site("https://a.github.io/x", "https://b.github.io/x")  # a private suffix: two sites
+    assert not same_site("https://example.com/a", "https://example.org/a")
+    assert same_site("http://127.0.0.1:8000/a", "http://127.0.0.1:8000/b")
+    assert not same_site("http://127.0.0.1:8000/a", "http://localhost:8000/a")
+
+
+def test_a_declared_page_forbidden_by_robots_txt_or_off_the_allowed_domains_is_not_fetched(tmp_path):
+    """The declared page is fetched through the downloader middlewares: robots.txt and allowed_domains
+    apply to it as to any request, and the copy is then checked on its own."""
+    site = Site()
+    site.pages["/robots.txt"] = (b"User-agent: *\nDisallow: /a$\n", {"Content-Type": "text/plain"})
+    with site.server:
+        robots = site.crawl(tmp_path, "robots", ["/amp/a", "/print/a"], f"sqlite:///{tmp_path}/r.sqlite3",
+                            ROBOTSTXT_OBEY="True")
+        # The spider allows 127.0.0.1 only; /syn/f declares the original on localhost (fetch "all").
+        offsite = site.crawl(tmp_path, "offsite", ["/syn/f"], f"sqlite:///{tmp_path}/o.sqlite3",
+                             NEARDUP_CANONICAL_FETCH="all", allowed="127.0.0.1")
+    stats = robots.neardup_stats()
+    assert stats["neardup/canonical/fetch_failed"] == 2 and "neardup/canonical/fetched" not in stats, stats
+    # Checked on their own: the first is filed as a canonical page, the second is its near-duplicate.
+    assert stats["neardup/unique"] == 1 and stats["neardup/duplicate"] == 1
+    assert "could not be fetched" in robots.log and "Forbidden by robots.txt" in robots.log
+    stats = offsite.neardup_stats()
+    assert stats["neardup/canonical/fetch_failed"] == 1 and stats["neardup/unique"] == 1, stats

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -141,6 +142,27 @@ def test_redis_faults_mid_crawl_leave_no_page_unchecked_and_lose_nothing_acknowl
     assert again.wait(120) == 0
     second = json.loads(again_stats.read_text())
     assert second.get("neardup/seen") == len(paths), {k: v for k, v in second.items() if k.startswith("neardup/")}
+
+
+def test_a_redis_restarted_without_persistence_mid_crawl_leaves_no_page_unchecked(site, redis_server, tmp_path):
+    """Killed and started again with nothing on disk: the index is gone, and the crawl checks every page
+    after it in an empty one (no store error, the scripts loaded again)."""
+    proc, stats_file, paths = crawl_riding_out_faults(site, tmp_path, redis_server.url, "amnesia", "0.1")
+    import redis
+
+    client = redis.Redis.from_url(redis_server.url)
+    wait_until(lambda: filed(client) >= 10, what="10 pages filed")
+    client.close()
+    redis_server.kill()
+    shutil.rmtree(redis_server.directory)
+    redis_server.start()
+    assert proc.wait(120) == 0
+    stats = json.loads(stats_file.read_text())
+    checked = stats["neardup/unique"] + stats["neardup/duplicate"] + stats.get("neardup/seen", 0)
+    assert "neardup/store_error" not in stats and checked == len(paths), stats
+    client = redis.Redis.from_url(redis_server.url)
+    assert 0 < filed(client) < len(paths)  # what was filed after the restart
+    client.close()
 
 
 def test_a_redis_paused_longer_than_the_retries_costs_the_pages_met_meanwhile_only(site, redis_server, tmp_path):

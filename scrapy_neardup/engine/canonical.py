@@ -117,7 +117,7 @@ def _suffixes() -> Any:
     import tldextract
 
     # The public suffix list bundled with tldextract: never fetched from the network.
-    return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
+    return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True)
 
 
 @lru_cache(maxsize=65_536)

@@ -2,7 +2,7 @@
 crawl discovers pages (requests go through the dupefilter); one item per page. Links of other pages are not
 followed.
 
-    scrapy runspider links.py -a base=http://127.0.0.1:PORT [-a start=/index]
+    scrapy runspider links.py -a base=http://127.0.0.1:PORT [-a start=/index] [-a allowed=DOMAIN,...]
 """
 
 import scrapy
@@ -11,8 +11,10 @@ import scrapy
 class LinksSpider(scrapy.Spider):
     name = "links"
 
-    def __init__(self, base="", start="/index", **kwargs):
+    def __init__(self, base="", start="/index", allowed="", **kwargs):
         super().__init__(**kwargs)
+        if allowed:  # -a allowed=127.0.0.1: the spider's allowed_domains
+            self.allowed_domains = allowed.split(",")
         self.base = base.rstrip("/")
         self.start_path = start
 
