@@ -19,7 +19,7 @@ def test_defaults():
     # The older sketch records exactly what stores made before the setting recorded, so they still open.
     assert "sketch" not in config(MINHASH_SKETCH="permutations").build_algorithm().params()
     s = config(ALGORITHM="simhash")
-    assert s.threshold == 0.97 and s.build_algorithm().max_distance == 3 and s.shingle_size == 2
+    assert s.threshold == 0.65 and s.build_algorithm().max_distance == 13 and s.shingle_size == 2
 
 
 def test_values_from_the_command_line_are_strings():

@@ -210,3 +210,42 @@ def test_a_misspelt_enabling_setting_is_warned_about_once(site, tmp_path):
     line = "NEARDUP_ENABLE is not a scrapy-neardup setting and is ignored; did you mean NEARDUP_ENABLED?"
     assert result.log.count(line) == 1, result.log[-3000:]
     assert "neardup/checked" not in result.stats
+
+
+def test_simhash_at_its_default_finds_the_aliases_minhash_finds(tmp_path):
+    """Each algorithm's default threshold is its best F1 on labelled real pages: SimHash's (0.65, 13 bits)
+    finds an article's AMP, print and ad-and-date aliases as MinHash does, and nothing else; Manku's 3 bits
+    (0.97, its default before) missed most of them."""
+    import random
+
+    from crawlkit import crawl_pages
+
+    def story(seed):
+        rng = random.Random(seed)
+        return [f"w{rng.randrange(50_000)}" for _ in range(400)]
+
+    def page(words, chrome=""):
+        return (f"<html><head><title>t</title></head><body>{chrome}<article><h1>A story</h1><p>{' '.join(words)}"
+                "</p></article></body></html>")
+
+    pages = {}
+    for n in range(8):
+        words = story(n)
+        dated = list(words)
+        for i in random.Random(100 + n).sample(range(len(dated)), 12):  # a date, counters, a changed line
+            dated[i] = f"d{i}"
+        pages.update({f"/a/{n}": page(words, "<nav>Home News Sport</nav>"), f"/amp/{n}": page(words, "<div>amp</div>"),
+                      f"/print/{n}": page(words), f"/ad/{n}": page(dated, "<aside>Buy now, sale ends today</aside>")})
+    found = {}
+    for name, more in (("minhash", {}), ("simhash", {"NEARDUP_ALGORITHM": "simhash"}),
+                       ("manku", {"NEARDUP_ALGORITHM": "simhash", "NEARDUP_THRESHOLD": "0.97"})):
+        result = crawl_pages(tmp_path, pages, {"NEARDUP_ACTION": "tag", "CONCURRENT_REQUESTS": "1",
+                                               "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/{name}.sqlite3", **more},
+                             name=name)
+        assert result.stats["finish_reason"] == "finished", result.log[-2000:]
+        found[name] = {i["path"]: (i.get("near_duplicate_of") or "").split("/")[-1] for i in result.items}
+    aliases = {p for p in pages if not p.startswith("/a/")}
+    for name in ("minhash", "simhash"):
+        assert {p for p, c in found[name].items() if c} == aliases, (name, found[name])
+        assert all(found[name][p] == p.split("/")[-1] for p in aliases)  # each with its own article
+    assert len({p for p, c in found["manku"].items() if c}) < len(aliases)

@@ -86,7 +86,7 @@ def _add_algorithm_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--algorithm", choices=algorithm_names(), help="default: minhash")
     group.add_argument("--lexicon", help="I-Match lexicon file (with --algorithm imatch)")
     group.add_argument("--threshold", type=float, help="Jaccard similarity threshold, one scale for every algorithm "
-                                                       "(default: 0.45 minhash, 0.97 simhash)")
+                                                       "(default: 0.45 minhash, 0.65 simhash)")
     group.add_argument("--num-perm", type=int, help="MinHash permutations (default: 128)")
     group.add_argument("--seed", type=int, help="MinHash seed (default: 1)")
     group.add_argument("--sketch", choices=("one-permutation", "permutations"),

@@ -49,7 +49,7 @@ class SimHashHamming(Algorithm):
     """
 
     name = "simhash"
-    DEFAULT_THRESHOLD = 0.97
+    DEFAULT_THRESHOLD = 0.65
 
     @classmethod
     def check_threshold(cls, threshold: float | None) -> None:
@@ -79,7 +79,7 @@ class SimHashHamming(Algorithm):
                    max_distance=settings.simhash_max_distance, blocks=settings.simhash_blocks)
 
     def __init__(
-        self, threshold: float = 0.97, shingle_size: int = 2, max_distance: int | None = None, blocks: int | None = None
+        self, threshold: float = 0.65, shingle_size: int = 2, max_distance: int | None = None, blocks: int | None = None
     ) -> None:
         self.max_distance = simhash_distance_for(threshold) if max_distance is None else max_distance
         self.threshold = threshold if max_distance is None else simhash_jaccard(self.max_distance)
