@@ -106,7 +106,8 @@ class NearDupDownloaderMiddleware:
             return response
         request.meta[META_VERDICT] = verdict_meta(verdict)
         if verdict.is_duplicate:
-            self._follow_declared(request, response, prepared, verdict.canonical)
+            if self.config.canonical and not own_key:
+                self._follow_declared(request, response, prepared, verdict.canonical)
             if self.config.action == "drop":
                 service.stats.inc_value("neardup/dropped")
                 raise IgnoreRequest(f"near-duplicate of {verdict.canonical} (similarity {verdict.similarity:.3f})")
@@ -126,7 +127,8 @@ class NearDupDownloaderMiddleware:
         if known is None or any(known):  # a page filed before (a re-crawl), or the declared one: no fetch
             return None
         meta = {k: v for k, v in request.meta.items() if k not in _OWN_META}
-        probe = request.replace(url=declared_url, meta={**meta, META_DECLARED_BY: request.url})
+        # Not dont_filter, whatever the copy's request says: the offsite check must apply to the declared page.
+        probe = request.replace(url=declared_url, meta={**meta, META_DECLARED_BY: request.url}, dont_filter=False)
         engine = self.crawler.engine
         try:
             assert engine is not None
