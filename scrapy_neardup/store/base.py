@@ -23,11 +23,20 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import mmh3
+
 if TYPE_CHECKING:  # the contract is read without numpy; backends take numpy arrays of bucket keys too
     import numpy as np
 
 #: Version of the layout of records in every store; bumped on any incompatible change.
 FORMAT_VERSION = 2
+#: Seed of the 64-bit MurmurHash3 of a document's key that every store indexes keys by: part of the format.
+KEY_SEED = 0x4B45_5953
+
+
+def key_hash(key: str) -> int:
+    """The signed 64-bit MurmurHash3 of a document's key (``KEY_SEED``), as every store indexes it."""
+    return mmh3.hash64(key, KEY_SEED, signed=True)[0]  # type: ignore[no-any-return]
 
 
 class StoreError(Exception):

@@ -16,19 +16,15 @@ from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-import mmh3
 import numpy as np
 
-from .base import Added, Candidate, DocRecord, Filing, Lookup, Query, Store
+from .base import Added, Candidate, DocRecord, Filing, Lookup, Query, Store, key_hash
 from .compact import BlobArray, LevelIndex
 
-_KEY_SEED = 0x4B45_5953
 #: ``_canonical`` of a removed document (-1 marks a canonical one, >= 0 a near-duplicate's canonical).
 _REMOVED = -2
 
 
-def _key_hash(key: str) -> int:
-    return mmh3.hash64(key, _KEY_SEED, signed=True)[0]
 
 
 class MemoryStore(Store):
@@ -71,7 +67,7 @@ class MemoryStore(Store):
     # -- documents ---------------------------------------------------------------------------------
     def _ids_of(self, keys: Sequence[str]) -> list[int]:
         """Document id of each key, -1 where unknown."""
-        hashes = np.fromiter((_key_hash(k) for k in keys), dtype=np.int64, count=len(keys))
+        hashes = np.fromiter((key_hash(k) for k in keys), dtype=np.int64, count=len(keys))
         out = [-1] * len(keys)
         positions, ids = self._key_index.lookup(hashes)
         for pos, doc in zip(positions.tolist(), ids.tolist()):
@@ -144,7 +140,7 @@ class MemoryStore(Store):
         if filed_docs:
             first = len(self._keys) - len(filed_docs)
             self._key_index.add_many(
-                np.fromiter((_key_hash(items[i][0]) for i in filed_docs), dtype=np.int64, count=len(filed_docs)),
+                np.fromiter((key_hash(items[i][0]) for i in filed_docs), dtype=np.int64, count=len(filed_docs)),
                 np.arange(first, len(self._keys), dtype=np.int32),
             )
             self._buckets.add_many(
@@ -185,7 +181,7 @@ class MemoryStore(Store):
             out.append(Added.FILED)
         if new:
             ids = np.arange(first, len(self._keys), dtype=np.int32)
-            self._key_index.add_many(np.fromiter((_key_hash(k) for k, _ in new), dtype=np.int64, count=len(new)), ids)
+            self._key_index.add_many(np.fromiter((key_hash(k) for k, _ in new), dtype=np.int64, count=len(new)), ids)
             canonical_rows = [(doc, keys) for doc, (_, keys) in zip(ids.tolist(), new) if keys is not None]
             if canonical_rows:
                 self._buckets.add_many(

@@ -92,18 +92,36 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import mmh3
 import numpy as np
 
-from .base import Added, Candidate, DocRecord, Filing, Lookup, Query, Store, StoreError, check_meta, redact_url
+from .base import (
+    Added,
+    Candidate,
+    DocRecord,
+    Filing,
+    Lookup,
+    Query,
+    Store,
+    StoreError,
+    check_meta,
+    key_hash,
+    redact_url,
+)
 
 logger = logging.getLogger(__name__)
 
-_hiredis: Any
-try:
-    import hiredis as _hiredis
-except ImportError:  # optional: redis-py packs and parses in Python then
-    _hiredis = None
+def _optional(name: str) -> Any:
+    """A module when it is installed, else ``None`` (imported by name: mypy types it ``Any`` either way)."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+#: hiredis, where installed: redis-py packs and parses in Python without it.
+_hiredis: Any = _optional("hiredis")
 
 #: Version of the Redis layout (``P:meta`` field ``redis_layout``) of a new store. Layout 3, the same but
 #: for its group tags (``{B:g}`` for every group, wherever CRC16 puts it), is read as it is; layout 2 stores
@@ -119,7 +137,6 @@ _U32 = struct.Struct("<I")
 _U16 = struct.Struct("<H")
 _CHANGE = struct.Struct("<II")
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_KEY_SEED = 0x4B45_5953
 #: Defaults of a new store (a store keeps the values it was made with, in ``P:meta``).
 GROUP_BITS, BUCKET_BIN_BITS, KEY_BIN_BITS = 6, 12, 8
 RECORDS_PER_BIN = 64
@@ -729,7 +746,7 @@ class _Layout:
 
     def key(self, key: str) -> tuple[int, int, bytes]:
         """Group, bin and 8-byte hash of a key."""
-        h = mmh3.hash64(key, _KEY_SEED, signed=False)[0]
+        h = key_hash(key) & 0xFFFF_FFFF_FFFF_FFFF
         return h >> (64 - self.group_bits), (h >> (64 - self.group_bits - self.key_bin_bits)) & (
             (1 << self.key_bin_bits) - 1), h.to_bytes(8, "little")
 

@@ -67,10 +67,9 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-import mmh3
 import numpy as np
 
-from .base import Added, Candidate, DocRecord, Filing, Lookup, Query, Store, StoreError, StoreWriteError
+from .base import Added, Candidate, DocRecord, Filing, Lookup, Query, Store, StoreError, StoreWriteError, key_hash
 from .compact import LevelIndex
 
 try:
@@ -112,7 +111,6 @@ _HIGH_WATER = "doc_id_high_water"
 #: ``meta`` names that belong to the layout, not to the parameters a store is checked against.
 _LAYOUT_NAMES = (_LAYOUT_NAME, _HIGH_WATER)
 _MERGE_BATCH = 100_000  # rows per executemany call while merging: bounds the Python objects alive at once
-_KEY_SEED = 0x4B45_5953
 _CHUNK = 900  # values per IN (...) list: under SQLite's oldest limit of 999 parameters
 #: SQLite's page cache, in KiB (negative: KiB, as PRAGMA cache_size takes it); the file itself stays in the
 #: operating system's cache.
@@ -171,8 +169,6 @@ def _translated_read(method: Any) -> Any:
     return _translated(method, writes=False)
 
 
-def _key_hash(key: str) -> int:
-    return mmh3.hash64(key, _KEY_SEED, signed=True)[0]
 
 
 def _bucket_ids(buckets: Sequence[int] | np.ndarray) -> list[int]:
@@ -414,7 +410,7 @@ class SqliteStore(Store):
 
     @_translated_read
     def get(self, key: str) -> DocRecord | None:
-        rows = self.db.execute(_RECORDS + "WHERE d.key_hash = ?", (_key_hash(key),)).fetchall()
+        rows = self.db.execute(_RECORDS + "WHERE d.key_hash = ?", (key_hash(key),)).fetchall()
         for row in rows:
             if row[1] == key:
                 return _record(row)
@@ -423,7 +419,7 @@ class SqliteStore(Store):
     @_translated
     def refile(self, key: str, signature: bytes, buckets: Sequence[int] | np.ndarray) -> bool:
         for doc, stored_key, canonical in self.db.execute(
-            "SELECT id, key, canonical FROM docs WHERE key_hash = ?", (_key_hash(key),)
+            "SELECT id, key, canonical FROM docs WHERE key_hash = ?", (key_hash(key),)
         ).fetchall():
             if stored_key != key:
                 continue
@@ -450,7 +446,7 @@ class SqliteStore(Store):
         return rows
 
     def _known(self, keys: Sequence[str]) -> dict[str, tuple[int, DocRecord]]:
-        rows = self._select_in(_RECORDS + "WHERE d.key_hash IN ({marks})", [_key_hash(k) for k in keys])
+        rows = self._select_in(_RECORDS + "WHERE d.key_hash IN ({marks})", [key_hash(k) for k in keys])
         wanted = set(keys)
         return {row[1]: (row[0], _record(row)) for row in rows if row[1] in wanted}
 
@@ -491,7 +487,7 @@ class SqliteStore(Store):
             doc = self._next_id
             self._next_id += 1
             filed_now[key] = doc
-            new_docs.append((doc, _key_hash(key), key, None, 1.0, signature, now))
+            new_docs.append((doc, key_hash(key), key, None, 1.0, signature, now))
             new_buckets.append((doc, buckets))
             for b in buckets:
                 docs_in.setdefault(b, []).append(doc)  # later items of the batch see it
@@ -530,10 +526,10 @@ class SqliteStore(Store):
             self._next_id += 1
             filed_now.add(key)
             if canonical is None:
-                new_docs.append((doc, _key_hash(key), key, None, similarity, signature, now))
+                new_docs.append((doc, key_hash(key), key, None, similarity, signature, now))
                 new_buckets.append((doc, bucket_list))
             else:
-                new_docs.append((doc, _key_hash(key), key, canonical_ids[canonical], similarity, None, now))
+                new_docs.append((doc, key_hash(key), key, canonical_ids[canonical], similarity, None, now))
             out.append(Added.FILED)
         self._insert(new_docs, new_buckets)
         return out
