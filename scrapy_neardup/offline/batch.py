@@ -93,7 +93,8 @@ def _worker_batches(documents: Iterable[Document | RawLine]) -> Iterator[list[Do
 def prepare(pipeline: DocumentPipeline, doc: Document) -> Prepared:
     try:
         if doc.html is not None:
-            return pipeline.from_html(doc.html, doc.url)
+            html = decode_html(doc.html, doc.content_type) if isinstance(doc.html, bytes) else doc.html
+            return pipeline.from_html(html, doc.url)
         return pipeline.from_text(doc.text or "")
     except Exception:  # one pathological document never ends a run
         return Prepared(None, "error")
@@ -125,7 +126,7 @@ class DeclaredAhead:
         declaring: list[tuple[int, str]] = []
         for i, doc in enumerate(_documents(reader)):
             first.setdefault(doc.url, i)
-            html = decode_html(doc.html) if isinstance(doc.html, bytes) else doc.html
+            html = decode_html(doc.html, doc.content_type) if isinstance(doc.html, bytes) else doc.html
             declaration = chosen(doc.declared, declared_canonical(html, doc.url) if html else None)
             if declaration and declaration.url != doc.url and may_fetch(config.canonical_fetch, doc.url,
                                                                         declaration.url):

@@ -419,6 +419,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_lexicon(args: argparse.Namespace) -> int:
     from ..engine.algorithms.imatch import IMatch
+    from ..engine.extract import decode_html
     from .inputs import DocumentReader, check_inputs
 
     # The text the lexicon is applied to: the crawl's extraction, with the same settings.
@@ -426,7 +427,11 @@ def cmd_lexicon(args: argparse.Namespace) -> int:
 
     def texts():  # type: ignore[no-untyped-def]
         for doc in DocumentReader(args.inputs):
-            yield pipeline.text_of(doc.html, doc.url).text if doc.html is not None else doc.text
+            if doc.html is None:
+                yield doc.text
+                continue
+            html = decode_html(doc.html, doc.content_type) if isinstance(doc.html, bytes) else doc.html
+            yield pipeline.text_of(html, doc.url).text
 
     check_inputs(args.inputs)
     terms = IMatch.build_lexicon(texts(), low=args.low, high=args.high, min_df=args.min_df)

@@ -33,12 +33,15 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Document:
     """One input document; ``declared``: what its HTTP ``Link`` header or its record's ``canonical`` field
-    declares canonical (its HTML's own declaration is read with the HTML)."""
+    declares canonical (its HTML's own declaration is read with the HTML). A WARC record's HTML stays bytes,
+    with its ``content_type``, until a worker decodes it (:func:`~scrapy_neardup.engine.extract.decode_html`,
+    as a crawl does)."""
 
     url: str
     html: str | bytes | None = None
     text: str | None = None
     declared: Declaration | None = None
+    content_type: str | None = None
 
 
 def _is_warc(path: str) -> bool:
@@ -257,8 +260,8 @@ class DocumentReader:
             else:
                 links = [value for name, value in record.http_headers.headers if name.lower() == "link"]
                 declared = link_header_canonical(links, url) if links else None
-                doc = Document(url, html=_decode(body, ctype),
-                               declared=Declaration(declared, "header") if declared else None)
+                doc = Document(url, html=body, declared=Declaration(declared, "header") if declared else None,
+                               content_type=ctype)
         elif record.rec_type == "response":
             self.passed_over += 1
         while record.raw_stream.read(1 << 20):
@@ -291,8 +294,8 @@ class DocumentReader:
                 raise EOFError("record shorter than its Content-Length")
             links = [value for name, value in record.http_headers.astuples() if name.lower() == "link"]
             declared = link_header_canonical(links, url) if links else None
-            yield Document(url, html=_decode(body, ctype), declared=Declaration(declared, "header") if declared
-                           else None)
+            yield Document(url, html=body, declared=Declaration(declared, "header") if declared else None,
+                           content_type=ctype)
 
 class _Watched:
     """A binary stream that remembers the error it raised (a gzip stream cut short raises ``EOFError``), for
@@ -362,15 +365,3 @@ class _quiet_warcio:  # noqa: N801 - a context manager, named as the statement r
     def __exit__(self, *exc: object) -> None:
         if self.quiet:
             self.logger.setLevel(self.previous)
-
-
-def _decode(body: bytes, content_type: str) -> str | bytes:
-    """Decode with the declared charset; otherwise leave bytes for lxml to sniff (meta charset)."""
-    for part in content_type.split(";")[1:]:
-        name, _, value = part.partition("=")
-        if name.strip().lower() == "charset" and value.strip():
-            try:
-                return body.decode(value.strip().strip("'\""), errors="replace")
-            except LookupError:
-                break
-    return body
