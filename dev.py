@@ -3,7 +3,7 @@
 
     python3 dev.py example     # serve the demo site on 127.0.0.1 and crawl it twice with scrapy-neardup
     python3 dev.py test        # the test suite (what CI runs); extra arguments go to pytest
-    python3 dev.py lint        # ruff (lint, import order) and mypy, as CI runs them before the tests
+    python3 dev.py lint        # ruff (lint, import order, format) and mypy, as CI runs them before the tests
     python3 dev.py oldest      # the crawl tests on the oldest Scrapy line supported (2.13), in .venv-oldest
     python3 dev.py bench ...   # a benchmark script from bench/, with the peer libraries installed
     python3 dev.py package     # build the sdist and wheel into dist/, install the wheel in a fresh venv, smoke-test it
@@ -27,8 +27,14 @@ PYTHON = os.path.join(VENV, "Scripts" if os.name == "nt" else "bin", "python")
 OLDEST_SCRAPY = "scrapy==2.13.4"
 #: The tests that run crawls, for the oldest Scrapy.
 OLDEST_TESTS = ["tests/test_crawl.py", "tests/test_canonical.py", "tests/test_workers.py", "tests/test_bad_input.py"]
-EXTRAS = {"example": "", "test": "[test]", "lint": "[test]", "bench": "[test,bench]", "oldest": "[test]",
-          "package": "[test]"}
+EXTRAS = {
+    "example": "",
+    "test": "[test]",
+    "lint": "[test]",
+    "bench": "[test,bench]",
+    "oldest": "[test]",
+    "package": "[test]",
+}
 
 
 def ensure_venv(extras: str, venv: str = VENV, pins: tuple[str, ...] = ()) -> None:
@@ -100,9 +106,12 @@ def main(argv: list[str]) -> int:
     if command == "test":
         return subprocess.call([PYTHON, "-m", "pytest", *rest], cwd=ROOT)
     if command == "lint":
-        return (subprocess.call([PYTHON, "-m", "ruff", "check", "scrapy_neardup", "tests", "bench", "example_project",
-                                 "dev.py"], cwd=ROOT)
-                or subprocess.call([PYTHON, "-m", "mypy"], cwd=ROOT))
+        sources = ["scrapy_neardup", "tests", "bench", "example_project", "dev.py", ".ci/wheel_smoke.py"]
+        return (
+            subprocess.call([PYTHON, "-m", "ruff", "check", *sources], cwd=ROOT)
+            or subprocess.call([PYTHON, "-m", "ruff", "format", "--check", *sources], cwd=ROOT)
+            or subprocess.call([PYTHON, "-m", "mypy"], cwd=ROOT)
+        )
     if not rest:
         print("usage: python3 dev.py bench bench/SCRIPT.py [ARGS...]")
         return 2

@@ -24,7 +24,9 @@ def story(seed: int) -> str:
 
 
 def page(text: str, head: str = "") -> str:
-    return f"<html><head><title>t</title>{head}</head><body><article><h1>A story</h1><p>{text}</p></article></body></html>"
+    return (
+        f"<html><head><title>t</title>{head}</head><body><article><h1>A story</h1><p>{text}</p></article></body></html>"
+    )
 
 
 PAGES = {
@@ -35,7 +37,7 @@ PAGES = {
     "/c": page(story(3)),
 }
 
-SPIDER = '''
+SPIDER = """
 import scrapy
 
 class Smoke(scrapy.Spider):
@@ -54,7 +56,7 @@ class Smoke(scrapy.Spider):
     def parse(self, response):
         verdict = response.meta.get("neardup") or {}
         yield {"url": response.url, "status": verdict.get("status"), "canonical": verdict.get("canonical")}
-'''
+"""
 
 
 def fail(message: str) -> None:
@@ -95,14 +97,33 @@ def main() -> int:
     with open(spider, "w") as f:
         f.write(SPIDER)
     items = os.path.join(workdir, "items.jsonl")
-    proc = subprocess.run([sys.executable, "-m", "scrapy", "runspider", spider, "-a", f"base={base}", "-a",
-                           "paths=" + ",".join(PAGES), "-O", f"{items}:jsonlines"], cwd=workdir,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scrapy",
+            "runspider",
+            spider,
+            "-a",
+            f"base={base}",
+            "-a",
+            "paths=" + ",".join(PAGES),
+            "-O",
+            f"{items}:jsonlines",
+        ],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     server.shutdown()
     if proc.returncode != 0:
         fail(f"scrapy runspider exited {proc.returncode}:\n{proc.stderr[-3000:]}")
-    got = {row["url"][len(base):]: row for row in map(json.loads, open(items))}
-    if got.get("/mirror/b", {}).get("canonical") != base + "/b" or got.get("/amp/a", {}).get("canonical") != base + "/a":
+    got = {row["url"][len(base) :]: row for row in map(json.loads, open(items))}
+    if (
+        got.get("/mirror/b", {}).get("canonical") != base + "/b"
+        or got.get("/amp/a", {}).get("canonical") != base + "/a"
+    ):
         fail(f"the crawl's verdicts are not the expected ones: {got}\n{proc.stderr[-3000:]}")
     if not os.path.exists(os.path.join(workdir, ".scrapy", "neardup", "smoke.sqlite3")):
         fail("the crawl left no SQLite store in .scrapy/neardup/")
@@ -111,15 +132,19 @@ def main() -> int:
         for path, html in PAGES.items():
             f.write(json.dumps({"url": base + path, "html": html}) + "\n")
     pairs = os.path.join(workdir, "pairs.tsv")
-    proc = subprocess.run(["scrapy-neardup", "dedup", jsonl, "-o", pairs], cwd=workdir, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        ["scrapy-neardup", "dedup", jsonl, "-o", pairs], cwd=workdir, capture_output=True, text=True, timeout=300
+    )
     if proc.returncode != 0:
         fail(f"scrapy-neardup dedup exited {proc.returncode}: {proc.stderr[-2000:]}")
     found = {tuple(line.split("\t")[:2]) for line in open(pairs) if line.strip()}
     if found != {(base + "/amp/a", base + "/a"), (base + "/mirror/b", base + "/b")}:
         fail(f"dedup wrote other pairs: {found}")
-    print(f"wheel smoke test: scrapy_neardup {scrapy_neardup.__version__} from {os.path.dirname(scrapy_neardup.__file__)}: "
-          "a crawl and a dedup gave the expected verdicts")
+    where = os.path.dirname(scrapy_neardup.__file__)
+    print(
+        f"wheel smoke test: scrapy_neardup {scrapy_neardup.__version__} from {where}: a crawl and a dedup gave the "
+        "expected verdicts"
+    )
     return 0
 
 

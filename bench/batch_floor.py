@@ -44,8 +44,24 @@ def median_seconds(fn: Callable[[], object], repeat: int) -> float:
 
 def cli_seconds(corpus: str, workers: int, repeat: int) -> float:
     out = os.path.join(os.path.dirname(corpus), "floor-pairs.tsv")
-    cmd = [sys.executable, "-m", "scrapy_neardup.offline.cli", "dedup", corpus, "-o", out, "--workers", str(workers),
-           "--threshold", "0.8", "--shingle-size", "5", "--min-text-length", "1", "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "scrapy_neardup.offline.cli",
+        "dedup",
+        corpus,
+        "-o",
+        out,
+        "--workers",
+        str(workers),
+        "--threshold",
+        "0.8",
+        "--shingle-size",
+        "5",
+        "--min-text-length",
+        "1",
+        "--no-progress",
+    ]
     return median_seconds(lambda: subprocess.run(cmd, check=True, capture_output=True), repeat)
 
 
@@ -70,8 +86,9 @@ def main() -> int:
     shingles = [T.shingle_hashes(t, 5) for t in tokens]
     sketches = [one.signature(s) for s in shingles]
     encoded = [t.encode("utf-8") for t in texts]
-    pipeline = Config.from_settings({"NEARDUP_THRESHOLD": 0.8, "NEARDUP_SHINGLE_SIZE": 5,
-                                     "NEARDUP_MIN_TEXT_LENGTH": 1}).build_pipeline()
+    pipeline = Config.from_settings(
+        {"NEARDUP_THRESHOLD": 0.8, "NEARDUP_SHINGLE_SIZE": 5, "NEARDUP_MIN_TEXT_LENGTH": 1}
+    ).build_pipeline()
     steps: list[tuple[str, Callable[[], object]]] = [
         ("read and decode the JSON lines", lambda: [json.loads(line.decode("utf-8")) for line in lines]),
         ("normalise (NFKC, case fold)", lambda: [T.normalize(t) for t in texts]),
@@ -83,8 +100,10 @@ def main() -> int:
         (f"LSH band keys ({bands} x {rows})", lambda: [band_keys(s, bands, rows) for s in sketches]),
         ("SimHash fingerprint (words)", lambda: [sim.fingerprint(t) for t in tokens]),
         ("reference: mmh3.hash128 of each text's UTF-8", lambda: [mmh3.hash128(b) for b in encoded]),
-        ("**a worker's whole work per document** (text to fingerprint)",
-         lambda: [pipeline.from_text(t) for t in texts]),
+        (
+            "**a worker's whole work per document** (text to fingerprint)",
+            lambda: [pipeline.from_text(t) for t in texts],
+        ),
     ]
     print(f"{n:,} documents, {megabytes:.1f} MB of UTF-8 text; median of {args.repeat} passes, one core\n")
     print("| step | seconds for the corpus | µs per document | MB/s |")
@@ -94,10 +113,17 @@ def main() -> int:
         print(f"| {name} | {seconds:.3f} | {seconds / n * 1e6:.1f} | {megabytes / seconds:,.0f} |", flush=True)
     for workers in sorted({1, os.cpu_count() or 1}):
         seconds = cli_seconds(corpus, workers, max(3, args.repeat // 2))
-        print(f"| whole CLI job, {workers} worker{'s' if workers > 1 else ''} (start-up, store, output included) | "
-              f"{seconds:.3f} | {seconds / n * 1e6:.1f} | {megabytes / seconds:,.0f} |", flush=True)
-    start = median_seconds(lambda: subprocess.run([sys.executable, "-m", "scrapy_neardup.offline.cli", "--version"],
-                                                  check=True, capture_output=True), args.repeat)
+        print(
+            f"| whole CLI job, {workers} worker{'s' if workers > 1 else ''} (start-up, store, output included) | "
+            f"{seconds:.3f} | {seconds / n * 1e6:.1f} | {megabytes / seconds:,.0f} |",
+            flush=True,
+        )
+    start = median_seconds(
+        lambda: subprocess.run(
+            [sys.executable, "-m", "scrapy_neardup.offline.cli", "--version"], check=True, capture_output=True
+        ),
+        args.repeat,
+    )
     print(f"| CLI start-up (`scrapy-neardup --version`) | {start:.3f} | | |")
     return 0
 

@@ -124,8 +124,20 @@ def job_simhash_package(path: str, out: str) -> int:
 
 
 def job_neardup_cli(path: str, out: str, algorithm: str, workers: int) -> int:
-    cli = [sys.executable, "-m", "scrapy_neardup.offline.cli", "dedup", path, "-o", out, "--workers", str(workers),
-           "--algorithm", algorithm, "--no-progress"]
+    cli = [
+        sys.executable,
+        "-m",
+        "scrapy_neardup.offline.cli",
+        "dedup",
+        path,
+        "-o",
+        out,
+        "--workers",
+        str(workers),
+        "--algorithm",
+        algorithm,
+        "--no-progress",
+    ]
     if algorithm == "minhash":
         cli += ["--threshold", "0.8", "--shingle-size", "5", "--min-text-length", "1"]
     else:
@@ -149,15 +161,24 @@ def run_jobs(corpus: str, workers: int, repeat: int) -> list[tuple[str, str, lis
     out = os.path.join(os.path.dirname(corpus), "pairs.tsv")
     jobs: list[tuple[str, str, Callable[[], int]]] = [
         ("minhash", "scrapy-neardup dedup, 1 worker", lambda: job_neardup_cli(corpus, out, "minhash", 1)),
-        ("minhash", f"**scrapy-neardup dedup, {workers} workers** (default: one per CPU)",
-         lambda: job_neardup_cli(corpus, out, "minhash", workers)),
+        (
+            "minhash",
+            f"**scrapy-neardup dedup, {workers} workers** (default: one per CPU)",
+            lambda: job_neardup_cli(corpus, out, "minhash", workers),
+        ),
         ("minhash", "datasketch MinHash.update_batch + MinHashLSH", lambda: job_datasketch(corpus, out, False)),
         ("minhash", "datasketch MinHash.bulk + MinHashLSH", lambda: job_datasketch(corpus, out, True)),
         ("minhash", "rensa RMinHash + RMinHashLSH", lambda: job_rensa(corpus, out)),
-        ("simhash", "scrapy-neardup dedup --algorithm simhash, 1 worker",
-         lambda: job_neardup_cli(corpus, out, "simhash", 1)),
-        ("simhash", f"**scrapy-neardup dedup --algorithm simhash, {workers} workers**",
-         lambda: job_neardup_cli(corpus, out, "simhash", workers)),
+        (
+            "simhash",
+            "scrapy-neardup dedup --algorithm simhash, 1 worker",
+            lambda: job_neardup_cli(corpus, out, "simhash", 1),
+        ),
+        (
+            "simhash",
+            f"**scrapy-neardup dedup --algorithm simhash, {workers} workers**",
+            lambda: job_neardup_cli(corpus, out, "simhash", workers),
+        ),
         ("simhash", "simhash Simhash(text) + SimhashIndex(k=3)", lambda: job_simhash_package(corpus, out)),
     ]
     times: list[list[float]] = [[] for _ in jobs]
@@ -189,10 +210,11 @@ def table(title: str, corpus: str, results: list[tuple[str, str, list[float], in
         default = statistics.median(rows[1][2])
         for i, (_, name, times, pairs) in enumerate(rows):
             median = statistics.median(times)
-            ratio = (f"**{median / default:.2f}×** | {median / one:.2f}×" if i >= 2
-                     else "— | —")
-            lines.append(f"| {name} | {median:.2f} | {min(times):.2f}–{max(times):.2f} | {n / median:,.0f} | "
-                         f"{pairs:,} | {ratio} |")
+            ratio = f"**{median / default:.2f}×** | {median / one:.2f}×" if i >= 2 else "— | —"
+            lines.append(
+                f"| {name} | {median:.2f} | {min(times):.2f}–{max(times):.2f} | {n / median:,.0f} | "
+                f"{pairs:,} | {ratio} |"
+            )
     return "\n".join(lines)
 
 

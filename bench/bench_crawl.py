@@ -88,7 +88,7 @@ def local_canonical(body: bytes, url: str, in_set: set[str]) -> bytes:
     for tag in _LINK_TAG.finditer(head):
         if b"canonical" in tag.group(0).lower():
             local = _HREF.sub(lambda m: m.group(1) + b'"' + site_path(declared).encode() + b'"', tag.group(0), 1)
-            return body[: tag.start()] + local + body[tag.end():]
+            return body[: tag.start()] + local + body[tag.end() :]
     return body
 
 
@@ -96,8 +96,9 @@ def load_pages(dataset: str, manifest: list[dict]) -> dict[str, bytes]:
     in_set = {row["url"] for row in manifest}
     pages = {}
     for row in manifest:
-        pages[site_path(row["url"])] = local_canonical(read_page(os.path.join(dataset, row["file"])), row["url"],
-                                                       in_set)
+        pages[site_path(row["url"])] = local_canonical(
+            read_page(os.path.join(dataset, row["file"])), row["url"], in_set
+        )
     return pages
 
 
@@ -153,7 +154,7 @@ def crawl_child(base: str, paths: list[str], settings: dict, out: str) -> None:
 
         def parse(self, response):  # type: ignore[no-untyped-def]
             verdict = response.meta.get("neardup") or {}
-            yield {"path": unquote(response.url[len(base):]), "key": verdict.get("key")}
+            yield {"path": unquote(response.url[len(base) :]), "key": verdict.get("key")}
 
     items_path = out + ".items.jsonl"
     process = CrawlerProcess({**settings, "FEEDS": {items_path: {"format": "jsonlines", "overwrite": True}}})
@@ -192,10 +193,19 @@ def crawl_child(base: str, paths: list[str], settings: dict, out: str) -> None:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     stats = {k: v for k, v in crawler.stats.get_stats().items() if k.startswith("neardup/") or k == "finish_reason"}
     with open(out, "w") as f:
-        json.dump({"seconds": seconds, "crawler_cpu": usage.ru_utime + usage.ru_stime,
-                   "crawler_rss": usage.ru_maxrss * 1024, "worker_cpu": sum(c for c, _ in workers.values()),
-                   "worker_rss": max((h for _, h in workers.values()), default=0), "workers": len(workers),
-                   "items": items_path, "stats": {k: str(v) for k, v in stats.items()}}, f)
+        json.dump(
+            {
+                "seconds": seconds,
+                "crawler_cpu": usage.ru_utime + usage.ru_stime,
+                "crawler_rss": usage.ru_maxrss * 1024,
+                "worker_cpu": sum(c for c, _ in workers.values()),
+                "worker_rss": max((h for _, h in workers.values()), default=0),
+                "workers": len(workers),
+                "items": items_path,
+                "stats": {k: str(v) for k, v in stats.items()},
+            },
+            f,
+        )
 
 
 def run_crawl(base: str, paths: list[str], settings: dict, workdir: str) -> dict:
@@ -260,8 +270,11 @@ def distinct_bodies(pages: dict[str, bytes]) -> dict[str, bytes]:
 
 #: ``--variants``: what a user can trade for speed, at the core count (name suffix: the settings changed);
 #: ``nocache``: every byte-identical copy extracted again, as before ``NEARDUP_BODY_CACHE_SIZE``.
-VARIANTS = {"noguard": {"NEARDUP_TEMPLATE_REPEATS": 0}, "noextract": {"NEARDUP_EXTRACT": False},
-            "nocache": {"NEARDUP_BODY_CACHE_SIZE": 0}}
+VARIANTS = {
+    "noguard": {"NEARDUP_TEMPLATE_REPEATS": 0},
+    "noextract": {"NEARDUP_EXTRACT": False},
+    "nocache": {"NEARDUP_BODY_CACHE_SIZE": 0},
+}
 
 
 def timings(args: argparse.Namespace, base: str, paths: list[str], pages: dict[str, bytes], workdir: str) -> dict:
@@ -303,22 +316,33 @@ def timings(args: argparse.Namespace, base: str, paths: list[str], pages: dict[s
     distinct = len(distinct_bodies(pages))
     floor_seconds = (n * crawl_off_ms + distinct * extract_ms) / 1000 / cores
     return {
-        "pages": n, "cores": cores, "repeat": args.repeat, "rows": rows,
-        "floor": {"distinct_bodies": distinct,
-                  "extraction_cpu_ms_per_page": round(extract_ms, 2),
-                  "crawl_off_cpu_ms_per_page": crawl_off_ms,
-                  "extraction_ms_per_page_over_cores": round(extract_ms / cores, 2),
-                  "t_on_floor_seconds": round(floor_seconds, 2),
-                  "t_on_over_t_off_floor": round(max(floor_seconds, off) / off, 2)},
+        "pages": n,
+        "cores": cores,
+        "repeat": args.repeat,
+        "rows": rows,
+        "floor": {
+            "distinct_bodies": distinct,
+            "extraction_cpu_ms_per_page": round(extract_ms, 2),
+            "crawl_off_cpu_ms_per_page": crawl_off_ms,
+            "extraction_ms_per_page_over_cores": round(extract_ms / cores, 2),
+            "t_on_floor_seconds": round(floor_seconds, 2),
+            "t_on_over_t_off_floor": round(max(floor_seconds, off) / off, 2),
+        },
     }
 
 
-def quality(args: argparse.Namespace, base: str, paths: list[str], pages: dict[str, bytes],
-            manifest: list[dict], workdir: str) -> dict:
+def quality(
+    args: argparse.Namespace, base: str, paths: list[str], pages: dict[str, bytes], manifest: list[dict], workdir: str
+) -> dict:
     """Per crawl order, a crawl and ``dedup`` over the same pages in the same order, both scored."""
-    return {"pages": len(paths), "processes": args.processes,
-            "orders": {name: quality_in_order(args, base, order, pages, manifest, workdir)
-                       for name, order in crawl_orders(manifest, args.orders).items()}}
+    return {
+        "pages": len(paths),
+        "processes": args.processes,
+        "orders": {
+            name: quality_in_order(args, base, order, pages, manifest, workdir)
+            for name, order in crawl_orders(manifest, args.orders).items()
+        },
+    }
 
 
 def _settings_with(args: argparse.Namespace, workdir: str, **extra: object) -> dict:
@@ -329,8 +353,9 @@ def _settings_with(args: argparse.Namespace, workdir: str, **extra: object) -> d
     return settings
 
 
-def quality_in_order(args: argparse.Namespace, base: str, paths: list[str], pages: dict[str, bytes],
-                     manifest: list[dict], workdir: str) -> dict:
+def quality_in_order(
+    args: argparse.Namespace, base: str, paths: list[str], pages: dict[str, bytes], manifest: list[dict], workdir: str
+) -> dict:
     by_path = {site_path(row["url"]): row["url"] for row in manifest}
     settings = _settings_with(args, workdir)
     cluster = None
@@ -349,11 +374,13 @@ def quality_in_order(args: argparse.Namespace, base: str, paths: list[str], page
     for part in results:
         with open(part["items"]) as f:
             items += [json.loads(line) for line in f]
-    result = {"seconds": max(r["seconds"] for r in results), "stats": results[0]["stats"] if len(results) == 1
-              else [r["stats"] for r in results]}
+    result = {
+        "seconds": max(r["seconds"] for r in results),
+        "stats": results[0]["stats"] if len(results) == 1 else [r["stats"] for r in results],
+    }
 
     def page_of(url: str) -> str:
-        return by_path[unquote(url[len(base):])]
+        return by_path[unquote(url[len(base) :])]
 
     pairs = [(by_path[i["path"]], page_of(i["near_duplicate_of"])) for i in items if i.get("near_duplicate_of")]
     crawl_score = score(manifest, pairs)
@@ -362,19 +389,24 @@ def quality_in_order(args: argparse.Namespace, base: str, paths: list[str], page
         for path in paths:
             f.write(json.dumps({"url": base + path, "html": decode_html(pages[path])}) + "\n")
     tsv = os.path.join(workdir, "pairs.tsv")
-    subprocess.run([sys.executable, "-m", "scrapy_neardup.offline.cli", "dedup", jsonl, "-o", tsv], check=True,
-                   cwd=ROOT)
+    subprocess.run(
+        [sys.executable, "-m", "scrapy_neardup.offline.cli", "dedup", jsonl, "-o", tsv], check=True, cwd=ROOT
+    )
     with open(tsv, encoding="utf-8") as f:
         cli_pairs = [tuple(line.split("\t")[:2]) for line in f if line.strip() and not line.startswith("#")]
-    cli_score = score(manifest, [(by_path[unquote(a[len(base):])], by_path[unquote(b[len(base):])])
-                                 for a, b in cli_pairs])
+    cli_score = score(
+        manifest, [(by_path[unquote(a[len(base) :])], by_path[unquote(b[len(base) :])]) for a, b in cli_pairs]
+    )
 
     def row(s):  # type: ignore[no-untyped-def]
         return {"f1": round(s.f1, 4), "precision": round(s.precision, 4), "recall": round(s.recall, 4)}
 
-    return {"store": "redis+cluster" if args.redis_cluster else settings.get("NEARDUP_STORE_URL") or "sqlite",
-            "crawl": {**row(crawl_score), "seconds": round(result["seconds"], 1), "stats": result["stats"]},
-            "cli": row(cli_score), "f1_gap": round(cli_score.f1 - crawl_score.f1, 4)}
+    return {
+        "store": "redis+cluster" if args.redis_cluster else settings.get("NEARDUP_STORE_URL") or "sqlite",
+        "crawl": {**row(crawl_score), "seconds": round(result["seconds"], 1), "stats": result["stats"]},
+        "cli": row(cli_score),
+        "f1_gap": round(cli_score.f1 - crawl_score.f1, 4),
+    }
 
 
 _HEAD_OPEN = re.compile(rb"<head\b[^>]*>", re.IGNORECASE)
@@ -386,10 +418,10 @@ def declaring(body: bytes, path: str) -> bytes:
     for tag in _LINK_TAG.finditer(head):
         if b"canonical" in tag.group(0).lower() and b"rel" in tag.group(0).lower():
             local = _HREF.sub(lambda m: m.group(1) + b'"' + path.encode() + b'"', tag.group(0), 1)
-            return body[: tag.start()] + local + body[tag.end():]
+            return body[: tag.start()] + local + body[tag.end() :]
     link = b'<link rel="canonical" href="' + path.encode() + b'">'
     found = _HEAD_OPEN.search(head)
-    return body[: found.end()] + link + body[found.end():] if found else link + body
+    return body[: found.end()] + link + body[found.end() :] if found else link + body
 
 
 def alias_site(dataset: str, manifest: list[dict]) -> tuple[dict[str, bytes], dict[str, str], dict[str, str]]:
@@ -427,8 +459,10 @@ def aliases(args: argparse.Namespace, workdir: str) -> dict:
     base, server = serve(pages)
     originals = set(group.values())
     copies = [p for p in pages if p not in originals]
-    orders = {"copies-first": copies + sorted(originals),
-              "shuffled-1": random.Random(1).sample(list(pages), len(pages))}
+    orders = {
+        "copies-first": copies + sorted(originals),
+        "shuffled-1": random.Random(1).sample(list(pages), len(pages)),
+    }
     out: dict = {"pages": len(pages), "groups": len(originals)}
     try:
         for name, order in orders.items():
@@ -444,17 +478,24 @@ def aliases(args: argparse.Namespace, workdir: str) -> dict:
             for path in first:
                 per_group.setdefault(group.get(path, "?"), []).append(path)
             out[name] = {
-                "emitted": len(first), "emitted_again": len(emitted[1]),
+                "emitted": len(first),
+                "emitted_again": len(emitted[1]),
                 "same_on_recrawl": sorted(first) == sorted(emitted[1]),
                 "groups_with_one_page": sum(1 for g in originals if len(per_group.get(g, ())) == 1),
                 "groups_with_more": sum(1 for g in originals if len(per_group.get(g, ())) > 1),
                 "groups_with_none": sum(1 for g in originals if not per_group.get(g)),
                 "one_page_and_it_is_the_original": sum(1 for g in originals if per_group.get(g) == [g]),
-                "extra_pages_by_kind": dict(sorted(Counter(kind[p] for g in originals for p in per_group.get(g, [])
-                                                           if len(per_group[g]) > 1 and p != g).items())),
+                "extra_pages_by_kind": dict(
+                    sorted(
+                        Counter(
+                            kind[p] for g in originals for p in per_group.get(g, []) if len(per_group[g]) > 1 and p != g
+                        ).items()
+                    )
+                ),
             }
             out[name]["share_with_at_most_one"] = round(
-                (out[name]["groups_with_one_page"] + out[name]["groups_with_none"]) / len(originals), 4)
+                (out[name]["groups_with_one_page"] + out[name]["groups_with_none"]) / len(originals), 4
+            )
             print(name, out[name], file=sys.stderr, flush=True)
     finally:
         server.terminate()
@@ -476,8 +517,9 @@ def recrawl(args: argparse.Namespace, base: str, paths: list[str], manifest: lis
     emitted = []
     try:
         for n, crawl_paths in enumerate((order, list(reversed(order)))):
-            results = run_crawls(base, [crawl_paths[i :: args.processes] for i in range(args.processes)], settings,
-                                 workdir)
+            results = run_crawls(
+                base, [crawl_paths[i :: args.processes] for i in range(args.processes)], settings, workdir
+            )
             got: list[str] = []
             for part in results:
                 with open(part["items"]) as f:
@@ -491,13 +533,20 @@ def recrawl(args: argparse.Namespace, base: str, paths: list[str], manifest: lis
     for path in first:
         per_cluster[cluster_of[path]] = per_cluster.get(cluster_of[path], 0) + 1
     clusters = {r["cluster"] for r in manifest}
-    return {"pages": len(paths), "processes": args.processes, "store": "redis" if server is not None else "sqlite",
-            "first_emitted": len(first), "second_emitted": len(second), "same": sorted(first) == sorted(second),
-            "emitted_twice_in_a_crawl": len(first) - len(set(first)),
-            "only_in_first": len(set(first) - set(second)), "only_in_second": len(set(second) - set(first)),
-            "clusters": len(clusters), "clusters_with_one_page_emitted": sum(1 for c in clusters
-                                                                             if per_cluster.get(c, 0) == 1),
-            "clusters_with_none": sum(1 for c in clusters if per_cluster.get(c, 0) == 0)}
+    return {
+        "pages": len(paths),
+        "processes": args.processes,
+        "store": "redis" if server is not None else "sqlite",
+        "first_emitted": len(first),
+        "second_emitted": len(second),
+        "same": sorted(first) == sorted(second),
+        "emitted_twice_in_a_crawl": len(first) - len(set(first)),
+        "only_in_first": len(set(first) - set(second)),
+        "only_in_second": len(set(second) - set(first)),
+        "clusters": len(clusters),
+        "clusters_with_one_page_emitted": sum(1 for c in clusters if per_cluster.get(c, 0) == 1),
+        "clusters_with_none": sum(1 for c in clusters if per_cluster.get(c, 0) == 0),
+    }
 
 
 def stability(args: argparse.Namespace, base: str, paths: list[str], workdir: str) -> dict:
@@ -508,16 +557,25 @@ def stability(args: argparse.Namespace, base: str, paths: list[str], workdir: st
         try:
             result = run_crawl(base, paths, settings, workdir)
             stats = result["stats"]
-            outcomes.append({"finish_reason": stats.get("finish_reason"),
-                             "worker_lost": int(stats.get("neardup/skipped/worker_lost", 0)),
-                             "checked": int(stats.get("neardup/checked", 0)), "seconds": round(result["seconds"], 1)})
+            outcomes.append(
+                {
+                    "finish_reason": stats.get("finish_reason"),
+                    "worker_lost": int(stats.get("neardup/skipped/worker_lost", 0)),
+                    "checked": int(stats.get("neardup/checked", 0)),
+                    "seconds": round(result["seconds"], 1),
+                }
+            )
         except RuntimeError as exc:
             outcomes.append({"error": str(exc)})
         print(f"crawl {i + 1}: {outcomes[-1]}", file=sys.stderr, flush=True)
     ok = [o for o in outcomes if o.get("finish_reason") == "finished" and o.get("worker_lost") == 0]
-    return {"crawls": len(outcomes), "finished_without_loss": len(ok), "pages": len(paths),
-            "checked": sorted({o.get("checked") for o in outcomes}),
-            "outcomes_not_ok": [o for o in outcomes if o not in ok]}
+    return {
+        "crawls": len(outcomes),
+        "finished_without_loss": len(ok),
+        "pages": len(paths),
+        "checked": sorted({o.get("checked") for o in outcomes}),
+        "outcomes_not_ok": [o for o in outcomes if o not in ok],
+    }
 
 
 def main() -> int:
@@ -526,29 +584,55 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="rounds of alternating crawls (medians over them)")
     parser.add_argument("--pools", type=int, nargs="*", help="pool sizes to time (default 0, 1, 2, the cores)")
     parser.add_argument("--limit", type=int, help="only the first N pages")
-    parser.add_argument("--floor-pages", type=int, default=0,
-                        help="pages timed alone for the floor (default 0: every page the crawl fetches)")
-    parser.add_argument("--variants", nargs="*", choices=sorted(VARIANTS), default=None,
-                        help="also time these variants at the core count (no name: all): the template guard "
-                             "off, main-content extraction off, the body cache off")
+    parser.add_argument(
+        "--floor-pages",
+        type=int,
+        default=0,
+        help="pages timed alone for the floor (default 0: every page the crawl fetches)",
+    )
+    parser.add_argument(
+        "--variants",
+        nargs="*",
+        choices=sorted(VARIANTS),
+        default=None,
+        help="also time these variants at the core count (no name: all): the template guard "
+        "off, main-content extraction off, the body cache off",
+    )
     parser.add_argument("--quality", action="store_true", help="score a crawl and the CLI on the same pages")
-    parser.add_argument("--orders", nargs="+", default=["manifest", "copies-first", "shuffled-1", "shuffled-2",
-                                                        "shuffled-3"],
-                        help="--quality: crawl orders (manifest, copies-first, shuffled-N)")
+    parser.add_argument(
+        "--orders",
+        nargs="+",
+        default=["manifest", "copies-first", "shuffled-1", "shuffled-2", "shuffled-3"],
+        help="--quality: crawl orders (manifest, copies-first, shuffled-N)",
+    )
     parser.add_argument("--recrawl", action="store_true", help="drop mode, crawled twice on one store")
     parser.add_argument("--aliases", action="store_true", help="a site of aliases declaring their originals")
     parser.add_argument("--redis", action="store_true", help="--recrawl: a real redis-server as the store")
     parser.add_argument("--stability", type=int, default=0, metavar="N", help="N crawls in a row")
     parser.add_argument("--processes", type=int, default=1, help="--quality: crawls at once, sharing the store")
-    parser.add_argument("--redis-cluster", type=int, default=0, metavar="M",
-                        help="--quality: the crawls' store is a real Redis Cluster of M masters")
-    parser.add_argument("-s", dest="setting", action="append", default=[], metavar="NAME=VALUE",
-                        help="a Scrapy setting for the --quality crawl")
+    parser.add_argument(
+        "--redis-cluster",
+        type=int,
+        default=0,
+        metavar="M",
+        help="--quality: the crawls' store is a real Redis Cluster of M masters",
+    )
+    parser.add_argument(
+        "-s",
+        dest="setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a Scrapy setting for the --quality crawl",
+    )
     args = parser.parse_args()
     if args.aliases:
         workdir = tempfile.mkdtemp(prefix="bench-crawl-")
-        print(json.dumps({"command": " ".join(["bench/bench_crawl.py", *sys.argv[1:]]), **aliases(args, workdir)},
-                         indent=1))
+        print(
+            json.dumps(
+                {"command": " ".join(["bench/bench_crawl.py", *sys.argv[1:]]), **aliases(args, workdir)}, indent=1
+            )
+        )
         return 0
     manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
     if args.limit:

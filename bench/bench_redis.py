@@ -67,8 +67,16 @@ def fingerprints(n: int, seed: int) -> list[tuple[str, bytes, object]]:
     return items
 
 
-def worker(url: str, prefix: str, items: list, batch: int, barrier: object, queue: object, threads: int = 1,
-           switch_interval: float | None = None) -> None:
+def worker(
+    url: str,
+    prefix: str,
+    items: list,
+    batch: int,
+    barrier: object,
+    queue: object,
+    threads: int = 1,
+    switch_interval: float | None = None,
+) -> None:
     """One process's check-and-insert of its ``items`` in batches; with ``threads`` > 1, that many threads of
     the process take the batches in turn, each with its own connection, so that one's Python may run while
     another waits for Redis."""
@@ -127,15 +135,23 @@ class Rate(NamedTuple):
     redis_us: float
 
 
-def run_processes(server: RedisServer | RedisCluster, processes: int, docs: int, batch: int, prefix: str,
-                  threads: int = 1, switch_interval: float | None = None) -> Rate:
+def run_processes(
+    server: RedisServer | RedisCluster,
+    processes: int,
+    docs: int,
+    batch: int,
+    prefix: str,
+    threads: int = 1,
+    switch_interval: float | None = None,
+) -> Rate:
     """Median per-process check-and-insert rate (ops/s) with ``processes`` running at once."""
     ctx = multiprocessing.get_context("fork")
     barrier, queue = ctx.Barrier(processes), ctx.Queue()
     work = [fingerprints(docs, seed) for seed in range(processes)]
-    procs = [ctx.Process(target=worker, args=(server.url, prefix, work[p], batch, barrier, queue, threads,
-                                                       switch_interval))
-             for p in range(processes)]
+    procs = [
+        ctx.Process(target=worker, args=(server.url, prefix, work[p], batch, barrier, queue, threads, switch_interval))
+        for p in range(processes)
+    ]
     redis_before = redis_cpu_seconds(server)
     for p in procs:
         p.start()
@@ -144,8 +160,11 @@ def run_processes(server: RedisServer | RedisCluster, processes: int, docs: int,
         p.join()
     redis_seconds = redis_cpu_seconds(server) - redis_before
     total = docs * processes
-    return Rate(statistics.median(docs / seconds for seconds, _ in results),
-                sum(cpu for _, cpu in results) / total * 1e6, redis_seconds / total * 1e6)
+    return Rate(
+        statistics.median(docs / seconds for seconds, _ in results),
+        sum(cpu for _, cpu in results) / total * 1e6,
+        redis_seconds / total * 1e6,
+    )
 
 
 def median_rate(rates: list[Rate]) -> Rate:
@@ -195,12 +214,23 @@ def thread_rates(args: argparse.Namespace) -> int:
                 rates: dict[int, list[Rate]] = {1: [], args.threads: []}
                 for r in range(args.repeat):
                     for threads in rates:
-                        rates[threads].append(run_processes(server, 1, args.docs, args.batch,
-                                                            f"bench:{{t{threads}-{r}}}", threads,
-                                                            args.switch_interval))
+                        rates[threads].append(
+                            run_processes(
+                                server,
+                                1,
+                                args.docs,
+                                args.batch,
+                                f"bench:{{t{threads}-{r}}}",
+                                threads,
+                                args.switch_interval,
+                            )
+                        )
                 for threads, values in rates.items():
-                    print(f"| {shards} | {threads} | {cpu_cells(median_rate(values))} | "
-                          f"{', '.join(f'{v.per_process:,.0f}' for v in values)} |", flush=True)
+                    print(
+                        f"| {shards} | {threads} | {cpu_cells(median_rate(values))} | "
+                        f"{', '.join(f'{v.per_process:,.0f}' for v in values)} |",
+                        flush=True,
+                    )
             finally:
                 server.stop()
     return 0
@@ -212,12 +242,23 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--datasketch-docs", type=int, default=3000)
-    parser.add_argument("--shards", default="1", help="comma-separated: 1 = one redis-server, N > 1 = a cluster "
-                                                      "of N masters")
-    parser.add_argument("--threads", type=int, default=0, metavar="N",
-                        help="only one process, with 1 and with N threads sharing its batches, alternating")
-    parser.add_argument("--switch-interval", type=float, default=None, metavar="S",
-                        help="sys.setswitchinterval(S) in each client process (CPython's default: 0.005)")
+    parser.add_argument(
+        "--shards", default="1", help="comma-separated: 1 = one redis-server, N > 1 = a cluster of N masters"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only one process, with 1 and with N threads sharing its batches, alternating",
+    )
+    parser.add_argument(
+        "--switch-interval",
+        type=float,
+        default=None,
+        metavar="S",
+        help="sys.setswitchinterval(S) in each client process (CPython's default: 0.005)",
+    )
     args = parser.parse_args()
     if args.threads:
         return thread_rates(args)
@@ -226,10 +267,17 @@ def main() -> int:
             cluster = RedisCluster(tmp, masters=shards).start()
             try:
                 for processes in (1, 2, 4):
-                    rate = median_rate([run_processes(cluster, processes, args.docs, args.batch,
-                                                      f"bench:{{c{processes}-{r}}}") for r in range(args.repeat)])
-                    print(f"| {shards} shards (cluster) | {processes} | {cpu_cells(rate)} | "
-                          f"{rate.per_process * processes:,.0f} |", flush=True)
+                    rate = median_rate(
+                        [
+                            run_processes(cluster, processes, args.docs, args.batch, f"bench:{{c{processes}-{r}}}")
+                            for r in range(args.repeat)
+                        ]
+                    )
+                    print(
+                        f"| {shards} shards (cluster) | {processes} | {cpu_cells(rate)} | "
+                        f"{rate.per_process * processes:,.0f} |",
+                        flush=True,
+                    )
             finally:
                 cluster.stop()
     if "1" not in args.shards.split(","):
@@ -246,8 +294,9 @@ def main() -> int:
                 client.flushall()
                 rates.append(run_processes(server, processes, args.docs, args.batch, f"bench:{{{processes}-{r}}}"))
             rows.append((processes, median_rate(rates)))
-            print(f"{processes} processes: {rows[-1][1].per_process:,.0f} ops/s per process", file=sys.stderr,
-                  flush=True)
+            print(
+                f"{processes} processes: {rows[-1][1].per_process:,.0f} ops/s per process", file=sys.stderr, flush=True
+            )
         client.flushall()
         base = client.info("memory")["used_memory"]
         run_processes(server, 1, args.docs, args.batch, "mem:{1}")
@@ -256,19 +305,27 @@ def main() -> int:
         ds_one, ds_session = datasketch_rates(server, args.datasketch_docs)
     finally:
         server.stop()
-    print(f"Redis store, MinHash 128 permutations (threshold 0.8), batches of {args.batch}, "
-          f"{args.docs:,} documents per process, median of {args.repeat} runs, {time.strftime('%Y-%m-%d')}\n")
-    print("| processes at once | check-and-insert ops/s per process | CPU µs a document: client | Redis | "
-          "the machine's ceiling | total ops/s |")
+    print(
+        f"Redis store, MinHash 128 permutations (threshold 0.8), batches of {args.batch}, "
+        f"{args.docs:,} documents per process, median of {args.repeat} runs, {time.strftime('%Y-%m-%d')}\n"
+    )
+    print(
+        "| processes at once | check-and-insert ops/s per process | CPU µs a document: client | Redis | "
+        "the machine's ceiling | total ops/s |"
+    )
     print("|---|---|---|---|---|---|")
     for processes, rate in rows:
         print(f"| {processes} | {cpu_cells(rate)} | {rate.per_process * processes:,.0f} |")
-    print(f"\nRedis memory per document (canonical and near-duplicate mix): {per_doc:,.0f} bytes "
-          f"({per_doc * 1e6 / 2**30:.2f} GiB per million pages)\n")
-    print(f"datasketch MinHashLSH on the same Redis ({args.datasketch_docs:,} documents): query + insert one by "
-          f"one {ds_one:,.0f} docs/s; insertion session (insert only) {ds_session:,.0f} docs/s. "
-          f"scrapy-neardup, 1 process: {rows[0][1].per_process / ds_one:.0f}x and "
-          f"{rows[0][1].per_process / ds_session:.1f}x those.")
+    print(
+        f"\nRedis memory per document (canonical and near-duplicate mix): {per_doc:,.0f} bytes "
+        f"({per_doc * 1e6 / 2**30:.2f} GiB per million pages)\n"
+    )
+    print(
+        f"datasketch MinHashLSH on the same Redis ({args.datasketch_docs:,} documents): query + insert one by "
+        f"one {ds_one:,.0f} docs/s; insertion session (insert only) {ds_session:,.0f} docs/s. "
+        f"scrapy-neardup, 1 process: {rows[0][1].per_process / ds_one:.0f}x and "
+        f"{rows[0][1].per_process / ds_session:.1f}x those."
+    )
     return 0
 
 

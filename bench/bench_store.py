@@ -74,7 +74,8 @@ class Synthetic:
             sigs = rng.integers(0, 2**32, size=(n, width), dtype=np.uint32)
         else:
             sigs = rng.integers(0, 2**63, size=(n, 1), dtype=np.uint64) * np.uint64(2) + rng.integers(
-                0, 2, size=(n, 1), dtype=np.uint64)
+                0, 2, size=(n, 1), dtype=np.uint64
+            )
         near = np.flatnonzero(rng.random(n) < 0.2) if len(self.recent) else np.empty(0, dtype=np.int64)
         if len(near):
             sigs[near] = self.recent[rng.integers(0, len(self.recent), size=len(near))]
@@ -159,10 +160,14 @@ def grow(args: argparse.Namespace, sizes: list[int]) -> list[dict[str, float]]:
             "peak_per_doc": (status_bytes("VmHWM") - base_rss) / size,
         }
         rows.append(row)
-        print(f"{size:>11,} docs: {row['rate']:,.0f} docs/s, query p50 {row['p50_ms']:.3f} ms "
-              f"p99 {row['p99_ms']:.3f} ms, longest batch {longest:.2f} s, file {row['file_per_doc']:.0f} B/doc, "
-              f"RSS {row['rss_per_doc']:.0f} B/doc "
-              f"(peak {row['peak_per_doc']:.0f})", file=sys.stderr, flush=True)
+        print(
+            f"{size:>11,} docs: {row['rate']:,.0f} docs/s, query p50 {row['p50_ms']:.3f} ms "
+            f"p99 {row['p99_ms']:.3f} ms, longest batch {longest:.2f} s, file {row['file_per_doc']:.0f} B/doc, "
+            f"RSS {row['rss_per_doc']:.0f} B/doc "
+            f"(peak {row['peak_per_doc']:.0f})",
+            file=sys.stderr,
+            flush=True,
+        )
     detector.close()
     for p in (path, path + "-wal", path + "-shm"):
         if os.path.exists(p):
@@ -189,15 +194,21 @@ def main() -> int:
     rows = [{k: statistics.median(run[i][k] for run in runs) for k in runs[0][i]} for i in range(len(sizes))]
 
     params = MinHashLSH(0.45).params() if args.algorithm == "minhash" else SimHashHamming(max_distance=3).params()
-    print(f"{args.store} store, {args.algorithm} ({params}), median of {args.repeat} run(s), "
-          f"{time.strftime('%Y-%m-%d')}, Python {platform.python_version()}, {os.cpu_count()} CPUs\n")
-    print("| documents | check-and-insert docs/s (this step) | total insert time s | query p50 ms | query p99 ms "
-          "| longest batch s | file bytes/doc | RSS bytes/doc | peak RSS bytes/doc |")
+    print(
+        f"{args.store} store, {args.algorithm} ({params}), median of {args.repeat} run(s), "
+        f"{time.strftime('%Y-%m-%d')}, Python {platform.python_version()}, {os.cpu_count()} CPUs\n"
+    )
+    print(
+        "| documents | check-and-insert docs/s (this step) | total insert time s | query p50 ms | query p99 ms "
+        "| longest batch s | file bytes/doc | RSS bytes/doc | peak RSS bytes/doc |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['size']:,.0f} | {r['rate']:,.0f} | {r['total_secs']:,.1f} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} "
-              f"| {r['longest_batch_s']:.2f} | {r['file_per_doc']:,.0f} | {r['rss_per_doc']:,.0f} "
-              f"| {r['peak_per_doc']:,.0f} |")
+        print(
+            f"| {r['size']:,.0f} | {r['rate']:,.0f} | {r['total_secs']:,.1f} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} "
+            f"| {r['longest_batch_s']:.2f} | {r['file_per_doc']:,.0f} | {r['rss_per_doc']:,.0f} "
+            f"| {r['peak_per_doc']:,.0f} |"
+        )
     if args.plot:
         import matplotlib
 

@@ -85,8 +85,9 @@ class DevSetSpider(scrapy.Spider):
         if parts.scheme in ("http", "https") and parts.hostname:
             url = urlunsplit(("http", parts.netloc, parts.path or "/", parts.query, ""))
             try:
-                return scrapy.Request(url, meta={**meta, "proxy": self.base}, headers={"X-Devset-Id": row["id"]},
-                                      dont_filter=True)
+                return scrapy.Request(
+                    url, meta={**meta, "proxy": self.base}, headers={"X-Devset-Id": row["id"]}, dont_filter=True
+                )
             except ValueError:  # not a URL Scrapy can fetch (the set has a few made-up ones)
                 pass
         return scrapy.Request(f"{self.base}/{row['id']}", meta=meta, dont_filter=True)
@@ -112,6 +113,7 @@ class Timings:
         original = getattr(owner, name)
         record = self.seconds[label]
         if inspect.iscoroutinefunction(original):
+
             @functools.wraps(original)
             async def timed_async(*args, **kwargs):  # type: ignore[no-untyped-def]
                 started = time.perf_counter()
@@ -119,8 +121,10 @@ class Timings:
                     return await original(*args, **kwargs)
                 finally:
                     record.append(time.perf_counter() - started)
+
             setattr(owner, name, timed_async)
         else:
+
             @functools.wraps(original)
             def timed(*args, **kwargs):  # type: ignore[no-untyped-def]
                 started = time.perf_counter()
@@ -128,6 +132,7 @@ class Timings:
                     return original(*args, **kwargs)
                 finally:
                     record.append(time.perf_counter() - started)
+
             setattr(owner, name, timed)
 
     @staticmethod
@@ -170,17 +175,22 @@ class Timings:
     @staticmethod
     def stats(values: list[float]) -> dict[str, float]:
         ordered = sorted(values)
-        return {"median_ms": round(ordered[len(ordered) // 2] * 1e3, 3),
-                "p99_ms": round(ordered[int(0.99 * (len(ordered) - 1))] * 1e3, 3),
-                "mean_ms": round(sum(ordered) / len(ordered) * 1e3, 3), "n": len(ordered)}
+        return {
+            "median_ms": round(ordered[len(ordered) // 2] * 1e3, 3),
+            "p99_ms": round(ordered[int(0.99 * (len(ordered) - 1))] * 1e3, 3),
+            "mean_ms": round(sum(ordered) / len(ordered) * 1e3, 3),
+            "n": len(ordered),
+        }
 
     def summary(self) -> dict[str, Any]:
         stats = self.stats
         # Pages that reused another page's job (byte-identical bodies) went to no worker: they are counted,
         # and left out of the per-page figures, which pair each extracted page's steps.
         extracted = [not r for r in self.reused]
-        seconds = {label: [v for v, keep in zip(values, extracted) if keep] if len(values) == len(extracted)
-                   else values for label, values in self.seconds.items()}
+        seconds = {
+            label: [v for v, keep in zip(values, extracted) if keep] if len(values) == len(extracted) else values
+            for label, values in self.seconds.items()
+        }
         out: dict[str, Any] = {label: stats(values) for label, values in seconds.items() if values}
         out["reused_pages"] = sum(self.reused)
         middleware = seconds["middleware"]
@@ -305,15 +315,32 @@ def main() -> int:
     pairs = [(i["url"], i["near_duplicate_of"]) for i in items if i.get("near_duplicate_of")]
     result = score(manifest, pairs)
     stats = {k: v for k, v in crawler.stats.get_stats().items() if k.startswith("neardup/")}
-    print(json.dumps({
-        "f1": round(result.f1, 4), "precision": round(result.precision, 4), "recall": round(result.recall, 4),
-        "kind_recall": {k: round(v, 3) for k, v in result.kind_recall.items()},
-        "items": len(items), "pages": len(manifest), "seconds": round(seconds, 1), "stats": stats,
-        "settings": args.settings, "items_file": out,
-        **({"timings": timings.summary(), "back_to_back": back_to_back(settings, args.dataset, manifest),
-            "pages_per_sec_plugin_off": round(len(manifest) / off_seconds, 1),
-            "pages_per_sec_plugin_on": round(len(manifest) / seconds, 1)} if timings else {}),
-    }))
+    print(
+        json.dumps(
+            {
+                "f1": round(result.f1, 4),
+                "precision": round(result.precision, 4),
+                "recall": round(result.recall, 4),
+                "kind_recall": {k: round(v, 3) for k, v in result.kind_recall.items()},
+                "items": len(items),
+                "pages": len(manifest),
+                "seconds": round(seconds, 1),
+                "stats": stats,
+                "settings": args.settings,
+                "items_file": out,
+                **(
+                    {
+                        "timings": timings.summary(),
+                        "back_to_back": back_to_back(settings, args.dataset, manifest),
+                        "pages_per_sec_plugin_off": round(len(manifest) / off_seconds, 1),
+                        "pages_per_sec_plugin_on": round(len(manifest) / seconds, 1),
+                    }
+                    if timings
+                    else {}
+                ),
+            }
+        )
+    )
     return 0
 
 

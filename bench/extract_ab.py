@@ -30,7 +30,8 @@ def main() -> int:
     parser.add_argument("--passes", type=int, default=3)
     args = parser.parse_args()
     spec = importlib.util.spec_from_file_location(
-        "other_extract", os.path.join(args.against, "scrapy_neardup", "engine", "extract.py"))
+        "other_extract", os.path.join(args.against, "scrapy_neardup", "engine", "extract.py")
+    )
     assert spec is not None and spec.loader is not None
     other = importlib.util.module_from_spec(spec)
     sys.modules["other_extract"] = other
@@ -46,7 +47,7 @@ def main() -> int:
         spent = {"this": 0.0, "other": 0.0}
         for k, (html, url) in enumerate(pages):
             got = {}
-            for name, module in ((("this", this), ("other", other)) if k % 2 else (("other", other), ("this", this))):
+            for name, module in (("this", this), ("other", other)) if k % 2 else (("other", other), ("this", this)):
                 started = clock()
                 got[name] = module.extract(html, url, with_page_text=True)
                 spent[name] += clock() - started
@@ -54,8 +55,17 @@ def main() -> int:
                 for field in differ:
                     differ[field] += getattr(got["this"], field) != getattr(got["other"], field)
         passes.append({name: round(1000 * seconds / len(pages), 2) for name, seconds in spent.items()})
-    print(json.dumps({"command": "bench/extract_ab.py " + " ".join(sys.argv[1:]), "pages": len(pages),
-                      "mean_cpu_ms_per_page": passes, "pages_that_differ": differ}, indent=1))
+    print(
+        json.dumps(
+            {
+                "command": "bench/extract_ab.py " + " ".join(sys.argv[1:]),
+                "pages": len(pages),
+                "mean_cpu_ms_per_page": passes,
+                "pages_that_differ": differ,
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

@@ -55,10 +55,18 @@ def main() -> int:
             done = [results.get() for _ in children]
             for child in children:
                 child.join()
-            runs.append({"processes": procs, "cpu_ms_per_page": round(1000 * sum(c for c, _ in done) / len(pages), 2),
-                         "wall_seconds": round(time.perf_counter() - started, 1)})
-    print(json.dumps({"command": "bench/job_parallel.py " + " ".join(sys.argv[1:]), "pages": len(pages),
-                      "runs": runs}, indent=1))
+            runs.append(
+                {
+                    "processes": procs,
+                    "cpu_ms_per_page": round(1000 * sum(c for c, _ in done) / len(pages), 2),
+                    "wall_seconds": round(time.perf_counter() - started, 1),
+                }
+            )
+    print(
+        json.dumps(
+            {"command": "bench/job_parallel.py " + " ".join(sys.argv[1:]), "pages": len(pages), "runs": runs}, indent=1
+        )
+    )
     return 0
 
 

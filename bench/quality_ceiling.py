@@ -40,8 +40,18 @@ def shingle_sets(manifest_path: str, workers: int) -> tuple[list[dict], list[set
     pipeline = config.build_pipeline()
     manifest = load_manifest(manifest_path)
     base = os.path.dirname(os.path.abspath(manifest_path))
-    jobs = [(os.path.join(base, r["file"]), r["url"], config.extract, config.min_text_length,
-             config.extract_fast, config.extract_favor, config.uses_template_guard) for r in manifest]
+    jobs = [
+        (
+            os.path.join(base, r["file"]),
+            r["url"],
+            config.extract,
+            config.min_text_length,
+            config.extract_fast,
+            config.extract_favor,
+            config.uses_template_guard,
+        )
+        for r in manifest
+    ]
     with multiprocessing.Pool(workers) as pool:
         extracted = [got for got, _ in pool.map(_extract_job, jobs, chunksize=8)]
     guard = config.build_template_guard()
@@ -62,8 +72,9 @@ def shingle_sets(manifest_path: str, workers: int) -> tuple[list[dict], list[set
     return manifest, sets
 
 
-def exact_stream(manifest: list[dict], sets: list[set[int] | None], threshold: float,
-                 refuse=lambda i, j: False) -> list[tuple[str, str, float]]:  # type: ignore[no-untyped-def]
+def exact_stream(
+    manifest: list[dict], sets: list[set[int] | None], threshold: float, refuse=lambda i, j: False
+) -> list[tuple[str, str, float]]:  # type: ignore[no-untyped-def]
     """Each page against every canonical page before it, exactly (an inverted index of shingles)."""
     postings: dict[int, list[int]] = defaultdict(list)
     pairs = []
@@ -104,14 +115,23 @@ def main() -> None:
             pairs = exact_stream(manifest, sets, threshold, refuse)
             result = score(manifest, [(a, b) for a, b, _ in pairs])
             merges = [r for r in error_report(manifest, pairs) if r["type"] == "false_merge"]
-            row = {"method": name, "threshold": threshold, "f1": round(result.f1, 4),
-                   "precision": round(result.precision, 4), "recall": round(result.recall, 4),
-                   "false_pairs": result.predicted_pairs - result.true_pairs,
-                   "false_merges": [[*m["clusters"], m["false_pairs"], max(e["similarity"] for e in m["edges"])]
-                                    for m in merges]}
+            row = {
+                "method": name,
+                "threshold": threshold,
+                "f1": round(result.f1, 4),
+                "precision": round(result.precision, 4),
+                "recall": round(result.recall, 4),
+                "false_pairs": result.predicted_pairs - result.true_pairs,
+                "false_merges": [
+                    [*m["clusters"], m["false_pairs"], max(e["similarity"] for e in m["edges"])] for m in merges
+                ],
+            }
             print(json.dumps(row), flush=True)
-            print(f"{name:22} {threshold:.2f}  F1 {result.f1:.4f}  P {result.precision:.4f}  R {result.recall:.4f}"
-                  f"  false pairs {row['false_pairs']}", file=sys.stderr)
+            print(
+                f"{name:22} {threshold:.2f}  F1 {result.f1:.4f}  P {result.precision:.4f}  R {result.recall:.4f}"
+                f"  false pairs {row['false_pairs']}",
+                file=sys.stderr,
+            )
 
 
 if __name__ == "__main__":

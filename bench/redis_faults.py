@@ -72,8 +72,9 @@ def inject(server: RedisServer, fault: str) -> None:
 def run(kind, fault: str, fingerprints, workdir: str) -> dict:
     server = RedisServer(tempfile.mkdtemp(dir=workdir), persistent=True, kind=kind).start()
     config = Config.from_settings({"NEARDUP_ENABLED": True})
-    store = RedisStore(server.url, prefix="faults:{bench}", retries=config.redis_retries,
-                       timeout_secs=config.redis_timeout_secs)
+    store = RedisStore(
+        server.url, prefix="faults:{bench}", retries=config.redis_retries, timeout_secs=config.redis_timeout_secs
+    )
     detector = config.detector(config.build_algorithm(), store)
     detector.open()
     failed, longest, fired = 0, 0.0, threading.Event()
@@ -98,8 +99,7 @@ def run(kind, fault: str, fingerprints, workdir: str) -> dict:
     finally:
         detector.close()
         server.stop()
-    return {"failed": failed, "longest_batch_s": longest, "seconds": seconds, "reloaded": reloaded,
-            "seen_after": seen}
+    return {"failed": failed, "longest_batch_s": longest, "seconds": seconds, "reloaded": reloaded, "seen_after": seen}
 
 
 def main() -> int:
@@ -108,8 +108,10 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     algorithm = Config.from_settings({"NEARDUP_ENABLED": True}).build_algorithm()
-    fingerprints = [(f"http://bench/{i}", fp.signature, fp.buckets)
-                    for i, fp in enumerate(map(algorithm.fingerprint, texts(args.docs, 1)))]
+    fingerprints = [
+        (f"http://bench/{i}", fp.signature, fp.buckets)
+        for i, fp in enumerate(map(algorithm.fingerprint, texts(args.docs, 1)))
+    ]
     workdir = tempfile.mkdtemp(prefix="redis-faults-")
     out: dict[str, dict] = {}
     try:
@@ -127,8 +129,17 @@ def main() -> int:
             print(kind.name, json.dumps(rows), file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(json.dumps({"command": " ".join(["bench/redis_faults.py", *sys.argv[1:]]), "docs": args.docs,
-                      "repeat": args.repeat, "servers": out}, indent=1))
+    print(
+        json.dumps(
+            {
+                "command": " ".join(["bench/redis_faults.py", *sys.argv[1:]]),
+                "docs": args.docs,
+                "repeat": args.repeat,
+                "servers": out,
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

@@ -52,8 +52,12 @@ BATCH = 2_000
 def urls(dataset: str, n: int) -> list[str]:
     with open(os.path.join(dataset, "manifest.jsonl"), encoding="utf-8") as f:
         base = [json.loads(line)["url"] for line in f if line.strip()]
-    return [f"{base[i % len(base)]}{'&' if '?' in base[i % len(base)] else '?'}p={i // len(base)}"
-            if i >= len(base) else base[i] for i in range(n)]
+    return [
+        f"{base[i % len(base)]}{'&' if '?' in base[i % len(base)] else '?'}p={i // len(base)}"
+        if i >= len(base)
+        else base[i]
+        for i in range(n)
+    ]
 
 
 def pages(dataset: str, n: int, near_duplicates: float, seed: int = 5):
@@ -104,8 +108,9 @@ def load_layout_2(server: RedisServer, data) -> None:  # type: ignore[no-untyped
         canonical = 0 if signature is not None else last_canonical
         sig = signature or b""
         pipe.hset(f"{p}:keys", url, doc)
-        pipe.hset(f"{p}:docs", doc, struct.pack("<BQfIH", 2, canonical, 1.0, 1_763_900_000, len(sig)) + sig
-                  + url.encode())
+        pipe.hset(
+            f"{p}:docs", doc, struct.pack("<BQfIH", 2, canonical, 1.0, 1_763_900_000, len(sig)) + sig + url.encode()
+        )
         if signature is not None:
             last_canonical = doc
             for bucket in buckets:
@@ -156,8 +161,11 @@ def load_bins(server: RedisServer, data, strings: bool, bucket_bins: int, compac
         for bucket in buckets:
             bin_ = (bucket & (2**64 - 1)) % bucket_bins
             rest = ((bucket & (2**64 - 1)) // bucket_bins) & 0xFFFFFF
-            put(b"b:%d" % bin_, rest.to_bytes(3, "little") if strings else struct.pack("<I", rest & 0xFFFFFFFF),
-                struct.pack("<I", doc))
+            put(
+                b"b:%d" % bin_,
+                rest.to_bytes(3, "little") if strings else struct.pack("<I", rest & 0xFFFFFFFF),
+                struct.pack("<I", doc),
+            )
         if len(pipe) >= 10 * BATCH:
             pipe.execute()
     pipe.execute()
@@ -175,10 +183,14 @@ def overheads(server: RedisServer, n: int = 200_000) -> dict[str, float]:
     out = {}
     for name, fill in [
         ("string key (8-byte name, 4-byte value)", lambda p, i: p.set(struct.pack("<Q", i), b"vvvv")),
-        ("field of one big hash (8-byte field, 4-byte value)",
-         lambda p, i: p.hset("big", struct.pack("<Q", i), b"vvvv")),
-        ("field of small hashes of ~100 fields",
-         lambda p, i: p.hset(f"s:{i % (n // 100)}", struct.pack("<Q", i), b"vvvv")),
+        (
+            "field of one big hash (8-byte field, 4-byte value)",
+            lambda p, i: p.hset("big", struct.pack("<Q", i), b"vvvv"),
+        ),
+        (
+            "field of small hashes of ~100 fields",
+            lambda p, i: p.hset(f"s:{i % (n // 100)}", struct.pack("<Q", i), b"vvvv"),
+        ),
         ("field of one big hash, 340-byte value", lambda p, i: p.hset("bigv", struct.pack("<Q", i), b"v" * 340)),
     ]:
         client.flushall()
@@ -205,9 +217,14 @@ def measure_cluster(directory: str, data, n: int) -> dict:  # type: ignore[no-un
         load_store(cluster.url, data)
         after = sum(used(m) for m in masters)
         keys = [m.dbsize() for m in masters]
-        return {"layout": "store-cluster", "pages": n, "bytes_per_page": round((after - before) / n),
-                "keys": sum(keys), "keys_per_master": [round(k / sum(keys), 3) for k in keys],
-                "allocator": masters[0].info("memory").get("mem_allocator", "?")}
+        return {
+            "layout": "store-cluster",
+            "pages": n,
+            "bytes_per_page": round((after - before) / n),
+            "keys": sum(keys),
+            "keys_per_master": [round(k / sum(keys), 3) for k in keys],
+            "allocator": masters[0].info("memory").get("mem_allocator", "?"),
+        }
     finally:
         cluster.stop()
 
@@ -231,8 +248,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.layouts.split(","):
             if name == "store-cluster":
-                row = measure_cluster(os.path.join(tmp, name), pages(args.dataset, args.pages, args.near_duplicates),
-                                      args.pages)
+                row = measure_cluster(
+                    os.path.join(tmp, name), pages(args.dataset, args.pages, args.near_duplicates), args.pages
+                )
                 rows.append(row)
                 print(json.dumps(row), flush=True)
                 continue
@@ -245,8 +263,13 @@ def main() -> None:
                 before = used(client)
                 layouts[name](server, pages(args.dataset, args.pages, args.near_duplicates))
                 after = used(client)
-                row = {"layout": name, "pages": args.pages, "bytes_per_page": round((after - before) / args.pages),
-                       "keys": client.dbsize(), "allocator": allocator}
+                row = {
+                    "layout": name,
+                    "pages": args.pages,
+                    "bytes_per_page": round((after - before) / args.pages),
+                    "keys": client.dbsize(),
+                    "allocator": allocator,
+                }
             finally:
                 server.stop()
             rows.append(row)
@@ -256,12 +279,17 @@ def main() -> None:
             rows[0]["overheads"] = overheads(server)
         finally:
             server.stop()
-    print(f"\n{args.pages:,} pages, {args.near_duplicates:.0%} near-duplicates, allocator {rows[0]['allocator']}",
-          file=sys.stderr)
+    print(
+        f"\n{args.pages:,} pages, {args.near_duplicates:.0%} near-duplicates, allocator {rows[0]['allocator']}",
+        file=sys.stderr,
+    )
     print("| layout | bytes of Redis memory per page | keys |\n|---|---|---|", file=sys.stderr)
     for row in rows:
-        shares = " (per master: " + ", ".join(f"{k:.0%}" for k in row["keys_per_master"]) + ")" \
-            if "keys_per_master" in row else ""
+        shares = (
+            " (per master: " + ", ".join(f"{k:.0%}" for k in row["keys_per_master"]) + ")"
+            if "keys_per_master" in row
+            else ""
+        )
         print(f"| {row['layout']} | {row['bytes_per_page']:,} | {row['keys']:,}{shares} |", file=sys.stderr)
     for row in rows:
         for what, cost in row.get("overheads", {}).items():

@@ -34,8 +34,18 @@ def main() -> int:
     args = parser.parse_args()
     config = Config.from_settings({})
     manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
-    jobs = [(os.path.join(args.dataset, r["file"]), r["url"], config.extract, config.min_text_length,
-             config.extract_fast, config.extract_favor, True) for r in manifest]
+    jobs = [
+        (
+            os.path.join(args.dataset, r["file"]),
+            r["url"],
+            config.extract,
+            config.min_text_length,
+            config.extract_fast,
+            config.extract_favor,
+            True,
+        )
+        for r in manifest
+    ]
     with multiprocessing.Pool(args.workers) as pool:
         extracted = [got for got, _ in pool.map(_extract_job, jobs, chunksize=8)]
     sketcher = page_sketcher(config.build_algorithm())  # what a crawl at the defaults compares with
@@ -55,17 +65,30 @@ def main() -> int:
             if kind == "template" and members[i][0]["cluster"] == members[j][0]["cluster"]:
                 continue  # two copies of one article inside a template group
             out[kind].append(round(sketcher.similarity(a, b), 3))
-        listing.append({"host": host, "kind": kind, "pages": len(members),
-                        "kinds": [row["kind"] for row, _ in members]})
-    print(json.dumps({
-        "command": "bench/template_pairs.py " + " ".join(sys.argv[1:]), "cut": PAGE_TEXTS_DIFFER,
-        "template_pairs": {"n": len(out["template"]), "min": min(out["template"], default=None),
-                           "max": max(out["template"], default=None)},
-        "copy_pairs": {"n": len(out["copies"]), "min": min(out["copies"], default=None),
-                       "max": max(out["copies"], default=None),
-                       "below_cut": sum(s < PAGE_TEXTS_DIFFER for s in out["copies"])},
-        "groups": sorted(listing, key=lambda g: (g["kind"], g["host"])),
-    }, indent=1))
+        listing.append(
+            {"host": host, "kind": kind, "pages": len(members), "kinds": [row["kind"] for row, _ in members]}
+        )
+    print(
+        json.dumps(
+            {
+                "command": "bench/template_pairs.py " + " ".join(sys.argv[1:]),
+                "cut": PAGE_TEXTS_DIFFER,
+                "template_pairs": {
+                    "n": len(out["template"]),
+                    "min": min(out["template"], default=None),
+                    "max": max(out["template"], default=None),
+                },
+                "copy_pairs": {
+                    "n": len(out["copies"]),
+                    "min": min(out["copies"], default=None),
+                    "max": max(out["copies"], default=None),
+                    "below_cut": sum(s < PAGE_TEXTS_DIFFER for s in out["copies"]),
+                },
+                "groups": sorted(listing, key=lambda g: (g["kind"], g["host"])),
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

@@ -83,28 +83,50 @@ def main() -> int:
     parser.add_argument("dataset")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--threads", type=int, default=12)
-    parser.add_argument("--variant", choices=("stock", "thread-parser", "thread-xpath", "thread-local"),
-                        default="stock")
+    parser.add_argument(
+        "--variant", choices=("stock", "thread-parser", "thread-xpath", "thread-local"), default="stock"
+    )
     args = parser.parse_args()
     env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
     crashes, seconds = [], []
     for run in range(args.runs):
         started = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", CHILD, args.variant, args.dataset, str(args.threads)],
-                              capture_output=True, text=True, env=env)
+        proc = subprocess.run(
+            [sys.executable, "-c", CHILD, args.variant, args.dataset, str(args.threads)],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         seconds.append(time.perf_counter() - started)
         if proc.returncode != 0:
             lines = proc.stderr.splitlines()
-            first = next((i for i, line in enumerate(lines) if line.startswith(("Fatal Python", "double free",
-                                                                                "free()", "malloc"))), 0)
-            crashes.append({
-                "run": run,
-                "signal": signal.Signals(-proc.returncode).name if proc.returncode < 0 else proc.returncode,
-                "stderr_head": lines[max(0, first - 2):first + 30],
-            })
-    print(json.dumps({"variant": args.variant, "runs": args.runs, "threads": args.threads,
-                      "crashed": len(crashes), "median_run_seconds": round(sorted(seconds)[len(seconds) // 2], 1),
-                      "crashes": crashes}))
+            first = next(
+                (
+                    i
+                    for i, line in enumerate(lines)
+                    if line.startswith(("Fatal Python", "double free", "free()", "malloc"))
+                ),
+                0,
+            )
+            crashes.append(
+                {
+                    "run": run,
+                    "signal": signal.Signals(-proc.returncode).name if proc.returncode < 0 else proc.returncode,
+                    "stderr_head": lines[max(0, first - 2) : first + 30],
+                }
+            )
+    print(
+        json.dumps(
+            {
+                "variant": args.variant,
+                "runs": args.runs,
+                "threads": args.threads,
+                "crashed": len(crashes),
+                "median_run_seconds": round(sorted(seconds)[len(seconds) // 2], 1),
+                "crashes": crashes,
+            }
+        )
+    )
     return 0
 
 

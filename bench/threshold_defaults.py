@@ -34,22 +34,36 @@ def main() -> int:
     parser.add_argument("dataset")
     parser.add_argument("--workers", type=int, default=None)
     args = parser.parse_args()
-    configurations = [(f"{name}@{t}", Config.from_settings({"NEARDUP_ENABLED": True, "NEARDUP_ALGORITHM": name,
-                                                             "NEARDUP_THRESHOLD": t}))
-                      for name, thresholds in SWEEPS.items() for t in thresholds]
-    rows = evaluate_configurations(os.path.join(args.dataset, "manifest.jsonl"), configurations,
-                                   workers=args.workers)
+    configurations = [
+        (
+            f"{name}@{t}",
+            Config.from_settings({"NEARDUP_ENABLED": True, "NEARDUP_ALGORITHM": name, "NEARDUP_THRESHOLD": t}),
+        )
+        for name, thresholds in SWEEPS.items()
+        for t in thresholds
+    ]
+    rows = evaluate_configurations(os.path.join(args.dataset, "manifest.jsonl"), configurations, workers=args.workers)
     table: dict[str, list[dict]] = {}
     for row in rows:
         name, _, threshold = row["name"].partition("@")
-        table.setdefault(name, []).append({"threshold": float(threshold), "f1": round(row["f1"], 4),
-                                           "precision": round(row["precision"], 4), "recall": round(row["recall"], 4)})
+        table.setdefault(name, []).append(
+            {
+                "threshold": float(threshold),
+                "f1": round(row["f1"], 4),
+                "precision": round(row["precision"], 4),
+                "recall": round(row["recall"], 4),
+            }
+        )
     chosen = {}
     for name, points in table.items():
         precise = [p for p in points if p["precision"] >= 0.99] or points
         chosen[name] = max(precise, key=lambda p: (p["f1"], p["threshold"]))
-    print(json.dumps({"command": " ".join(["bench/threshold_defaults.py", *sys.argv[1:]]), "table": table,
-                      "chosen": chosen}, indent=1))
+    print(
+        json.dumps(
+            {"command": " ".join(["bench/threshold_defaults.py", *sys.argv[1:]]), "table": table, "chosen": chosen},
+            indent=1,
+        )
+    )
     return 0
 
 

@@ -50,8 +50,18 @@ def texts(manifest_path: str, workers: int) -> list[str | None]:
     config = Config.from_settings({"NEARDUP_ENABLED": True})
     manifest = load_manifest(manifest_path)
     base = os.path.dirname(os.path.abspath(manifest_path))
-    jobs = [(os.path.join(base, r["file"]), r["url"], config.extract, config.min_text_length,
-             config.extract_fast, config.extract_favor, False) for r in manifest]
+    jobs = [
+        (
+            os.path.join(base, r["file"]),
+            r["url"],
+            config.extract,
+            config.min_text_length,
+            config.extract_fast,
+            config.extract_favor,
+            False,
+        )
+        for r in manifest
+    ]
     with multiprocessing.Pool(workers) as pool:
         extracted = [got for got, _ in pool.map(_extract_job, jobs, chunksize=8)]
     return [None if got.method == "none" else got.text for got in extracted]
@@ -94,21 +104,33 @@ def main() -> None:
 
     dist = {"word 1-grams": distances(sim1), "word 2-shingles": distances(sim2)}
     print(f"{n} pages, {len(exact):,} pairs", file=sys.stderr)
-    print(f"{'T':>5} {'pairs J>=T':>10} | {'features':<16} {'map':<10} {'d':>3} {'accepted':>10} {'precision':>9} "
-          f"{'recall':>7}", file=sys.stderr)
+    print(
+        f"{'T':>5} {'pairs J>=T':>10} | {'features':<16} {'map':<10} {'d':>3} {'accepted':>10} {'precision':>9} "
+        f"{'recall':>7}",
+        file=sys.stderr,
+    )
     for t in THRESHOLDS:
         truth = exact >= t
         for features, d in dist.items():
             for name, limit in (("1-d/64", old_distance(t)), ("arccos", new_distance(t))):
                 accepted = d <= limit
                 hits = int((accepted & truth).sum())
-                row = {"threshold": t, "pairs_at_or_above": int(truth.sum()), "features": features, "map": name,
-                       "distance": limit, "accepted": int(accepted.sum()),
-                       "precision": round(hits / max(1, int(accepted.sum())), 4),
-                       "recall": round(hits / max(1, int(truth.sum())), 4)}
+                row = {
+                    "threshold": t,
+                    "pairs_at_or_above": int(truth.sum()),
+                    "features": features,
+                    "map": name,
+                    "distance": limit,
+                    "accepted": int(accepted.sum()),
+                    "precision": round(hits / max(1, int(accepted.sum())), 4),
+                    "recall": round(hits / max(1, int(truth.sum())), 4),
+                }
                 print(json.dumps(row))
-                print(f"{t:>5} {row['pairs_at_or_above']:>10} | {features:<16} {name:<10} {limit:>3} "
-                      f"{row['accepted']:>10,} {row['precision']:>9.4f} {row['recall']:>7.4f}", file=sys.stderr)
+                print(
+                    f"{t:>5} {row['pairs_at_or_above']:>10} | {features:<16} {name:<10} {limit:>3} "
+                    f"{row['accepted']:>10,} {row['precision']:>9.4f} {row['recall']:>7.4f}",
+                    file=sys.stderr,
+                )
 
 
 if __name__ == "__main__":

@@ -58,8 +58,16 @@ def main() -> int:
     finally:
         ours.send_bytes(b"")
         worker.join()
-    print(json.dumps({"command": "bench/wake_latency.py " + " ".join(sys.argv[1:]), "rounds": args.rounds,
-                      "median_round_trip": out}, indent=1))
+    print(
+        json.dumps(
+            {
+                "command": "bench/wake_latency.py " + " ".join(sys.argv[1:]),
+                "rounds": args.rounds,
+                "median_round_trip": out,
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

@@ -35,8 +35,9 @@ def write_warc(path: str, pages: list[tuple[str, bytes]], gzip: bool) -> None:
         writer = WARCWriter(f, gzip=gzip)
         for url, body in pages:
             headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
-            writer.write_record(writer.create_warc_record(url, "response", payload=io.BytesIO(body),
-                                                          http_headers=headers))
+            writer.write_record(
+                writer.create_warc_record(url, "response", payload=io.BytesIO(body), http_headers=headers)
+            )
 
 
 def read_warcio(path: str) -> int:
@@ -74,8 +75,12 @@ def main() -> int:
     parser.add_argument("--copies", type=int, default=4)
     args = parser.parse_args()
     manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
-    pages = [(f"{row['url'].strip().replace(' ', '%20')}#{n}", read_page(os.path.join(args.dataset, row["file"])))
-             for n in range(args.copies) for row in manifest if row["url"].startswith("http")]
+    pages = [
+        (f"{row['url'].strip().replace(' ', '%20')}#{n}", read_page(os.path.join(args.dataset, row["file"])))
+        for n in range(args.copies)
+        for row in manifest
+        if row["url"].startswith("http")
+    ]
     workdir = tempfile.mkdtemp(prefix="warc-readers-")
     out = {"command": " ".join(["bench/warc_readers.py", *sys.argv[1:]]), "records": len(pages)}
     for name, gzip in (("warc.gz", True), ("warc", False)):
@@ -91,9 +96,12 @@ def main() -> int:
         if sizes["warcio"] != sizes["fastwarc"]:
             raise SystemExit(f"the readers disagree on {name}: {sizes}")
         medians = {k: statistics.median(v) for k, v in times.items()}
-        out[name] = {"bytes": os.path.getsize(path), "payload_bytes": sizes["warcio"],
-                     **{f"{k}_s": round(v, 3) for k, v in medians.items()},
-                     "warcio_over_fastwarc": round(medians["warcio"] / medians["fastwarc"], 2)}
+        out[name] = {
+            "bytes": os.path.getsize(path),
+            "payload_bytes": sizes["warcio"],
+            **{f"{k}_s": round(v, 3) for k, v in medians.items()},
+            "warcio_over_fastwarc": round(medians["warcio"] / medians["fastwarc"], 2),
+        }
     print(json.dumps(out, indent=1))
     return 0
 

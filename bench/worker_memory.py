@@ -47,8 +47,16 @@ def main() -> int:
             done += 1
             if done % args.every == 0:
                 samples.append({"pages": done, "rss_mb": round(rss_mb() - before, 1)})
-    print(json.dumps({"command": "bench/worker_memory.py " + " ".join(sys.argv[1:]), "pages_per_pass": len(bodies),
-                      "rss_above_the_loaded_pages_mb": samples}, indent=1))
+    print(
+        json.dumps(
+            {
+                "command": "bench/worker_memory.py " + " ".join(sys.argv[1:]),
+                "pages_per_pass": len(bodies),
+                "rss_above_the_loaded_pages_mb": samples,
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

@@ -48,8 +48,9 @@ def main() -> int:
         t1 = clock()
         tree = parse_for_extraction(html)
         tp = clock()
-        main = main_text(html if tree is None else tree, row["url"], fast=config.extract_fast,
-                         favor=config.extract_favor)
+        main = main_text(
+            html if tree is None else tree, row["url"], fast=config.extract_fast, favor=config.extract_favor
+        )
         t2 = clock()
         page = page_text(html) if tree is None else _visible_text(tree)
         t3 = clock()
@@ -66,9 +67,17 @@ def main() -> int:
             algorithm.fingerprint(page)
             spent["page_fingerprint"] += clock() - t5
     n = len(manifest)
-    print(json.dumps({"command": "bench/worker_steps.py " + " ".join(sys.argv[1:]), "pages": n,
-                      "mean_cpu_ms_per_page": {k: round(1000 * v / n, 2) for k, v in spent.items()},
-                      "pages_with_a_page_text_fingerprint": round(with_page / n, 3)}, indent=1))
+    print(
+        json.dumps(
+            {
+                "command": "bench/worker_steps.py " + " ".join(sys.argv[1:]),
+                "pages": n,
+                "mean_cpu_ms_per_page": {k: round(1000 * v / n, 2) for k, v in spent.items()},
+                "pages_with_a_page_text_fingerprint": round(with_page / n, 3),
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

@@ -23,35 +23,115 @@ import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 TOPICS = {
-    "bridge": ("The old river bridge", ["engineers", "the council", "residents", "the mayor", "inspectors"],
-               ["steel beams", "the repair budget", "traffic plans", "the load test", "a temporary ferry"]),
-    "library": ("The central library", ["librarians", "volunteers", "the trustees", "readers", "a local author"],
-                ["the reading room", "rare manuscripts", "opening hours", "the digital archive", "a children's corner"]),
-    "harvest": ("This year's apple harvest", ["farmers", "pickers", "the cooperative", "buyers", "agronomists"],
-                ["late frost", "orchard yields", "cider prices", "new varieties", "storage halls"]),
-    "marathon": ("The city marathon", ["runners", "organisers", "the police", "medics", "sponsors"],
-                 ["the new route", "water stations", "road closures", "the finish line", "charity pledges"]),
-    "observatory": ("The hilltop observatory", ["astronomers", "students", "the director", "visitors", "technicians"],
-                    ["the new telescope", "light pollution", "a comet sighting", "night tours", "the dome motor"]),
-    "ferry": ("The island ferry service", ["captains", "commuters", "the operator", "islanders", "unions"],
-              ["winter timetables", "ticket fares", "a new vessel", "harbour works", "storm cancellations"]),
-    "museum": ("The maritime museum", ["curators", "divers", "the board", "schoolchildren", "historians"],
-               ["a shipwreck find", "the restored sails", "admission fees", "a loan exhibition", "the old lighthouse"]),
-    "market": ("The Saturday farmers' market", ["stallholders", "shoppers", "the market manager", "bakers", "cheesemakers"],
-               ["parking rules", "organic labels", "the covered hall", "seasonal produce", "card payments"]),
+    "bridge": (
+        "The old river bridge",
+        ["engineers", "the council", "residents", "the mayor", "inspectors"],
+        ["steel beams", "the repair budget", "traffic plans", "the load test", "a temporary ferry"],
+    ),
+    "library": (
+        "The central library",
+        ["librarians", "volunteers", "the trustees", "readers", "a local author"],
+        ["the reading room", "rare manuscripts", "opening hours", "the digital archive", "a children's corner"],
+    ),
+    "harvest": (
+        "This year's apple harvest",
+        ["farmers", "pickers", "the cooperative", "buyers", "agronomists"],
+        ["late frost", "orchard yields", "cider prices", "new varieties", "storage halls"],
+    ),
+    "marathon": (
+        "The city marathon",
+        ["runners", "organisers", "the police", "medics", "sponsors"],
+        ["the new route", "water stations", "road closures", "the finish line", "charity pledges"],
+    ),
+    "observatory": (
+        "The hilltop observatory",
+        ["astronomers", "students", "the director", "visitors", "technicians"],
+        ["the new telescope", "light pollution", "a comet sighting", "night tours", "the dome motor"],
+    ),
+    "ferry": (
+        "The island ferry service",
+        ["captains", "commuters", "the operator", "islanders", "unions"],
+        ["winter timetables", "ticket fares", "a new vessel", "harbour works", "storm cancellations"],
+    ),
+    "museum": (
+        "The maritime museum",
+        ["curators", "divers", "the board", "schoolchildren", "historians"],
+        ["a shipwreck find", "the restored sails", "admission fees", "a loan exhibition", "the old lighthouse"],
+    ),
+    "market": (
+        "The Saturday farmers' market",
+        ["stallholders", "shoppers", "the market manager", "bakers", "cheesemakers"],
+        ["parking rules", "organic labels", "the covered hall", "seasonal produce", "card payments"],
+    ),
 }
-VERBS = ["discussed", "questioned", "welcomed", "criticised", "studied", "praised", "reviewed", "postponed",
-         "inspected", "defended", "measured", "announced", "rejected", "documented", "compared", "photographed",
-         "mapped", "funded", "debated", "counted", "tested", "redesigned", "celebrated", "examined", "audited"]
-PLACES = ["the old quarter", "the harbour", "the north bank", "the station square", "the town hall", "the ring road",
-          "the west meadow", "the school yard", "the fire station", "the bus depot", "the riverside path",
-          "the cathedral close", "the industrial estate", "the botanical garden", "the county archive"]
-LINKERS = ["On Monday", "Earlier this week", "According to a report", "In a statement", "After months of debate",
-           "For the first time", "Despite the rain", "In the morning", "By the evening", "Last year"]
-ENDINGS = ["and promised more details soon.", "while critics asked for a full audit.",
-           "which surprised many observers.", "after a long public meeting.", "as the season drew to a close.",
-           "with support from neighbouring towns.", "though no final decision was taken.",
-           "and published the figures online.", "despite concerns about the cost.", "to general applause."]
+VERBS = [
+    "discussed",
+    "questioned",
+    "welcomed",
+    "criticised",
+    "studied",
+    "praised",
+    "reviewed",
+    "postponed",
+    "inspected",
+    "defended",
+    "measured",
+    "announced",
+    "rejected",
+    "documented",
+    "compared",
+    "photographed",
+    "mapped",
+    "funded",
+    "debated",
+    "counted",
+    "tested",
+    "redesigned",
+    "celebrated",
+    "examined",
+    "audited",
+]
+PLACES = [
+    "the old quarter",
+    "the harbour",
+    "the north bank",
+    "the station square",
+    "the town hall",
+    "the ring road",
+    "the west meadow",
+    "the school yard",
+    "the fire station",
+    "the bus depot",
+    "the riverside path",
+    "the cathedral close",
+    "the industrial estate",
+    "the botanical garden",
+    "the county archive",
+]
+LINKERS = [
+    "On Monday",
+    "Earlier this week",
+    "According to a report",
+    "In a statement",
+    "After months of debate",
+    "For the first time",
+    "Despite the rain",
+    "In the morning",
+    "By the evening",
+    "Last year",
+]
+ENDINGS = [
+    "and promised more details soon.",
+    "while critics asked for a full audit.",
+    "which surprised many observers.",
+    "after a long public meeting.",
+    "as the season drew to a close.",
+    "with support from neighbouring towns.",
+    "though no final decision was taken.",
+    "and published the figures online.",
+    "despite concerns about the cost.",
+    "to general applause.",
+]
 SWAP_WORDS = ["quickly", "briefly", "openly", "again", "finally", "carefully", "loudly", "quietly"]
 
 VARIANT_ARTICLES = ("bridge", "library", "harvest", "marathon", "observatory")
@@ -82,7 +162,9 @@ def _edited(slug: str, paragraphs: list[str]) -> list[str]:
 
 
 def _gazette(title: str, paragraphs: list[str], date: str = "12 March 2026", extra: str = "") -> str:
-    nav = "".join(f'<li><a href="/section/{s}.html">{s.title()}</a></li>' for s in ("city", "sport", "culture", "weather"))
+    nav = "".join(
+        f'<li><a href="/section/{s}.html">{s.title()}</a></li>' for s in ("city", "sport", "culture", "weather")
+    )
     body = "".join(f"<p>{html.escape(p)}</p>" for p in paragraphs)
     return f"""<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)} | Riverside Gazette</title>
 <style>body{{font-family:serif}}</style><script>window.analytics = {{id: "RG-1"}};</script></head>
@@ -107,7 +189,9 @@ def _valley_post(title: str, paragraphs: list[str]) -> str:
 
 def _print(title: str, paragraphs: list[str]) -> str:
     body = "".join(f"<p>{html.escape(p)}</p>" for p in paragraphs)
-    return f"<html><head><title>{html.escape(title)}</title></head><body><h1>{html.escape(title)}</h1>{body}</body></html>"
+    return (
+        f"<html><head><title>{html.escape(title)}</title></head><body><h1>{html.escape(title)}</h1>{body}</body></html>"
+    )
 
 
 NOISE_EXTRA = """<div class="ad">Sponsored: compare energy tariffs and save up to 300 a year with SwitchNow.</div>
@@ -134,8 +218,10 @@ def build_site() -> tuple[dict[str, tuple[str, bytes]], list[list[str]]]:
             page(f"/mirror/news/{slug}.html", _gazette(title, paragraphs)),
             page(f"/print/{slug}.html", _print(title, paragraphs)),
             page(f"/partner/stories/{slug}.html", _valley_post(title, paragraphs)),
-            page(f"/news/{slug}.html?utm_source=newsletter&utm_medium=email",
-                 _gazette(title, paragraphs, date="14 March 2026", extra=NOISE_EXTRA)),
+            page(
+                f"/news/{slug}.html?utm_source=newsletter&utm_medium=email",
+                _gazette(title, paragraphs, date="14 March 2026", extra=NOISE_EXTRA),
+            ),
             page(f"/news/{slug}-updated.html", _gazette(title, _edited(slug, paragraphs), date="13 March 2026")),
         ]
         groups.append(group)
@@ -152,7 +238,10 @@ def build_site() -> tuple[dict[str, tuple[str, bytes]], list[list[str]]]:
     pages["/report.html"] = ("text/html", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<< /Type /Catalog >>\nendobj\n" * 20)
 
     links = "".join(f'<li><a href="{html.escape(p)}">{html.escape(p)}</a></li>' for p in sorted(pages))
-    page("/index.html", f"<html><head><title>Demo site</title></head><body><h1>All pages</h1><ul>{links}</ul></body></html>")
+    page(
+        "/index.html",
+        f"<html><head><title>Demo site</title></head><body><h1>All pages</h1><ul>{links}</ul></body></html>",
+    )
     return pages, groups
 
 

@@ -46,10 +46,12 @@ def main() -> int:
     site = f"http://127.0.0.1:{server.server_address[1]}/"
     pages, groups = build_site()
     html_pages = sum(1 for ctype, _ in pages.values() if ctype.startswith("text/html"))
-    print(f"== Demo site on {site}: {len(pages)} files, {html_pages} of them HTML pages; {len(groups)} groups of "
-          f"near-duplicates ({sum(len(g) for g in groups)} pages: mirror, print, syndicated, noisy and edited "
-          "copies of one article each), and / is /index.html again; the rest are distinct articles, teasers, "
-          "short pages and junk the plugin passes unchecked")
+    print(
+        f"== Demo site on {site}: {len(pages)} files, {html_pages} of them HTML pages; {len(groups)} groups of "
+        f"near-duplicates ({sum(len(g) for g in groups)} pages: mirror, print, syndicated, noisy and edited "
+        "copies of one article each), and / is /index.html again; the rest are distinct articles, teasers, "
+        "short pages and junk the plugin passes unchecked"
+    )
     try:
         print("== Crawl 1: empty store, tag mode")
         status, counts = crawl(site, "NEARDUP_RESET=True")
@@ -58,13 +60,22 @@ def main() -> int:
         items = [json.loads(line) for line in open(os.path.join(HERE, "items.jsonl"))]
         tagged = [i for i in items if i.get("near_duplicate_of")]
         untagged = counts.get("duplicates", 0) - len(tagged)
-        print(f"== {counts.get('checked', 0)} pages checked, {counts.get('duplicates', 0)} of them near-duplicates; "
-              f"the spider made {len(items)} items, {len(tagged)} of them tagged as near-duplicates"
-              + (f" ({untagged} near-duplicate page{'s' if untagged != 1 else ''} gave no item: / is /index.html "
-                 "again, and the spider makes items of articles only)" if untagged else "") + ":")
+        print(
+            f"== {counts.get('checked', 0)} pages checked, {counts.get('duplicates', 0)} of them near-duplicates; "
+            f"the spider made {len(items)} items, {len(tagged)} of them tagged as near-duplicates"
+            + (
+                f" ({untagged} near-duplicate page{'s' if untagged != 1 else ''} gave no item: / is /index.html "
+                "again, and the spider makes items of articles only)"
+                if untagged
+                else ""
+            )
+            + ":"
+        )
         for item in sorted(tagged, key=lambda i: i["near_duplicate_of"]):
-            print(f"   {item['url'].replace(site, '/')}  ~  {item['near_duplicate_of'].replace(site, '/')}"
-                  f"  ({item['near_duplicate_similarity']:.2f})")
+            print(
+                f"   {item['url'].replace(site, '/')}  ~  {item['near_duplicate_of'].replace(site, '/')}"
+                f"  ({item['near_duplicate_similarity']:.2f})"
+            )
         print("== Crawl 2: same store; every page is already known")
         status, counts = crawl(site)
         if status:

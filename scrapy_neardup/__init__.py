@@ -19,8 +19,15 @@ if TYPE_CHECKING:
     from .crawl.items import NearDupPipeline
     from .crawl.spider import NearDupSpiderMiddleware
 
-__all__ = ["Addon", "Config", "ConfigError", "NearDupDownloaderMiddleware", "NearDupPipeline",
-           "NearDupSpiderMiddleware", "__version__"]
+__all__ = [
+    "Addon",
+    "Config",
+    "ConfigError",
+    "NearDupDownloaderMiddleware",
+    "NearDupPipeline",
+    "NearDupSpiderMiddleware",
+    "__version__",
+]
 
 _EXPORTS = {
     "Addon": ".addon",

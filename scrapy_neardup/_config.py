@@ -80,11 +80,18 @@ DEFAULTS: dict[str, Any] = {
 
 #: The setting behind each parameter a store records (what a mismatch message names).
 PARAM_SETTINGS = {
-    "algorithm": "NEARDUP_ALGORITHM", "num_perm": "NEARDUP_MINHASH_NUM_PERM", "k": "NEARDUP_MINHASH_NUM_PERM",
-    "seed": "NEARDUP_MINHASH_SEED", "shingle_size": "NEARDUP_SHINGLE_SIZE", "sketch": "NEARDUP_MINHASH_SKETCH",
-    "bands": "NEARDUP_THRESHOLD", "rows": "NEARDUP_THRESHOLD",
-    "max_distance": "NEARDUP_THRESHOLD or NEARDUP_SIMHASH_MAX_DISTANCE", "blocks": "NEARDUP_SIMHASH_BLOCKS",
-    "lexicon": "NEARDUP_IMATCH_LEXICON", "format_version": "the store format of this version",
+    "algorithm": "NEARDUP_ALGORITHM",
+    "num_perm": "NEARDUP_MINHASH_NUM_PERM",
+    "k": "NEARDUP_MINHASH_NUM_PERM",
+    "seed": "NEARDUP_MINHASH_SEED",
+    "shingle_size": "NEARDUP_SHINGLE_SIZE",
+    "sketch": "NEARDUP_MINHASH_SKETCH",
+    "bands": "NEARDUP_THRESHOLD",
+    "rows": "NEARDUP_THRESHOLD",
+    "max_distance": "NEARDUP_THRESHOLD or NEARDUP_SIMHASH_MAX_DISTANCE",
+    "blocks": "NEARDUP_SIMHASH_BLOCKS",
+    "lexicon": "NEARDUP_IMATCH_LEXICON",
+    "format_version": "the store format of this version",
 }
 
 
@@ -92,8 +99,10 @@ def _name_settings(exc: StoreMismatchError) -> str:
     """A store mismatch message with the setting behind each differing parameter named."""
     from .store.base import mismatch_message
 
-    named = [f"{d} ({PARAM_SETTINGS[d.split(':', 1)[0]]})" if d.split(":", 1)[0] in PARAM_SETTINGS else d
-             for d in exc.differences]
+    named = [
+        f"{d} ({PARAM_SETTINGS[d.split(':', 1)[0]]})" if d.split(":", 1)[0] in PARAM_SETTINGS else d
+        for d in exc.differences
+    ]
     return mismatch_message(exc.location, named)
 
 
@@ -109,8 +118,11 @@ def _redis_bucket_bins(settings: SettingsLike) -> int:
     """``NEARDUP_REDIS_BUCKET_BINS``: a power of two from 4,096 to 4,194,304 (64 groups of 64 to 65,536 bins)."""
     value = int(_int(settings, "NEARDUP_REDIS_BUCKET_BINS", 4_096, 4_194_304))  # type: ignore[arg-type]
     if value & (value - 1):
-        raise _fail("NEARDUP_REDIS_BUCKET_BINS", value, "a power of two from 4096 to 4194304 (about pages x LSH bands "
-                    "/ 100 for the crawl's expected size)")
+        raise _fail(
+            "NEARDUP_REDIS_BUCKET_BINS",
+            value,
+            "a power of two from 4096 to 4194304 (about pages x LSH bands / 100 for the crawl's expected size)",
+        )
     return value
 
 
@@ -162,8 +174,9 @@ def _int(settings: SettingsLike, name: str, low: int, high: int | None = None, o
     return number
 
 
-def _float(settings: SettingsLike, name: str, low: float, high: float, optional: bool = False,
-           open_low: bool = False) -> float | None:
+def _float(
+    settings: SettingsLike, name: str, low: float, high: float, optional: bool = False, open_low: bool = False
+) -> float | None:
     value = _get(settings, name) if optional else settings.get(name, DEFAULTS[name])
     if value is None and optional:
         return None
@@ -273,16 +286,22 @@ class Config:
             try:
                 load_store_class(store_class)
             except ValueError as exc:
-                raise _fail("NEARDUP_STORE_CLASS", store_class, f"the import path of a subclass of "
-                            f"scrapy_neardup.store.Store, or None ({exc})") from None
+                raise _fail(
+                    "NEARDUP_STORE_CLASS",
+                    store_class,
+                    f"the import path of a subclass of scrapy_neardup.store.Store, or None ({exc})",
+                ) from None
         elif store_url is not None:
             if not isinstance(store_url, str) or store_url.split(":", 1)[0].lower() not in STORE_SCHEMES:
                 raise _fail(
-                    "NEARDUP_STORE_URL", redact_url(store_url) if isinstance(store_url, str) else store_url,
+                    "NEARDUP_STORE_URL",
+                    redact_url(store_url) if isinstance(store_url, str) else store_url,
                     "a URL starting with " + ", ".join(f"{s}://" for s in STORE_SCHEMES) + " (or None for the default)",
                 )
             if store_url.lower().startswith("sqlite") and not store_url.startswith("sqlite:///"):
-                raise _fail("NEARDUP_STORE_URL", redact_url(store_url), "sqlite:///relative/path or sqlite:////absolute/path")
+                raise _fail(
+                    "NEARDUP_STORE_URL", redact_url(store_url), "sqlite:///relative/path or sqlite:////absolute/path"
+                )
         redis_key = settings.get("NEARDUP_REDIS_KEY", DEFAULTS["NEARDUP_REDIS_KEY"])
         try:
             if not isinstance(redis_key, str) or not redis_key:
@@ -413,17 +432,22 @@ class Config:
                 stored = {name: json.loads(value) for name, value in exc.stored.items()}
             except ValueError:
                 stored = {}
-            adopted = algorithm.with_index({k: v for k, v in stored.items() if k != "format_version"}) if (
-                stored.get("format_version") == detector.meta()["format_version"]) else None
+            adopted = (
+                algorithm.with_index({k: v for k, v in stored.items() if k != "format_version"})
+                if (stored.get("format_version") == detector.meta()["format_version"])
+                else None
+            )
             if adopted is None:
                 raise StoreMismatchError(_name_settings(exc), exc.location, exc.differences, exc.stored) from None
             location, differences = exc.location, exc.differences
         config = replace(self, stored_index=json.dumps(adopted.params(), sort_keys=True))
         detector = config.detector(config.build_algorithm(), store)
         detector.open()
-        note = (f"the store at {location} was indexed for another threshold ({'; '.join(differences)}); "
-                f"its fingerprints are kept and compared at threshold {self.threshold:g}: {adopted.index_note()}. "
-                "NEARDUP_RESET = True would re-index it for this threshold, by forgetting every page")
+        note = (
+            f"the store at {location} was indexed for another threshold ({'; '.join(differences)}); "
+            f"its fingerprints are kept and compared at threshold {self.threshold:g}: {adopted.index_note()}. "
+            "NEARDUP_RESET = True would re-index it for this threshold, by forgetting every page"
+        )
         return config, detector, note
 
     def detector(self, algorithm: Algorithm, store: Store) -> Detector:
@@ -431,8 +455,9 @@ class Config:
         keys: re-check changed content, and the age limit."""
         from .engine.detector import Detector
 
-        return Detector(algorithm, store, recheck_changed=self.recheck_changed,
-                        max_age_secs=self.expiration_secs or None)
+        return Detector(
+            algorithm, store, recheck_changed=self.recheck_changed, max_age_secs=self.expiration_secs or None
+        )
 
     def _build_algorithm(self) -> Algorithm:
         from .engine.algorithms import algorithm_class

@@ -24,8 +24,9 @@ def shared_redis(tmp_root, kind=None) -> RedisServer:
     """One server of each kind for the whole session (each test uses its own key prefix)."""
     server_kind = kind_named(kind)
     if server_kind.name not in _redis:
-        _redis[server_kind.name] = RedisServer(str(tmp_root / f"redis-shared-{server_kind.name}"),
-                                               kind=server_kind).start()
+        _redis[server_kind.name] = RedisServer(
+            str(tmp_root / f"redis-shared-{server_kind.name}"), kind=server_kind
+        ).start()
     return _redis[server_kind.name]
 
 
@@ -63,8 +64,9 @@ def make_store(kind, tmp_path, name="store", redis_kind=None):
     if kind == "sqlite":
         return SqliteStore(str(tmp_path / f"{name}.sqlite3"), commit_every=3, commit_secs=60)
     if kind == "sqlite-merging":
-        return SqliteStore(str(tmp_path / f"{name}.sqlite3"), commit_every=3, commit_secs=60,
-                           merge_min_docs=2, merge_max_docs=2)
+        return SqliteStore(
+            str(tmp_path / f"{name}.sqlite3"), commit_every=3, commit_secs=60, merge_min_docs=2, merge_max_docs=2
+        )
     if kind.startswith("redis"):
         from scrapy_neardup.store.redis import RedisStore
 

@@ -171,8 +171,16 @@ class WorkerWatch:
         if self.pids_file:
             tmp = self.pids_file + ".tmp"
             with open(tmp, "w") as f:
-                json.dump({"workers": sorted(self.pids), "parents": sorted(p for p in self.parents if p),
-                           "killed": self.killed, "crawler": os.getpid(), "reader": self.reader}, f)
+                json.dump(
+                    {
+                        "workers": sorted(self.pids),
+                        "parents": sorted(p for p in self.parents if p),
+                        "killed": self.killed,
+                        "crawler": os.getpid(),
+                        "reader": self.reader,
+                    },
+                    f,
+                )
             os.replace(tmp, self.pids_file)
 
 
@@ -257,12 +265,21 @@ def paths_crawl_command(tmp_path, base, pages, settings=None, name="crawl"):
     store in ``tmp_path``, FIFO order)."""
     paths_file = tmp_path / f"{name}-paths.txt"
     paths_file.write_text("\n".join(pages))
-    all_settings = {"ADDONS": json.dumps({"scrapy_neardup.Addon": 300}), "NEARDUP_ENABLED": "True",
-                    "NEARDUP_ACTION": "drop", "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/store.sqlite3",
-                    "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue", "TELNETCONSOLE_ENABLED": "False",
-                    **(settings or {})}
-    return scrapy_command(["runspider", SPIDER_PATHS, "-a", f"base={base}", "-a", f"paths_file={paths_file}"],
-                          tmp_path, all_settings, name)
+    all_settings = {
+        "ADDONS": json.dumps({"scrapy_neardup.Addon": 300}),
+        "NEARDUP_ENABLED": "True",
+        "NEARDUP_ACTION": "drop",
+        "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/store.sqlite3",
+        "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue",
+        "TELNETCONSOLE_ENABLED": "False",
+        **(settings or {}),
+    }
+    return scrapy_command(
+        ["runspider", SPIDER_PATHS, "-a", f"base={base}", "-a", f"paths_file={paths_file}"],
+        tmp_path,
+        all_settings,
+        name,
+    )
 
 
 def crawl_pages(tmp_path, pages, settings=None, name="crawl", timeout=120):
@@ -313,4 +330,3 @@ def wait_until(condition, timeout=60.0, what="the condition"):
             pass
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-

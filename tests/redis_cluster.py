@@ -32,8 +32,16 @@ class ClusterNode(RedisServer):
         self.node_timeout_ms = node_timeout_ms
 
     def extra_args(self) -> list[str]:
-        return ["--cluster-enabled", "yes", "--cluster-config-file", os.path.join(self.directory, "nodes.conf"),
-                "--cluster-node-timeout", str(self.node_timeout_ms), "--appendonly", "no"]
+        return [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            os.path.join(self.directory, "nodes.conf"),
+            "--cluster-node-timeout",
+            str(self.node_timeout_ms),
+            "--appendonly",
+            "no",
+        ]
 
 
 class RedisCluster:
@@ -61,9 +69,19 @@ class RedisCluster:
 
     def _create(self, timeout: float) -> None:
         subprocess.run(
-            [self.kind.cli, "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes),
-             "--cluster-replicas", str(self.replicas), "--cluster-yes"],
-            check=True, capture_output=True, timeout=timeout)
+            [
+                self.kind.cli,
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{n.port}" for n in self.nodes),
+                "--cluster-replicas",
+                str(self.replicas),
+                "--cluster-yes",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=timeout,
+        )
         deadline = time.monotonic() + timeout
         import redis
 

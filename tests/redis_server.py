@@ -91,9 +91,16 @@ def free_port() -> int:
 
 
 class RedisServer:
-    def __init__(self, directory: str, port: int | None = None, persistent: bool = False,
-                 password: str | None = None, replica_of: int | None = None, kind: ServerKind | None = None,
-                 args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        directory: str,
+        port: int | None = None,
+        persistent: bool = False,
+        password: str | None = None,
+        replica_of: int | None = None,
+        kind: ServerKind | None = None,
+        args: tuple[str, ...] = (),
+    ) -> None:
         self.kind = kind or default_kind()
         self.args = args
         self.directory = directory
@@ -109,10 +116,26 @@ class RedisServer:
 
     def start(self) -> RedisServer:
         os.makedirs(self.directory, exist_ok=True)
-        args = [self.kind.server, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.directory,
-                "--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning"]
-        args += ["--appendonly", "yes", "--appendfsync", "always", "--save", ""] if self.persistent else [
-            "--appendonly", "no", "--save", ""]
+        args = [
+            self.kind.server,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            self.directory,
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "no",
+            "--loglevel",
+            "warning",
+        ]
+        args += (
+            ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
+            if self.persistent
+            else ["--appendonly", "no", "--save", ""]
+        )
         if self.password is not None:
             args += ["--requirepass", self.password]
         if self.replica_of is not None:
@@ -135,8 +158,13 @@ class RedisServer:
 
     def cli(self, *args: str, timeout: float = 10) -> str:
         """A ``redis-cli`` command against this server (``SCRIPT FLUSH``, ``CLIENT KILL``...): its output."""
-        cmd = [self.kind.cli, "-p", str(self.port), *(["-a", self.password, "--no-auth-warning"] if self.password
-                                                      else []), *args]
+        cmd = [
+            self.kind.cli,
+            "-p",
+            str(self.port),
+            *(["-a", self.password, "--no-auth-warning"] if self.password else []),
+            *args,
+        ]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=True).stdout
 
     def kill(self) -> None:

@@ -16,8 +16,28 @@ SPIDER = os.path.join(HERE, "spiders", "paths.py")
 
 rng = random.Random(5)
 CJK = [chr(c) for c in range(0x4E00, 0x4E00 + 800)]
-ARABIC = ["كتاب", "مدينة", "نهر", "جسر", "سوق", "مدرسة", "شارع", "بحر", "جبل", "حديقة", "قطار", "مكتبة",
-          "طالب", "معلم", "صحيفة", "نافذة", "باب", "شمس", "قمر", "مطر"]
+ARABIC = [
+    "كتاب",
+    "مدينة",
+    "نهر",
+    "جسر",
+    "سوق",
+    "مدرسة",
+    "شارع",
+    "بحر",
+    "جبل",
+    "حديقة",
+    "قطار",
+    "مكتبة",
+    "طالب",
+    "معلم",
+    "صحيفة",
+    "نافذة",
+    "باب",
+    "شمس",
+    "قمر",
+    "مطر",
+]
 HEBREW = ["ספר", "עיר", "נהר", "גשר", "שוק", "בית", "ספר", "רחוב", "ים", "הר", "גן", "רכבת", "ספרייה", "תלמיד"]
 
 
@@ -40,8 +60,10 @@ def edit_chars(text, k, seed):
 
 
 def page(body, lang="en", title="t"):
-    return (f'<html lang="{lang}"><head><meta charset="utf-8"><title>{title}</title></head>'
-            f"<body><article><p>{body}</p></article></body></html>")
+    return (
+        f'<html lang="{lang}"><head><meta charset="utf-8"><title>{title}</title></head>'
+        f"<body><article><p>{body}</p></article></body></html>"
+    )
 
 
 def build_pages():
@@ -62,17 +84,29 @@ def build_pages():
         "/json": ("application/json", json.dumps({"a": list(range(100))}).encode(), "not_html"),
         "/huge": (html, page("word " * 4_200_000).encode(), "too_large"),  # ~21 MB
         "/nested": (html, ("<div>" * 20000 + "deep text " * 100 + "</div>" * 20000).encode(), "any"),
-        "/js-only": (html, b"<html><head><script>document.write('hi')</script></head>"
-                           b"<body><div id=app></div></body></html>",
-                     "no_text"),
-        "/no-text": (html, b"<html><body><img src=a.png><hr><table><tr><td></td></tr></table></body></html>",
-                     "no_text"),
+        "/js-only": (
+            html,
+            b"<html><head><script>document.write('hi')</script></head><body><div id=app></div></body></html>",
+            "no_text",
+        ),
+        "/no-text": (
+            html,
+            b"<html><body><img src=a.png><hr><table><tr><td></td></tr></table></body></html>",
+            "no_text",
+        ),
         "/short": (html, page("Just a few words here.").encode(), "too_little_text"),
         "/mislabelled": ("text/html; charset=utf-8", page(latin).encode("latin-1"), "checked"),
         "/bogus-charset": ("text/html; charset=x-no-such-charset", page(latin).encode("utf-8"), "checked"),
         "/invalid-utf8": (html, page(latin).encode("utf-8").replace(b"\xc3\xa7", b"\xc3\x28"), "checked"),
-        "/malformed": (html, ("<html><body><p>unclosed <b>bold <i>both <table><tr><td>cell " + latin +
-                              " </p></div></span><<<>>> &bogus; &#xZZ; <p attr='x>").encode(), "checked"),
+        "/malformed": (
+            html,
+            (
+                "<html><body><p>unclosed <b>bold <i>both <table><tr><td>cell "
+                + latin
+                + " </p></div></span><<<>>> &bogus; &#xZZ; <p attr='x>"
+            ).encode(),
+            "checked",
+        ),
         "/cjk": (html, page(cjk, "zh").encode(), "checked"),
         "/cjk-copy": (html, page(edit_chars(cjk, 4, 3), "zh").encode(), "checked"),
         "/cjk-other": (html, page(cjk_text(9), "zh").encode(), "checked"),
@@ -105,11 +139,18 @@ def test_hostile_responses_pass_through_counted_and_nothing_is_stored_wrongly(tm
         paths_file.write_text("\n".join(PAGES))
         db = tmp_path / "store.sqlite3"
         result = run_scrapy(
-            ["runspider", SPIDER, "-a", f"base={server.url}", "-a", f"paths_file={paths_file}"], tmp_path,
-            {"ADDONS": json.dumps({"scrapy_neardup.Addon": 300}), "NEARDUP_ENABLED": "True",
-             "NEARDUP_ACTION": "tag", "NEARDUP_STORE_URL": f"sqlite:///{db}", "HTTPERROR_ALLOW_ALL": "True",
-             "RETRY_ENABLED": "False"},
-            cwd=str(tmp_path))
+            ["runspider", SPIDER, "-a", f"base={server.url}", "-a", f"paths_file={paths_file}"],
+            tmp_path,
+            {
+                "ADDONS": json.dumps({"scrapy_neardup.Addon": 300}),
+                "NEARDUP_ENABLED": "True",
+                "NEARDUP_ACTION": "tag",
+                "NEARDUP_STORE_URL": f"sqlite:///{db}",
+                "HTTPERROR_ALLOW_ALL": "True",
+                "RETRY_ENABLED": "False",
+            },
+            cwd=str(tmp_path),
+        )
     assert result.returncode == 0 and result.stats["finish_reason"] == "finished"
     assert "Traceback" not in result.log, result.log[-5000:]
     # Every response reached the spider: nothing was lost in tag mode.
@@ -127,12 +168,15 @@ def test_hostile_responses_pass_through_counted_and_nothing_is_stored_wrongly(tm
     for reason in {r for _, _, r in PAGES.values() if r not in ("checked", "any")}:
         assert "passed on unchecked: " in result.log and f"neardup/skipped/{reason}" in result.log
     with sqlite3.connect(str(db)) as conn:
-        stored = {row[0][len(server.url) - 1:]: row[1] for row in conn.execute(
-            "SELECT d.key, c.key FROM docs d LEFT JOIN docs c ON c.id = d.canonical")}
+        stored = {
+            row[0][len(server.url) - 1 :]: row[1]
+            for row in conn.execute("SELECT d.key, c.key FROM docs d LEFT JOIN docs c ON c.id = d.canonical")
+        }
     must_store = {p for p, (_, _, r) in PAGES.items() if r == "checked"}
     assert must_store <= set(stored) <= must_store | {"/nested"}
     assert ("/nested" in stored) == (extra.get("neardup/skipped/no_text", 0) == 0)
     assert stats["neardup/checked"] == len(stored)
+
     # Scripts that need no spaces, and right-to-left ones, are compared on their own terms.
     def paired(a, b):  # whichever was fetched first is the canonical of the other
         return (stored[a] or "").endswith(b) != (stored[b] or "").endswith(a)

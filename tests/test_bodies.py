@@ -18,8 +18,7 @@ EXTENSIONS = json.dumps({"crawlkit.StatsToFile": 0, "crawlkit.WorkerWatch": 0})
 
 
 def settings(tmp_path, **more):
-    return {"EXTENSIONS": EXTENSIONS, "TEST_PIDS_FILE": str(tmp_path / "pids.json"), "NEARDUP_WORKERS": "2",
-            **more}
+    return {"EXTENSIONS": EXTENSIONS, "TEST_PIDS_FILE": str(tmp_path / "pids.json"), "NEARDUP_WORKERS": "2", **more}
 
 
 def outcome(result):
@@ -38,9 +37,12 @@ def test_identical_copies_reuse_the_first_extraction_with_the_same_verdicts(tmp_
     pages["/p/1/amp"] = article_page(1, extra="<div>amp</div>")  # not byte-identical: extracted
     tag = {"NEARDUP_ACTION": "tag", "CONCURRENT_REQUESTS": "1"}
     reused = crawl_pages(tmp_path, pages, settings(tmp_path, **tag), name="reused")
-    alone = crawl_pages(tmp_path, pages, settings(tmp_path, NEARDUP_BODY_CACHE_SIZE="0", **tag,
-                                                  NEARDUP_STORE_URL=f"sqlite:///{tmp_path}/alone.sqlite3"),
-                        name="alone")
+    alone = crawl_pages(
+        tmp_path,
+        pages,
+        settings(tmp_path, NEARDUP_BODY_CACHE_SIZE="0", **tag, NEARDUP_STORE_URL=f"sqlite:///{tmp_path}/alone.sqlite3"),
+        name="alone",
+    )
     assert outcome(reused) == outcome(alone)
     assert reused.stats["neardup/extract/reused"] == 6
     assert "neardup/extract/reused" not in alone.stats
@@ -55,14 +57,22 @@ def test_a_relative_canonical_is_read_against_each_copys_own_url(tmp_path):
     section's own article. Reusing the first copy's canonical as it was resolved would file the second
     copy under the first section's article."""
     printed = html(story(1), head='<link rel="canonical" href="../articles/x">')
-    pages = {"/en/print/x": printed, "/fr/print/x": printed,
-             "/en/articles/x": html(story(1), chrome="<nav>en</nav>"),
-             "/fr/articles/x": html(story(1), chrome="<nav>fr</nav>")}
+    pages = {
+        "/en/print/x": printed,
+        "/fr/print/x": printed,
+        "/en/articles/x": html(story(1), chrome="<nav>en</nav>"),
+        "/fr/articles/x": html(story(1), chrome="<nav>fr</nav>"),
+    }
     base = {"CONCURRENT_REQUESTS": "1"}
     reused = crawl_pages(tmp_path, pages, settings(tmp_path, **base), name="reused")
-    alone = crawl_pages(tmp_path, pages, settings(tmp_path, NEARDUP_BODY_CACHE_SIZE="0", **base,
-                                                  NEARDUP_STORE_URL=f"sqlite:///{tmp_path}/alone.sqlite3"),
-                        name="alone")
+    alone = crawl_pages(
+        tmp_path,
+        pages,
+        settings(
+            tmp_path, NEARDUP_BODY_CACHE_SIZE="0", **base, NEARDUP_STORE_URL=f"sqlite:///{tmp_path}/alone.sqlite3"
+        ),
+        name="alone",
+    )
     # Reused: the second print page, and the article followed in the first print page's place (the response
     # fetched before the print page was decided, kept for it).
     assert reused.stats["neardup/extract/reused"] == 2
@@ -80,8 +90,17 @@ def test_a_copy_waiting_on_a_killed_workers_job_is_extracted_on_its_own(tmp_path
     and gets its verdict."""
     pages = {"/slow": slow_page(), "/copy/slow": slow_page()}
     pages.update({f"/p/{i}": article_page(i) for i in range(10)})
-    result = crawl_pages(tmp_path, pages, settings(tmp_path, NEARDUP_ACTION="tag", CONCURRENT_REQUESTS="4",
-                                                   TEST_KILL_URL_SUFFIX="/slow", TEST_KILL_WHEN_WAITED="1"))
+    result = crawl_pages(
+        tmp_path,
+        pages,
+        settings(
+            tmp_path,
+            NEARDUP_ACTION="tag",
+            CONCURRENT_REQUESTS="4",
+            TEST_KILL_URL_SUFFIX="/slow",
+            TEST_KILL_WHEN_WAITED="1",
+        ),
+    )
     assert result.returncode == 0, result.log[-3000:]
     info = json.loads((tmp_path / "pids.json").read_text())
     assert len(info["killed"]) == 1
@@ -107,6 +126,7 @@ def test_the_cache_shares_running_and_finished_jobs_and_forgets_failed_ones(pool
         def go():
             submitted.append(args)
             return pool.submit(fn, *args)
+
         return go
 
     first, own = bodies.share(digest, "http://a/1", submit(analyze_html, page, "http://a/1", "text/html"))

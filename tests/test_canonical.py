@@ -25,8 +25,10 @@ def story(seed: int) -> str:
 
 
 def html(text: str, head: str = "", chrome: str = "") -> str:
-    return (f"<html><head><title>t</title>{head}</head><body>{chrome}<article><h1>A story</h1><p>{text}</p>"
-            "</article></body></html>")
+    return (
+        f"<html><head><title>t</title>{head}</head><body>{chrome}<article><h1>A story</h1><p>{text}</p>"
+        "</article></body></html>"
+    )
 
 
 def linked(page: str, link: str) -> tuple[bytes, dict[str, str]]:
@@ -72,8 +74,26 @@ def canonical_site(port: int) -> dict[str, object]:
 
 
 #: The pages the index links to (not /d-old, reached only through the declaration, nor /missing).
-LINKED = ["/s", "/a", "/a?utm_source=feed", "/amp/a", "/print/a", "/b", "/scraped/b", "/", "/h1", "/h2", "/c",
-          "/d-print", "/d", "/e1", "/e2", "/e3", "/syn/f", "LOCALHOST/f"]
+LINKED = [
+    "/s",
+    "/a",
+    "/a?utm_source=feed",
+    "/amp/a",
+    "/print/a",
+    "/b",
+    "/scraped/b",
+    "/",
+    "/h1",
+    "/h2",
+    "/c",
+    "/d-print",
+    "/d",
+    "/e1",
+    "/e2",
+    "/e3",
+    "/syn/f",
+    "LOCALHOST/f",
+]
 #: Pages that are copies of a page they declare: the original is the one that reaches the spider.
 COPIES = {"/a?utm_source=feed": "/a", "/amp/a": "/a", "/print/a": "/a", "/d-print": "/d"}
 
@@ -94,18 +114,37 @@ class Site:
         self.pages.update(canonical_site(self.port))
 
     def url(self, path: str) -> str:
-        return path.replace("LOCALHOST", f"http://localhost:{self.port}") if path.startswith("LOCALHOST") \
+        return (
+            path.replace("LOCALHOST", f"http://localhost:{self.port}")
+            if path.startswith("LOCALHOST")
             else self.base + path
+        )
 
-    def crawl(self, tmp_path, name: str, order: list[str], store_url: str, action: str = "drop", allowed: str = "",
-              **more: str):
+    def crawl(
+        self,
+        tmp_path,
+        name: str,
+        order: list[str],
+        store_url: str,
+        action: str = "drop",
+        allowed: str = "",
+        **more: str,
+    ):
         links = "".join(f'<a href="{self.url(p)}">x</a>' for p in order)
         self.pages["/index"] = f"<html><body>{links}</body></html>"
-        settings = {"ADDONS": json.dumps({"scrapy_neardup.Addon": 300}), "NEARDUP_ENABLED": "True",
-                    "NEARDUP_ACTION": action, "NEARDUP_STORE_URL": store_url, "CONCURRENT_REQUESTS": "1",
-                    "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue", "NEARDUP_DEBUG": "True",
-                    "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue",  # links order, any host
-                    "TELNETCONSOLE_ENABLED": "False", "ROBOTSTXT_OBEY": "False", **more}
+        settings = {
+            "ADDONS": json.dumps({"scrapy_neardup.Addon": 300}),
+            "NEARDUP_ENABLED": "True",
+            "NEARDUP_ACTION": action,
+            "NEARDUP_STORE_URL": store_url,
+            "CONCURRENT_REQUESTS": "1",
+            "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue",
+            "NEARDUP_DEBUG": "True",
+            "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue",  # links order, any host
+            "TELNETCONSOLE_ENABLED": "False",
+            "ROBOTSTXT_OBEY": "False",
+            **more,
+        }
         args = ["runspider", SPIDER_LINKS, "-a", f"base={self.base}"]
         args += ["-a", f"allowed={allowed}"] if allowed else []
         cmd, env, stats_file, items_file = scrapy_command(args, tmp_path, settings, name)
@@ -116,8 +155,11 @@ class Site:
         return result
 
     def path(self, url: str) -> str:
-        return url[len(self.base):] if url.startswith(self.base) else url.replace(
-            f"http://localhost:{self.port}", "LOCALHOST")
+        return (
+            url[len(self.base) :]
+            if url.startswith(self.base)
+            else url.replace(f"http://localhost:{self.port}", "LOCALHOST")
+        )
 
 
 def delivered(site: Site, result) -> list[str]:
@@ -188,8 +230,12 @@ def test_tag_mode_gives_the_same_groups_in_any_order_and_again(tmp_path):
             result = site.crawl(tmp_path, f"tag-{order_name}", order, store_url, action="tag")
             assert result.stats["neardup/tagged"] >= 4 and "neardup/dropped" not in result.stats
             # The verdicts, as the store keeps them: every page checked is filed under its own URL.
-            code, out, err = run_cli("store", store_url, "show", *[site.url(p) for p in LINKED if p != "/scraped/b"
-                                                                    and p != "/b" and not p.startswith("/e")])
+            code, out, err = run_cli(
+                "store",
+                store_url,
+                "show",
+                *[site.url(p) for p in LINKED if p != "/scraped/b" and p != "/b" and not p.startswith("/e")],
+            )
             assert code == 0, err
             records = {site.path(r["url"]): r for r in map(json.loads, out.splitlines())}
             assert all(r["status"] != "unknown" for r in records.values()), records  # every page is filed
@@ -205,8 +251,9 @@ def test_tag_mode_gives_the_same_groups_in_any_order_and_again(tmp_path):
 
 
 def run_cli(*args):
-    proc = subprocess.run([sys.executable, "-m", "scrapy_neardup.offline.cli", *args], capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy_neardup.offline.cli", *args], capture_output=True, text=True, timeout=60
+    )
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -214,10 +261,12 @@ def test_canonical_declarations_are_read_from_the_head_and_the_link_header():
     assert declared_canonical('<head><link rel="canonical" href="/a#x"></head>', "http://h/p") == "http://h/a"
     assert declared_canonical("<HEAD><LINK HREF='https://o/a' REL='Canonical'></HEAD>", "http://h/") == "https://o/a"
     assert declared_canonical('<head><link rel=canonical href="javascript:alert(1)"></head>', "http://h/") is None
-    assert declared_canonical('<head></head><body><link rel=canonical href=/late></body>', "http://h/") is None
+    assert declared_canonical("<head></head><body><link rel=canonical href=/late></body>", "http://h/") is None
     # The word elsewhere first (a meta tag, a stylesheet's URL) and in odd casing: the link that declares it wins.
-    head = ('<head><meta property="og:type" content="canonical"><link rel="stylesheet" href="/canonical.css">'
-            '<link title="x" rel="CaNoNiCaL" href="/real"></head>')
+    head = (
+        '<head><meta property="og:type" content="canonical"><link rel="stylesheet" href="/canonical.css">'
+        '<link title="x" rel="CaNoNiCaL" href="/real"></head>'
+    )
     assert declared_canonical(head, "http://h/") == "http://h/real"
     assert link_header_canonical(['</b>; rel=preload, </c>; rel="canonical"'], "http://h/p") == "http://h/c"
     assert link_header_canonical(['<https://o/a>; rel="next"'], "http://h/") is None
@@ -244,8 +293,11 @@ def test_the_crawl_and_dedup_decide_the_same_pages_in_the_same_order_alike(tmp_p
                 f.write(json.dumps(record) + "\n")
     code, _, err = run_cli("dedup", str(jsonl), "-o", str(tmp_path / "pairs.tsv"))
     assert code == 0, err
-    cli_pairs = {tuple(line.split("\t")[:2]) for line in (tmp_path / "pairs.tsv").read_text().splitlines()
-                 if line and not line.startswith("#")}
+    cli_pairs = {
+        tuple(line.split("\t")[:2])
+        for line in (tmp_path / "pairs.tsv").read_text().splitlines()
+        if line and not line.startswith("#")
+    }
     code, out, err = run_cli("store", store_url, "show", *[site.url(p) for p in order])
     assert code == 0, err
     crawl_pairs = {(r["url"], r["canonical"]) for r in map(json.loads, out.splitlines()) if r["canonical"]}
@@ -270,11 +322,18 @@ def test_a_declared_page_forbidden_by_robots_txt_or_off_the_allowed_domains_is_n
     site = Site()
     site.pages["/robots.txt"] = (b"User-agent: *\nDisallow: /a$\n", {"Content-Type": "text/plain"})
     with site.server:
-        robots = site.crawl(tmp_path, "robots", ["/amp/a", "/print/a"], f"sqlite:///{tmp_path}/r.sqlite3",
-                            ROBOTSTXT_OBEY="True")
+        robots = site.crawl(
+            tmp_path, "robots", ["/amp/a", "/print/a"], f"sqlite:///{tmp_path}/r.sqlite3", ROBOTSTXT_OBEY="True"
+        )
         # The spider allows 127.0.0.1 only; /syn/f declares the original on localhost (fetch "all").
-        offsite = site.crawl(tmp_path, "offsite", ["/syn/f"], f"sqlite:///{tmp_path}/o.sqlite3",
-                             NEARDUP_CANONICAL_FETCH="all", allowed="127.0.0.1")
+        offsite = site.crawl(
+            tmp_path,
+            "offsite",
+            ["/syn/f"],
+            f"sqlite:///{tmp_path}/o.sqlite3",
+            NEARDUP_CANONICAL_FETCH="all",
+            allowed="127.0.0.1",
+        )
     stats = robots.neardup_stats()
     assert stats["neardup/canonical/fetch_failed"] == 2 and "neardup/canonical/fetched" not in stats, stats
     # Checked on their own: the first is filed as a canonical page, the second is its near-duplicate.

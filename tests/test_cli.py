@@ -19,8 +19,9 @@ SITE = "http://demo.test"
 
 
 def run_cli(*args, check=True):
-    proc = subprocess.run([sys.executable, "-m", "scrapy_neardup.offline.cli", *args], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy_neardup.offline.cli", *args], capture_output=True, text=True, timeout=300
+    )
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -39,6 +40,7 @@ def expected_pairs(groups):
 
 def closure_pairs(pairs):
     from scrapy_neardup.engine.cluster import clusters
+
     return {frozenset((a, b)) for c in clusters(pairs, "components") for a in c for b in c if a != b}
 
 
@@ -104,15 +106,18 @@ def test_dedup_warc(demo_pages, tmp_path, reader):
         writer = WARCWriter(f, gzip=True)
         for p in sorted(pages):
             headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
-            record = writer.create_warc_record(SITE + p, "response", payload=io.BytesIO(pages[p].encode()),
-                                               http_headers=headers)
+            record = writer.create_warc_record(
+                SITE + p, "response", payload=io.BytesIO(pages[p].encode()), http_headers=headers
+            )
             writer.write_record(record)
         headers = StatusAndHeaders("200 OK", [("Content-Type", "image/png")], protocol="HTTP/1.1")
-        writer.write_record(writer.create_warc_record(SITE + "/x.png", "response", payload=io.BytesIO(b"\x89PNG"),
-                                                      http_headers=headers))
+        writer.write_record(
+            writer.create_warc_record(SITE + "/x.png", "response", payload=io.BytesIO(b"\x89PNG"), http_headers=headers)
+        )
     out = tmp_path / "pairs.tsv"
-    proc = run_cli("dedup", str(path), "-o", str(out), "--algorithm", "minhash", "--threshold", "0.5",
-                   "--warc-reader", reader)
+    proc = run_cli(
+        "dedup", str(path), "-o", str(out), "--algorithm", "minhash", "--threshold", "0.5", "--warc-reader", reader
+    )
     summary = json.loads(proc.stderr.strip().splitlines()[-1])
     assert summary["not_html_records"] == 1
     found = closure_pairs([tuple(line.split("\t")[:2]) for line in out.read_text().splitlines()])
@@ -125,8 +130,11 @@ def _write_warc(path, pages):
         writer = WARCWriter(f, gzip=True)
         for p in sorted(pages):
             headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
-            writer.write_record(writer.create_warc_record(SITE + p, "response", payload=io.BytesIO(pages[p].encode()),
-                                                          http_headers=headers))
+            writer.write_record(
+                writer.create_warc_record(
+                    SITE + p, "response", payload=io.BytesIO(pages[p].encode()), http_headers=headers
+                )
+            )
 
 
 def test_a_failing_run_says_one_line_and_leaves_the_outputs_as_they_were(demo_pages, tmp_path):
@@ -153,8 +161,9 @@ def test_a_failing_run_says_one_line_and_leaves_the_outputs_as_they_were(demo_pa
     for inputs, message in cases:
         out.write_text("old pairs\n")
         clusters_file.write_text("old clusters\n")
-        proc = run_cli("dedup", *inputs, "-o", str(out), "--clusters", str(clusters_file), "--workers", "2",
-                       check=False)
+        proc = run_cli(
+            "dedup", *inputs, "-o", str(out), "--clusters", str(clusters_file), "--workers", "2", check=False
+        )
         assert proc.returncode == 1, (inputs, proc.stderr)
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("scrapy-neardup: ") and message in lines[0], proc.stderr
@@ -226,18 +235,22 @@ def test_score_matches_a_brute_force_pair_count():
     import random
 
     rng = random.Random(3)
-    manifest = [{"url": f"u{i}", "cluster": f"c{i // 3}", "kind": "original" if i % 3 == 0 else "edit"}
-                for i in range(60)]
+    manifest = [
+        {"url": f"u{i}", "cluster": f"c{i // 3}", "kind": "original" if i % 3 == 0 else "edit"} for i in range(60)
+    ]
     pairs = [(f"u{rng.randrange(60)}", f"u{rng.randrange(60)}") for _ in range(40)]
     got = score(manifest, pairs)
     from scrapy_neardup.engine.cluster import UnionFind
+
     uf = UnionFind()
     for a, b in pairs:
         uf.union(a, b)
-    pred = {frozenset(p) for p in itertools.combinations([r["url"] for r in manifest], 2)
-            if uf.find(p[0]) == uf.find(p[1])}
-    gold = {frozenset((a["url"], b["url"])) for a, b in itertools.combinations(manifest, 2)
-            if a["cluster"] == b["cluster"]}
+    pred = {
+        frozenset(p) for p in itertools.combinations([r["url"] for r in manifest], 2) if uf.find(p[0]) == uf.find(p[1])
+    }
+    gold = {
+        frozenset((a["url"], b["url"])) for a, b in itertools.combinations(manifest, 2) if a["cluster"] == b["cluster"]
+    }
     assert got.precision == pytest.approx(len(pred & gold) / len(pred))
     assert got.recall == pytest.approx(len(pred & gold) / len(gold))
 
@@ -251,8 +264,14 @@ def test_error_report_lists_false_merges_with_their_cost_and_missed_pages():
     pairs = [("a1", "a0", 0.9), ("b0", "a0", 0.5), ("b1", "b0", 0.8), ("t", "x-not-in-set", 0.7)]
     report = error_report(manifest, pairs)
     merges = [r for r in report if r["type"] == "false_merge"]
-    assert merges == [{"type": "false_merge", "clusters": ["A", "B"], "false_pairs": 2 * 2, "edges": [
-        {"url_a": "b0", "kind_a": "original", "url_b": "a0", "kind_b": "original", "similarity": 0.5}]}]
+    assert merges == [
+        {
+            "type": "false_merge",
+            "clusters": ["A", "B"],
+            "false_pairs": 2 * 2,
+            "edges": [{"url_a": "b0", "kind_a": "original", "url_b": "a0", "kind_b": "original", "similarity": 0.5}],
+        }
+    ]
     assert [(r["url"], r["original"]) for r in report if r["type"] == "missed"] == [("a2", "a0")]
     assert score(manifest, [(a, b) for a, b, _ in pairs]).true_pairs == 1 + 1  # a0-a1, b0-b1
 
@@ -334,8 +353,9 @@ def test_evaluate_scores_a_users_own_judged_pairs(demo_pages, tmp_path):
     assert row["judged"]["precision"] == 1.0 and row["judged"]["recall"] == 1.0
     # Judged the other way round, every predicted pair is a false one: the score must say so.
     judged.write_text("\n".join(line[:-1] + ("0" if line.endswith("1") else "1") for line in lines[1:]) + "\n")
-    flipped = json.loads(run_cli("evaluate", str(manifest), "--json", "--workers", "1", "--judged",
-                                 str(judged)).stdout.splitlines()[0])
+    flipped = json.loads(
+        run_cli("evaluate", str(manifest), "--json", "--workers", "1", "--judged", str(judged)).stdout.splitlines()[0]
+    )
     assert flipped["judged"]["precision"] == 0.0 and flipped["judged"]["recall"] == 0.0
     table = run_cli("evaluate", str(manifest), "--workers", "1", "--judged", str(judged)).stdout
     assert "judged F1" in table.splitlines()[0]
@@ -351,8 +371,9 @@ def test_a_run_that_read_no_document_fails_in_one_line_and_writes_nothing(tmp_pa
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     unreadable = tmp_path / "bad.jsonl"
-    unreadable.write_text('[1, 2]\n{"html": "<p>x</p>"}\nnot json\n{"url": 7, "text": "t"}\n{"url": "u"}\n'
-                          '{"url": "u", "html": 5}\n')
+    unreadable.write_text(
+        '[1, 2]\n{"html": "<p>x</p>"}\nnot json\n{"url": 7, "text": "t"}\n{"url": "u"}\n{"url": "u", "html": 5}\n'
+    )
     for source, what in ((empty, "(empty)"), (unreadable, "(6 unreadable lines)")):
         proc = run_cli("dedup", str(source), "-o", str(out), check=False)
         assert proc.returncode == 1, proc.stderr
@@ -360,12 +381,14 @@ def test_a_run_that_read_no_document_fails_in_one_line_and_writes_nothing(tmp_pa
         assert last.startswith("scrapy-neardup: no document read from") and what in last, proc.stderr
         assert out.read_text() == "an earlier run's pairs\n"  # not truncated
     messages = run_cli("dedup", str(unreadable), "-o", str(out), check=False).stderr
-    for expected in ("bad.jsonl:1: line passed over: a list, not a JSON object",
-                     'bad.jsonl:2: line passed over: no "url" field',
-                     "bad.jsonl:3: line passed over: not JSON (expecting value at column 1)",
-                     'bad.jsonl:4: line passed over: "url" is a number, not a non-empty string',
-                     'bad.jsonl:5: line passed over: no "html" or "text" field',
-                     'bad.jsonl:6: line passed over: "html" is a number, not a string'):
+    for expected in (
+        "bad.jsonl:1: line passed over: a list, not a JSON object",
+        'bad.jsonl:2: line passed over: no "url" field',
+        "bad.jsonl:3: line passed over: not JSON (expecting value at column 1)",
+        'bad.jsonl:4: line passed over: "url" is a number, not a non-empty string',
+        'bad.jsonl:5: line passed over: no "html" or "text" field',
+        'bad.jsonl:6: line passed over: "html" is a number, not a string',
+    ):
         assert expected in messages, messages
     assert "KeyError" not in messages and "'url'" not in messages and "list indices" not in messages
     allowed = run_cli("dedup", str(empty), "-o", str(out), "--allow-empty")
@@ -378,8 +401,12 @@ def test_a_run_that_read_no_document_fails_in_one_line_and_writes_nothing(tmp_pa
 
 def test_a_rerun_on_the_same_store_writes_the_same_pairs(tmp_path):
     words = [f"w{i}" for i in range(400)]
-    docs = [{"url": "u1", "text": " ".join(words)}, {"url": "u2", "text": " ".join(words[:-3] + ["x", "y", "z"])},
-            {"url": "u3", "text": " ".join(reversed(words))}, {"url": "u4", "text": " ".join(words[3:])}]
+    docs = [
+        {"url": "u1", "text": " ".join(words)},
+        {"url": "u2", "text": " ".join(words[:-3] + ["x", "y", "z"])},
+        {"url": "u3", "text": " ".join(reversed(words))},
+        {"url": "u4", "text": " ".join(words[3:])},
+    ]
     src = tmp_path / "texts.jsonl"
     src.write_text("".join(json.dumps(d) + "\n" for d in docs))
     store = f"sqlite:///{tmp_path}/s.sqlite3"
@@ -406,10 +433,14 @@ def test_warc_and_arc_files_as_they_are_found_are_read(tmp_path, reader):
     buffer = io.BytesIO()
     writer = WARCWriter(buffer, gzip=False)
     for url, seed in (("http://a/1", 1), ("http://a/2", 1), ("http://a/3", 2)):
-        headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8"),
-                                              ("Link", '<http://a/1>; rel="canonical"')], protocol="HTTP/1.0")
-        writer.write_record(writer.create_warc_record(url, "response", payload=io.BytesIO(_story_page(seed)),
-                                                      http_headers=headers))
+        headers = StatusAndHeaders(
+            "200 OK",
+            [("Content-Type", "text/html; charset=utf-8"), ("Link", '<http://a/1>; rel="canonical"')],
+            protocol="HTTP/1.0",
+        )
+        writer.write_record(
+            writer.create_warc_record(url, "response", payload=io.BytesIO(_story_page(seed)), http_headers=headers)
+        )
     single = tmp_path / "single.warc.gz"
     single.write_bytes(gzip.compress(buffer.getvalue()))
     arc = tmp_path / "space.arc"
@@ -434,8 +465,9 @@ def test_the_progress_line_gives_the_share_read_and_the_time_left(tmp_path):
     words = [f"w{i}" for i in range(5000)]
     rng = random.Random(3)
     src = tmp_path / "many.jsonl"
-    src.write_text("".join(json.dumps({"url": f"u{i}", "text": " ".join(rng.sample(words, 300))}) + "\n"
-                           for i in range(3000)))
+    src.write_text(
+        "".join(json.dumps({"url": f"u{i}", "text": " ".join(rng.sample(words, 300))}) + "\n" for i in range(3000))
+    )
     proc = run_cli("dedup", str(src), "-o", str(tmp_path / "p.tsv"), "--progress", "--workers", "1")
     # Text mode reads the line's carriage returns as line ends.
     lines = [line for line in proc.stderr.splitlines() if "documents" in line and "docs/s" in line]

@@ -19,8 +19,9 @@ from scrapy_neardup.crawl.spider import ItemTagger
 
 
 def crawler_with(**settings):
-    crawler = get_crawler(settings_dict={"ADDONS": {Addon: 300}, "NEARDUP_ENABLED": True,
-                                         "NEARDUP_STORE_URL": "memory://", **settings})
+    crawler = get_crawler(
+        settings_dict={"ADDONS": {Addon: 300}, "NEARDUP_ENABLED": True, "NEARDUP_STORE_URL": "memory://", **settings}
+    )
     return crawler
 
 
@@ -58,8 +59,11 @@ def test_responses_skipped_before_any_work_are_counted_by_reason():
     assert request.meta["neardup"] == {"status": "skipped", "reason": "store_closed"}
     stats = crawler.stats.get_stats()
     assert {k: v for k, v in stats.items() if k.startswith("neardup/skipped/")} == {
-        "neardup/skipped/disabled": 1, "neardup/skipped/status": 1, "neardup/skipped/not_html": 1,
-        "neardup/skipped/store_closed": 1}
+        "neardup/skipped/disabled": 1,
+        "neardup/skipped/status": 1,
+        "neardup/skipped/not_html": 1,
+        "neardup/skipped/store_closed": 1,
+    }
     assert "neardup" not in disabled.meta  # an unchecked request gets no verdict
 
 

@@ -43,11 +43,18 @@ def test_misspelt_settings_are_named_with_the_closest_real_one():
 @pytest.mark.parametrize(
     "name,value,message",
     [
-        ("ALGORITHM", "lsh", "NEARDUP_ALGORITHM = 'lsh' is not allowed: one of 'minhash', 'bottomk', 'exact', "
-                             "'imatch', 'simhash', 'spotsigs', 'supershingle'"),
+        (
+            "ALGORITHM",
+            "lsh",
+            "NEARDUP_ALGORITHM = 'lsh' is not allowed: one of 'minhash', 'bottomk', 'exact', "
+            "'imatch', 'simhash', 'spotsigs', 'supershingle'",
+        ),
         ("ACTION", "delete", "NEARDUP_ACTION = 'delete' is not allowed: one of 'drop', 'tag'"),
-        ("EXTRACT_FAVOR", "speed",
-         "NEARDUP_EXTRACT_FAVOR = 'speed' is not allowed: one of 'recall', 'balanced', 'precision'"),
+        (
+            "EXTRACT_FAVOR",
+            "speed",
+            "NEARDUP_EXTRACT_FAVOR = 'speed' is not allowed: one of 'recall', 'balanced', 'precision'",
+        ),
         ("THRESHOLD", 1.5, "NEARDUP_THRESHOLD = 1.5 is not allowed: a number in (0.0, 1.0]"),
         ("THRESHOLD", 0, "NEARDUP_THRESHOLD = 0 is not allowed"),
         ("THRESHOLD", "high", "NEARDUP_THRESHOLD = 'high'"),
@@ -61,8 +68,11 @@ def test_misspelt_settings_are_named_with_the_closest_real_one():
         ("ITEM_FIELD", "", "NEARDUP_ITEM_FIELD = ''"),
         ("REDIS_BUCKET_BINS", 100_000, "NEARDUP_REDIS_BUCKET_BINS = 100000 is not allowed: a power of two from 4096"),
         ("REDIS_BUCKET_BINS", 1024, "NEARDUP_REDIS_BUCKET_BINS = 1024 is not allowed: an integer from 4096 to 4194304"),
-        ("MINHASH_SKETCH", "oph",
-         "NEARDUP_MINHASH_SKETCH = 'oph' is not allowed: one of 'one-permutation', 'permutations'"),
+        (
+            "MINHASH_SKETCH",
+            "oph",
+            "NEARDUP_MINHASH_SKETCH = 'oph' is not allowed: one of 'one-permutation', 'permutations'",
+        ),
     ],
 )
 def test_bad_values_name_the_setting_and_the_allowed_values(name, value, message):
@@ -80,9 +90,12 @@ def test_combinations_are_checked():
     with pytest.raises(ConfigError, match=r"NEARDUP_THRESHOLD = 1.0 .*\(0, 1\) for NEARDUP_ALGORITHM = 'spotsigs'"):
         config(ALGORITHM="spotsigs", THRESHOLD=1.0)
     # A threshold SimHash's 64 bits cannot serve is refused with the reason and the range it serves.
-    with pytest.raises(ConfigError, match=r"NEARDUP_THRESHOLD = 0.45 is not allowed: a number in \[0.55, 1.0\] "
-                                          r"for NEARDUP_ALGORITHM = 'simhash': 0.45 would search 18 of its 64 bits, "
-                                          r"too few .* use 'minhash' for lower thresholds"):
+    with pytest.raises(
+        ConfigError,
+        match=r"NEARDUP_THRESHOLD = 0.45 is not allowed: a number in \[0.55, 1.0\] "
+        r"for NEARDUP_ALGORITHM = 'simhash': 0.45 would search 18 of its 64 bits, "
+        r"too few .* use 'minhash' for lower thresholds",
+    ):
         config(ALGORITHM="simhash", THRESHOLD=0.45)
     assert config(ALGORITHM="simhash", THRESHOLD=0.55).build_algorithm().max_distance == 15
     with pytest.raises(ConfigError, match=r"NEARDUP_SIMHASH_MAX_DISTANCE = 16 is not allowed: an integer from 0 to 15"):
@@ -142,8 +155,11 @@ def test_a_store_backend_of_ones_own_is_named_by_neardup_store_class(tmp_path):
     built = config(STORE_CLASS="scrapy_neardup.store.memory.MemoryStore", STORE_URL="custom://anything")
     store = built.build_store("news", str(tmp_path))
     assert type(store) is MemoryStore  # built by the class named, whatever the URL's scheme
-    with pytest.raises(ConfigError, match=r"NEARDUP_STORE_CLASS = 'test_config._CountingStore' is not allowed: "
-                                          r"the import path of a subclass of scrapy_neardup.store.Store"):
+    with pytest.raises(
+        ConfigError,
+        match=r"NEARDUP_STORE_CLASS = 'test_config._CountingStore' is not allowed: "
+        r"the import path of a subclass of scrapy_neardup.store.Store",
+    ):
         config(STORE_CLASS="test_config._CountingStore")
     with pytest.raises(ConfigError, match=r"NEARDUP_STORE_CLASS = 'no.such.Module' is not allowed.*cannot import"):
         config(STORE_CLASS="no.such.Module")

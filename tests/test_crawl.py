@@ -6,8 +6,13 @@ from demo_site import build_site, make_server
 
 pytestmark = pytest.mark.slow
 
-JUNK = {"/empty.html": "empty", "/app.html": "no_text", "/feed.json": "not_html", "/logo.png": "not_html",
-        "/report.html": "binary"}
+JUNK = {
+    "/empty.html": "empty",
+    "/app.html": "no_text",
+    "/feed.json": "not_html",
+    "/logo.png": "not_html",
+    "/report.html": "binary",
+}
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +36,7 @@ def crawl(site, tmp_path, name="crawl", **settings):
 
 
 def path_of(url, site):
-    return "/" + url[len(site):]
+    return "/" + url[len(site) :]
 
 
 def test_drop_mode_drops_all_but_one_page_per_group(site, groups, tmp_path):
@@ -41,7 +46,8 @@ def test_drop_mode_drops_all_but_one_page_per_group(site, groups, tmp_path):
         kept = [p for p in group if p in parsed]
         assert len(kept) == 1, (group, kept)  # one canonical per group, the rest never reached the spider
     teasers_and_singles = {p for p in build_site()[0] if p.startswith(("/teasers/", "/news/"))} - {
-        p for g in groups for p in g}
+        p for g in groups for p in g
+    }
     assert teasers_and_singles <= parsed  # distinct articles on the same template are all kept
     # Short pages in the big template are too short to judge: kept, unchecked, not matched on the template.
     assert {"/about.html", "/contact.html"} <= parsed
@@ -52,16 +58,17 @@ def test_drop_mode_drops_all_but_one_page_per_group(site, groups, tmp_path):
     assert stats["neardup/dropped"] == duplicates
     assert stats["neardup/unique"] == stats["neardup/checked"] - duplicates
     assert stats["neardup/initial"] == 0
-    assert {k for k in stats if k.startswith("neardup/skipped/")} >= {
-        f"neardup/skipped/{r}" for r in JUNK.values()}
+    assert {k for k in stats if k.startswith("neardup/skipped/")} >= {f"neardup/skipped/{r}" for r in JUNK.values()}
     assert "near-duplicate groups found in this crawl" in result.log
 
 
 def test_tag_mode_tags_items_with_their_canonical(site, groups, tmp_path):
     # Settings as `-s` gives them: strings, "None" for None; and a misspelt one, named in the log.
     result = crawl(site, tmp_path, NEARDUP_ACTION="tag", NEARDUP_THRESHOLD="None", NEARDUP_TRESHOLD="0.9")
-    assert ("scrapy-neardup: NEARDUP_TRESHOLD is not a scrapy-neardup setting and is ignored; "
-            "did you mean NEARDUP_THRESHOLD?") in result.log
+    assert (
+        "scrapy-neardup: NEARDUP_TRESHOLD is not a scrapy-neardup setting and is ignored; "
+        "did you mean NEARDUP_THRESHOLD?"
+    ) in result.log
     by_path = {path_of(i["url"], site): i for i in result.items}
     assert all(p in by_path for g in groups for p in g)  # nothing dropped in tag mode
     for group in groups:
@@ -75,7 +82,8 @@ def test_tag_mode_tags_items_with_their_canonical(site, groups, tmp_path):
             assert "near_duplicate_of" not in item, p
     assert result.stats["neardup/tagged"] == result.stats["neardup/duplicate"]
     assert result.stats["neardup/items/tagged"] == len(result.items) - sum(
-        1 for i in result.items if "near_duplicate_of" not in i)
+        1 for i in result.items if "near_duplicate_of" not in i
+    )
 
 
 def test_second_run_over_the_same_store_finds_every_page_known(site, tmp_path):
@@ -118,9 +126,12 @@ def test_a_store_that_cannot_be_opened_stops_the_crawl_before_any_page(site, tmp
     shadow = tmp_path / "no-redis" / "redis"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text('raise ModuleNotFoundError("No module named \'redis\'", name="redis")\n')
-    result = run_scrapy(["crawl", "news", "-a", f"site={site}"], tmp_path,
-                        {"NEARDUP_STORE_URL": "redis://127.0.0.1:9/0", "NEARDUP_ON_STORE_ERROR": "pass"},
-                        pythonpath=[shadow.parent])
+    result = run_scrapy(
+        ["crawl", "news", "-a", f"site={site}"],
+        tmp_path,
+        {"NEARDUP_STORE_URL": "redis://127.0.0.1:9/0", "NEARDUP_ON_STORE_ERROR": "pass"},
+        pythonpath=[shadow.parent],
+    )
     assert result.stats["finish_reason"] == "neardup_store_error"
     errors = [line for line in result.log.splitlines() if "ERROR" in line and "scrapy-neardup" in line]
     assert len(errors) == 1 and "pip install 'scrapy-neardup[redis]'" in errors[0], result.log[-3000:]
@@ -141,11 +152,16 @@ def test_one_threshold_means_the_same_for_simhash_and_minhash_in_a_crawl(site, g
     """Issue #14, point 1: the README's 0.45 given to SimHash once matched 63 of 64 pages to the index page.
     Now it is refused at start-up with the reason and the range SimHash serves, and a threshold it serves
     groups the demo site's copies as MinHash does at the same threshold."""
-    refused = run_scrapy(["crawl", "news", "-a", f"site={site}"], tmp_path,
-                         {"NEARDUP_ALGORITHM": "simhash", "NEARDUP_THRESHOLD": "0.45"}, name="refused")
+    refused = run_scrapy(
+        ["crawl", "news", "-a", f"site={site}"],
+        tmp_path,
+        {"NEARDUP_ALGORITHM": "simhash", "NEARDUP_THRESHOLD": "0.45"},
+        name="refused",
+    )
     assert refused.returncode == 1 and not refused.items
-    assert ("NEARDUP_THRESHOLD = 0.45 is not allowed: a number in [0.55, 1.0] for NEARDUP_ALGORITHM = "
-            "'simhash'") in refused.log
+    assert (
+        "NEARDUP_THRESHOLD = 0.45 is not allowed: a number in [0.55, 1.0] for NEARDUP_ALGORITHM = 'simhash'"
+    ) in refused.log
     (tmp_path / "s").mkdir()
     (tmp_path / "m").mkdir()
     # 0.7: at 0.6 (14 bits) SimHash also merges short print pages of different articles of this small site
@@ -155,8 +171,10 @@ def test_one_threshold_means_the_same_for_simhash_and_minhash_in_a_crawl(site, g
     one_at_a_time = {"CONCURRENT_REQUESTS": 1}
     simhash = crawl(site, tmp_path / "s", NEARDUP_ALGORITHM="simhash", NEARDUP_THRESHOLD=0.7, **one_at_a_time)
     minhash = crawl(site, tmp_path / "m", NEARDUP_ALGORITHM="minhash", NEARDUP_THRESHOLD=0.7, **one_at_a_time)
-    kept = {name: {path_of(i["url"], site) for i in result.items}
-            for name, result in (("simhash", simhash), ("minhash", minhash))}
+    kept = {
+        name: {path_of(i["url"], site) for i in result.items}
+        for name, result in (("simhash", simhash), ("minhash", minhash))
+    }
     # Pages of each group of copies kept.
     per_group = {name: [len(set(group) & paths) for group in groups] for name, paths in kept.items()}
     assert per_group["simhash"] == per_group["minhash"] == [1] * len(groups), per_group
@@ -172,8 +190,11 @@ def test_junk_responses_pass_through_counted_and_logged(site, tmp_path):
         paths = [path for path, r in JUNK.items() if r == reason]
         assert result.stats[f"neardup/skipped/{reason}"] >= len(paths)
         # The first page skipped for each reason is named at INFO; the others are counted only.
-        lines = [line for line in result.log.splitlines()
-                 if f"(such documents are counted in neardup/skipped/{reason})" in line]
+        lines = [
+            line
+            for line in result.log.splitlines()
+            if f"(such documents are counted in neardup/skipped/{reason})" in line
+        ]
         assert len(lines) == 1 and " INFO: " in lines[0], (reason, lines)
     assert "neardup/store_error" not in result.stats
     assert "ScrapyDeprecationWarning" not in result.log
@@ -183,8 +204,10 @@ def test_a_bad_setting_stops_the_crawl_with_one_clear_line_first(site, tmp_path)
     result = run_scrapy(["crawl", "news", "-a", f"site={site}"], tmp_path, {"NEARDUP_THRESHOLD": "1.5"})
     assert result.returncode == 1
     first_error = next(line for line in result.log.splitlines() if " ERROR: " in line)
-    assert first_error.endswith("scrapy-neardup: the crawl cannot start: NEARDUP_THRESHOLD = '1.5' is not "
-                                "allowed: a number in (0.0, 1.0] or None"), first_error
+    assert first_error.endswith(
+        "scrapy-neardup: the crawl cannot start: NEARDUP_THRESHOLD = '1.5' is not "
+        "allowed: a number in (0.0, 1.0] or None"
+    ), first_error
     assert not result.items
     import scrapy
 
@@ -225,8 +248,10 @@ def test_simhash_at_its_default_finds_the_aliases_minhash_finds(tmp_path):
         return [f"w{rng.randrange(50_000)}" for _ in range(400)]
 
     def page(words, chrome=""):
-        return (f"<html><head><title>t</title></head><body>{chrome}<article><h1>A story</h1><p>{' '.join(words)}"
-                "</p></article></body></html>")
+        return (
+            f"<html><head><title>t</title></head><body>{chrome}<article><h1>A story</h1><p>{' '.join(words)}"
+            "</p></article></body></html>"
+        )
 
     pages = {}
     for n in range(8):
@@ -234,14 +259,31 @@ def test_simhash_at_its_default_finds_the_aliases_minhash_finds(tmp_path):
         dated = list(words)
         for i in random.Random(100 + n).sample(range(len(dated)), 12):  # a date, counters, a changed line
             dated[i] = f"d{i}"
-        pages.update({f"/a/{n}": page(words, "<nav>Home News Sport</nav>"), f"/amp/{n}": page(words, "<div>amp</div>"),
-                      f"/print/{n}": page(words), f"/ad/{n}": page(dated, "<aside>Buy now, sale ends today</aside>")})
+        pages.update(
+            {
+                f"/a/{n}": page(words, "<nav>Home News Sport</nav>"),
+                f"/amp/{n}": page(words, "<div>amp</div>"),
+                f"/print/{n}": page(words),
+                f"/ad/{n}": page(dated, "<aside>Buy now, sale ends today</aside>"),
+            }
+        )
     found = {}
-    for name, more in (("minhash", {}), ("simhash", {"NEARDUP_ALGORITHM": "simhash"}),
-                       ("manku", {"NEARDUP_ALGORITHM": "simhash", "NEARDUP_THRESHOLD": "0.97"})):
-        result = crawl_pages(tmp_path, pages, {"NEARDUP_ACTION": "tag", "CONCURRENT_REQUESTS": "1",
-                                               "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/{name}.sqlite3", **more},
-                             name=name)
+    for name, more in (
+        ("minhash", {}),
+        ("simhash", {"NEARDUP_ALGORITHM": "simhash"}),
+        ("manku", {"NEARDUP_ALGORITHM": "simhash", "NEARDUP_THRESHOLD": "0.97"}),
+    ):
+        result = crawl_pages(
+            tmp_path,
+            pages,
+            {
+                "NEARDUP_ACTION": "tag",
+                "CONCURRENT_REQUESTS": "1",
+                "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/{name}.sqlite3",
+                **more,
+            },
+            name=name,
+        )
         assert result.stats["finish_reason"] == "finished", result.log[-2000:]
         found[name] = {i["path"]: (i.get("near_duplicate_of") or "").split("/")[-1] for i in result.items}
     aliases = {p for p in pages if not p.startswith("/a/")}

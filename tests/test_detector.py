@@ -107,12 +107,16 @@ def _copies(n, seed):
     return out
 
 
-@pytest.mark.parametrize("algorithm, old, new, adopted", [
-    ("minhash", 0.45, 0.6, True), ("minhash", 0.45, 0.3, True),
-    ("simhash", 0.96, 0.97, True), ("simhash", 0.97, 0.9, False),
-])
-def test_a_store_made_for_another_threshold_is_kept_when_its_index_can_serve(tmp_path, algorithm, old, new,
-                                                                             adopted):
+@pytest.mark.parametrize(
+    "algorithm, old, new, adopted",
+    [
+        ("minhash", 0.45, 0.6, True),
+        ("minhash", 0.45, 0.3, True),
+        ("simhash", 0.96, 0.97, True),
+        ("simhash", 0.97, 0.9, False),
+    ],
+)
+def test_a_store_made_for_another_threshold_is_kept_when_its_index_can_serve(tmp_path, algorithm, old, new, adopted):
     from scrapy_neardup._config import Config
     from scrapy_neardup.store import SqliteStore
 
@@ -186,8 +190,9 @@ def test_one_threshold_means_one_jaccard_similarity_for_minhash_and_simhash():
     from scrapy_neardup.engine.text import shingle_set
 
     def algorithm(name):
-        return Config.from_settings({"NEARDUP_ENABLED": True, "NEARDUP_ALGORITHM": name,
-                                     "NEARDUP_THRESHOLD": 0.7}).build_algorithm()
+        return Config.from_settings(
+            {"NEARDUP_ENABLED": True, "NEARDUP_ALGORITHM": name, "NEARDUP_THRESHOLD": 0.7}
+        ).build_algorithm()
 
     minhash, simhash = algorithm("minhash"), algorithm("simhash")
     errors = {"minhash": [], "simhash": []}

@@ -32,9 +32,15 @@ def article_paths():
 
 
 def settings_for(store_url, **extra):
-    return {"ADDONS": json.dumps({"scrapy_neardup.Addon": 300}), "NEARDUP_ENABLED": "True",
-            "NEARDUP_ACTION": "drop", "NEARDUP_STORE_URL": store_url, "LOG_LEVEL": "DEBUG", "NEARDUP_DEBUG": "True",
-            **extra}
+    return {
+        "ADDONS": json.dumps({"scrapy_neardup.Addon": 300}),
+        "NEARDUP_ENABLED": "True",
+        "NEARDUP_ACTION": "drop",
+        "NEARDUP_STORE_URL": store_url,
+        "LOG_LEVEL": "DEBUG",
+        "NEARDUP_DEBUG": "True",
+        **extra,
+    }
 
 
 def write_paths(tmp_path, name, paths):
@@ -50,8 +56,11 @@ def spider_args(site, paths_file):
 def popen_scrapy(args, tmp_path, settings, name):
     """Start a crawl without waiting (for concurrent processes); returns (process, stats file, items file)."""
     stats_file, items_file = tmp_path / f"{name}-stats.json", tmp_path / f"{name}-items.jsonl"
-    all_settings = {"EXTENSIONS": json.dumps({"crawlkit.StatsToFile": 0}), "TEST_STATS_FILE": str(stats_file),
-                    **settings}
+    all_settings = {
+        "EXTENSIONS": json.dumps({"crawlkit.StatsToFile": 0}),
+        "TEST_STATS_FILE": str(stats_file),
+        **settings,
+    }
     cmd = [sys.executable, "-m", "scrapy", *args, "-O", f"{items_file}:jsonlines"]
     for key, value in all_settings.items():
         cmd += ["-s", f"{key}={value}"]
@@ -67,8 +76,15 @@ def assert_parts_keep_what_one_process_keeps(site, tmp_path, store_url, processe
     paths, groups = article_paths()
     parts = [paths[i::processes] for i in range(processes)]
     assert all(len({p for p in g if p in part}) < len(g) for g in groups for part in parts)
-    runs = [popen_scrapy(spider_args(site, write_paths(tmp_path, f"part{i}", part)), tmp_path,
-                         settings_for(store_url, **settings), f"{name}{i}") for i, part in enumerate(parts)]
+    runs = [
+        popen_scrapy(
+            spider_args(site, write_paths(tmp_path, f"part{i}", part)),
+            tmp_path,
+            settings_for(store_url, **settings),
+            f"{name}{i}",
+        )
+        for i, part in enumerate(parts)
+    ]
     for proc, _, _ in runs:
         assert proc.wait(180) == 0
     kept = set()
@@ -79,8 +95,13 @@ def assert_parts_keep_what_one_process_keeps(site, tmp_path, store_url, processe
         kept |= {json.loads(line)["path"] for line in items_file.read_text().splitlines()}
     for group in groups:
         assert len([p for p in group if p in kept]) == 1, (group, kept)  # no near-duplicate pair kept
-    single = run_scrapy(spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path,
-                        settings_for(f"sqlite:///{tmp_path}/single.sqlite3"), cwd=str(tmp_path), name="single")
+    single = run_scrapy(
+        spider_args(site, write_paths(tmp_path, "all", paths)),
+        tmp_path,
+        settings_for(f"sqlite:///{tmp_path}/single.sqlite3"),
+        cwd=str(tmp_path),
+        name="single",
+    )
     assert single.returncode == 0
     total = lambda key: sum(s.get(key, 0) for s in stats)  # noqa: E731
     assert total("neardup/unique") == single.stats["neardup/unique"]
@@ -90,8 +111,9 @@ def assert_parts_keep_what_one_process_keeps(site, tmp_path, store_url, processe
 
 @pytest.mark.parametrize("processes", [2, 4])
 def test_processes_sharing_redis_keep_what_one_process_keeps(site, redis_server, tmp_path, processes):
-    assert_parts_keep_what_one_process_keeps(site, tmp_path, redis_server.url, processes, "p",
-                                             NEARDUP_REDIS_KEY=f"multi{processes}:{{%(spider)s}}")
+    assert_parts_keep_what_one_process_keeps(
+        site, tmp_path, redis_server.url, processes, "p", NEARDUP_REDIS_KEY=f"multi{processes}:{{%(spider)s}}"
+    )
 
 
 def filed(client) -> int:
@@ -103,10 +125,14 @@ def crawl_riding_out_faults(site, tmp_path, store_url, name, delay):
     """A slow crawl of every article (one request at a time) that retries Redis for long and passes pages on
     when it cannot: the process, its stats file and the paths, for a fault injected while it runs."""
     paths, _ = article_paths()
-    settings = settings_for(store_url, DOWNLOAD_DELAY=delay, CONCURRENT_REQUESTS="1", NEARDUP_REDIS_RETRIES="8",
-                            NEARDUP_ON_STORE_ERROR="pass")
-    proc, stats_file, _ = popen_scrapy(spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path, settings,
-                                       name)
+    settings = settings_for(
+        store_url,
+        DOWNLOAD_DELAY=delay,
+        CONCURRENT_REQUESTS="1",
+        NEARDUP_REDIS_RETRIES="8",
+        NEARDUP_ON_STORE_ERROR="pass",
+    )
+    proc, stats_file, _ = popen_scrapy(spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path, settings, name)
     return proc, stats_file, paths
 
 
@@ -169,10 +195,17 @@ def test_a_redis_paused_longer_than_the_retries_costs_the_pages_met_meanwhile_on
     """A server that answers nothing for longer than the retries last: the pages met meanwhile pass on
     unchecked and are counted; once it answers again every page is checked."""
     paths, _ = article_paths()
-    settings = settings_for(redis_server.url, DOWNLOAD_DELAY="0.1", CONCURRENT_REQUESTS="1",
-                            NEARDUP_REDIS_RETRIES="1", NEARDUP_REDIS_TIMEOUT_SECS="0.5", NEARDUP_ON_STORE_ERROR="pass")
-    proc, stats_file, _ = popen_scrapy(spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path, settings,
-                                       "pause")
+    settings = settings_for(
+        redis_server.url,
+        DOWNLOAD_DELAY="0.1",
+        CONCURRENT_REQUESTS="1",
+        NEARDUP_REDIS_RETRIES="1",
+        NEARDUP_REDIS_TIMEOUT_SECS="0.5",
+        NEARDUP_ON_STORE_ERROR="pass",
+    )
+    proc, stats_file, _ = popen_scrapy(
+        spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path, settings, "pause"
+    )
     import redis
 
     client = redis.Redis.from_url(redis_server.url)
@@ -194,13 +227,20 @@ def test_a_redis_paused_longer_than_the_retries_costs_the_pages_met_meanwhile_on
 
 def test_lost_redis_stops_the_crawl_when_told_to(site, redis_server, tmp_path):
     paths, _ = article_paths()
-    settings = settings_for(redis_server.url, DOWNLOAD_DELAY="0.2", CONCURRENT_REQUESTS="1",
-                            NEARDUP_REDIS_RETRIES="1", NEARDUP_ON_STORE_ERROR="stop",
-                            NEARDUP_REDIS_TIMEOUT_SECS="1", NEARDUP_WORKERS="2",
-                            EXTENSIONS=json.dumps({"crawlkit.StatsToFile": 0, "crawlkit.WorkerWatch": 0}),
-                            TEST_PIDS_FILE=str(tmp_path / "pids.json"))
-    proc, stats_file, _ = popen_scrapy(spider_args(site, write_paths(tmp_path, "all", paths * 3)), tmp_path,
-                                       settings, "stop")
+    settings = settings_for(
+        redis_server.url,
+        DOWNLOAD_DELAY="0.2",
+        CONCURRENT_REQUESTS="1",
+        NEARDUP_REDIS_RETRIES="1",
+        NEARDUP_ON_STORE_ERROR="stop",
+        NEARDUP_REDIS_TIMEOUT_SECS="1",
+        NEARDUP_WORKERS="2",
+        EXTENSIONS=json.dumps({"crawlkit.StatsToFile": 0, "crawlkit.WorkerWatch": 0}),
+        TEST_PIDS_FILE=str(tmp_path / "pids.json"),
+    )
+    proc, stats_file, _ = popen_scrapy(
+        spider_args(site, write_paths(tmp_path, "all", paths * 3)), tmp_path, settings, "stop"
+    )
     import redis
 
     client = redis.Redis.from_url(redis_server.url)
@@ -219,8 +259,13 @@ def test_lost_redis_stops_the_crawl_when_told_to(site, redis_server, tmp_path):
 def test_sqlite_crawl_killed_and_resumed_keeps_every_committed_fingerprint(site, tmp_path):
     paths, _ = article_paths()
     db = tmp_path / "store.sqlite3"
-    settings = settings_for(f"sqlite:///{db}", DOWNLOAD_DELAY="0.1", CONCURRENT_REQUESTS="1",
-                            NEARDUP_STORE_COMMIT_EVERY="3", JOBDIR=str(tmp_path / "job"))
+    settings = settings_for(
+        f"sqlite:///{db}",
+        DOWNLOAD_DELAY="0.1",
+        CONCURRENT_REQUESTS="1",
+        NEARDUP_STORE_COMMIT_EVERY="3",
+        JOBDIR=str(tmp_path / "job"),
+    )
     proc, _, _ = popen_scrapy(spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path, settings, "killed")
 
     def committed_docs():
@@ -236,8 +281,13 @@ def test_sqlite_crawl_killed_and_resumed_keeps_every_committed_fingerprint(site,
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         before = {k for (k,) in conn.execute("SELECT key FROM docs")}
     assert len(before) >= committed
-    resumed = run_scrapy(spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path,
-                         {**settings, "DOWNLOAD_DELAY": "0"}, cwd=str(tmp_path), name="resumed")
+    resumed = run_scrapy(
+        spider_args(site, write_paths(tmp_path, "all", paths)),
+        tmp_path,
+        {**settings, "DOWNLOAD_DELAY": "0"},
+        cwd=str(tmp_path),
+        name="resumed",
+    )
     assert resumed.returncode == 0, resumed.log[-2000:]
     assert resumed.stats["neardup/initial"] == len(before)
     with sqlite3.connect(str(db)) as conn:
@@ -257,8 +307,9 @@ def test_second_process_on_one_sqlite_file_gets_a_clear_error(site, tmp_path):
             return conn.execute("SELECT COUNT(*) FROM docs").fetchone()[0] >= 1
 
     wait_until(first_has_it_open, what="the first crawl to file a page")
-    second = run_scrapy(spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path, settings,
-                        cwd=str(tmp_path), name="second")
+    second = run_scrapy(
+        spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path, settings, cwd=str(tmp_path), name="second"
+    )
     assert second.stats["finish_reason"] == "neardup_store_error"
     assert "in use by another process" in second.log
     assert first.wait(120) == 0
@@ -343,13 +394,31 @@ def _example_process(tmp_path, redis_url, name, **settings):
     from crawlkit import EXAMPLE
 
     stats_file, items_file = tmp_path / f"{name}-stats.json", tmp_path / f"{name}-items.jsonl"
-    cmd = [sys.executable, "-m", "scrapy", "crawl", "news_redis", "-O", f"{items_file}:jsonlines",
-           "-s", "EXTENSIONS=" + json.dumps({"crawlkit.StatsToFile": 0}), "-s", f"TEST_STATS_FILE={stats_file}",
-           "-s", "MAX_IDLE_TIME_BEFORE_CLOSE=8", "-s", "LOG_LEVEL=INFO"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "scrapy",
+        "crawl",
+        "news_redis",
+        "-O",
+        f"{items_file}:jsonlines",
+        "-s",
+        "EXTENSIONS=" + json.dumps({"crawlkit.StatsToFile": 0}),
+        "-s",
+        f"TEST_STATS_FILE={stats_file}",
+        "-s",
+        "MAX_IDLE_TIME_BEFORE_CLOSE=8",
+        "-s",
+        "LOG_LEVEL=INFO",
+    ]
     for key, value in settings.items():
         cmd += ["-s", f"{key}={value}"]
-    env = dict(os.environ, SCRAPY_SETTINGS_MODULE="distributed_settings", NEARDUP_EXAMPLE_REDIS_URL=redis_url,
-               PYTHONPATH=os.pathsep.join([EXAMPLE, HERE, ROOT, os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        SCRAPY_SETTINGS_MODULE="distributed_settings",
+        NEARDUP_EXAMPLE_REDIS_URL=redis_url,
+        PYTHONPATH=os.pathsep.join([EXAMPLE, HERE, ROOT, os.environ.get("PYTHONPATH", "")]),
+    )
     log = open(tmp_path / f"{name}.log", "w")
     return subprocess.Popen(cmd, cwd=EXAMPLE, env=env, stdout=log, stderr=subprocess.STDOUT), stats_file, items_file
 
@@ -379,10 +448,14 @@ def test_the_scrapy_redis_example_shares_the_crawl_and_the_index_and_recrawls(si
         if round_name == "again":
             assert client.delete("news_redis:dupefilter") == 1  # what a re-crawl under SCHEDULER_PERSIST needs
         # One request at a time each, a little apart: the shared queue feeds both processes.
-        runs = [_example_process(tmp_path, redis_server.url, f"{round_name}{i}", CONCURRENT_REQUESTS=1,
-                                 DOWNLOAD_DELAY=0.25) for i in range(2)]
-        wait_until(lambda: all("Spider opened" in (tmp_path / f"{round_name}{i}.log").read_text() for i in range(2)),
-                   what="both spiders opened")
+        runs = [
+            _example_process(tmp_path, redis_server.url, f"{round_name}{i}", CONCURRENT_REQUESTS=1, DOWNLOAD_DELAY=0.25)
+            for i in range(2)
+        ]
+        wait_until(
+            lambda: all("Spider opened" in (tmp_path / f"{round_name}{i}.log").read_text() for i in range(2)),
+            what="both spiders opened",
+        )
         client.lpush("news_redis:start_urls", site + "/")
         for proc, _, _ in runs:
             assert proc.wait(120) == 0
@@ -394,8 +467,12 @@ def test_the_scrapy_redis_example_shares_the_crawl_and_the_index_and_recrawls(si
     total = lambda stats, key: sum(s.get(key, 0) for s in stats)  # noqa: E731
     first, again = rounds
     checked = total(first, "neardup/checked")
-    single = run_scrapy(["crawl", "news", "-a", f"site={site}/"], tmp_path, {
-        "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/single.sqlite3"}, name="single")
+    single = run_scrapy(
+        ["crawl", "news", "-a", f"site={site}/"],
+        tmp_path,
+        {"NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/single.sqlite3"},
+        name="single",
+    )
     assert single.stats["finish_reason"] == "finished"
     for key in ("neardup/checked", "neardup/unique", "neardup/duplicate"):
         assert total(first, key) == single.stats[key], key

@@ -77,4 +77,5 @@ def test_every_cli_option_is_documented():
                 if option in ("-h", "--help"):
                     continue
                 assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", cli), (
-                    f"{name} {option} is not in docs/cli.md")
+                    f"{name} {option} is not in docs/cli.md"
+                )

@@ -31,15 +31,20 @@ from redis_server import RedisServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.faults]
 
-WORDS = [f"{a}{b}" for a in ("ka", "lo", "mi", "nu", "pe", "ra", "si", "tu", "ve", "zo")
-         for b in ("ban", "cor", "dil", "fen", "gut", "hos", "jar", "kel", "mun", "pil", "ros", "tav")]
+WORDS = [
+    f"{a}{b}"
+    for a in ("ka", "lo", "mi", "nu", "pe", "ra", "si", "tu", "ve", "zo")
+    for b in ("ban", "cor", "dil", "fen", "gut", "hos", "jar", "kel", "mun", "pil", "ros", "tav")
+]
 
 
 def article(seed: int, words: int = 220) -> str:
     r = random.Random(seed)
     text = " ".join(r.choice(WORDS) for _ in range(words))
-    return (f"<html><head><title>a{seed}</title></head><body><article><h1>Story {seed}</h1><p>{text}</p>"
-            "</article></body></html>")
+    return (
+        f"<html><head><title>a{seed}</title></head><body><article><h1>Story {seed}</h1><p>{text}</p>"
+        "</article></body></html>"
+    )
 
 
 def distinct_pages(n: int, copies_every: int = 0) -> dict[str, str]:
@@ -56,8 +61,13 @@ def distinct_pages(n: int, copies_every: int = 0) -> dict[str, str]:
 def tmpfs(path, size: str):
     """A real tmpfs of ``size`` mounted on ``path``; ``None`` where this machine does not allow mounts."""
     os.makedirs(path, exist_ok=True)
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                                           capture_output=True).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True
+        ).returncode
+        != 0
+    ):
         yield None
         return
     try:
@@ -73,9 +83,11 @@ def remount_read_only(path) -> None:
 def file_size_limit(limit: int):
     """For a child process: writes past ``limit`` bytes fail with EFBIG (SIGXFSZ ignored), as a full disk's
     do. The fallback where no file system can be mounted."""
+
     def apply() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
     return apply
 
 
@@ -84,16 +96,21 @@ def crawl(tmp_path, pages, settings=None, name="crawl", timeout=180, preexec=Non
     settings = {"NEARDUP_ACTION": "tag", "LOG_LEVEL": "INFO", **(settings or {})}
     with ServerThread(pages_server(pages)) as running:
         cmd, env, stats_file, items_file = paths_crawl_command(tmp_path, running.url, list(pages), settings, name)
-        proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=timeout,
-                              preexec_fn=preexec)
+        proc = subprocess.run(
+            cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=timeout, preexec_fn=preexec
+        )
     return read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
 
 
 def books(result) -> dict[str, int]:
     stats = result.neardup_stats()
     skipped = sum(v for k, v in stats.items() if k.startswith("neardup/skipped/"))
-    return {"checked": stats.get("neardup/checked", 0), "skipped": skipped,
-            "store_error": stats.get("neardup/store_error", 0), "unsaved": stats.get("neardup/unsaved", 0)}
+    return {
+        "checked": stats.get("neardup/checked", 0),
+        "skipped": skipped,
+        "store_error": stats.get("neardup/store_error", 0),
+        "unsaved": stats.get("neardup/unsaved", 0),
+    }
 
 
 def assert_books_balance(result, fetched: int) -> dict[str, int]:
@@ -120,9 +137,16 @@ def test_a_full_disk_loses_no_page_silently(tmp_path, policy):
     with tmpfs(tmp_path / "tiny", "256k") as mounted:
         folder = mounted or str(tmp_path / "tiny")
         store = os.path.join(folder, "store.sqlite3")
-        result = crawl(tmp_path, pages, {"NEARDUP_STORE_URL": f"sqlite:///{store}", "NEARDUP_ON_STORE_ERROR": policy,
-                                         "NEARDUP_STORE_COMMIT_EVERY": "20"},
-                       preexec=None if mounted else file_size_limit(256 * 1024))
+        result = crawl(
+            tmp_path,
+            pages,
+            {
+                "NEARDUP_STORE_URL": f"sqlite:///{store}",
+                "NEARDUP_ON_STORE_ERROR": policy,
+                "NEARDUP_STORE_COMMIT_EVERY": "20",
+            },
+            preexec=None if mounted else file_size_limit(256 * 1024),
+        )
         in_file = stored_docs(store)
     assert "Traceback" not in result.log, result.log[-4000:]
     b = books(result)
@@ -148,10 +172,17 @@ def test_a_final_commit_that_fails_ends_the_crawl_and_says_what_was_lost(tmp_pat
         folder = mounted or str(tmp_path / "tiny")
         store = os.path.join(folder, "store.sqlite3")
         started = time.monotonic()
-        result = crawl(tmp_path, pages, {"NEARDUP_STORE_URL": f"sqlite:///{store}",
-                                         "NEARDUP_STORE_COMMIT_EVERY": "1000000",
-                                         "NEARDUP_STORE_COMMIT_SECS": "3600"},
-                       preexec=None if mounted else file_size_limit(160 * 1024), timeout=120)
+        result = crawl(
+            tmp_path,
+            pages,
+            {
+                "NEARDUP_STORE_URL": f"sqlite:///{store}",
+                "NEARDUP_STORE_COMMIT_EVERY": "1000000",
+                "NEARDUP_STORE_COMMIT_SECS": "3600",
+            },
+            preexec=None if mounted else file_size_limit(160 * 1024),
+            timeout=120,
+        )
         in_file = stored_docs(store)
     assert time.monotonic() - started < 110
     assert result.returncode == 0 and result.stats["finish_reason"] == "finished", result.log[-3000:]
@@ -206,9 +237,11 @@ def test_a_symlinked_store_path_meets_the_same_lock(tmp_path):
 FOREIGN = {
     "users": ["CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)", "INSERT INTO users (name) VALUES ('ada')"],
     "meta-key-val": ["CREATE TABLE meta (key TEXT, val TEXT)", "INSERT INTO meta VALUES ('owner', 'billing')"],
-    "meta-name-value": ["CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT)",
-                        "INSERT INTO meta VALUES ('format_version', 'theirs')",
-                        "INSERT INTO meta VALUES ('invoices', '1200')"],
+    "meta-name-value": [
+        "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT)",
+        "INSERT INTO meta VALUES ('format_version', 'theirs')",
+        "INSERT INTO meta VALUES ('invoices', '1200')",
+    ],
 }
 
 
@@ -289,8 +322,12 @@ def test_redis_credentials_are_never_logged_and_a_refused_login_is_said_at_once(
         assert good.stats["finish_reason"] == "finished", good.log[-3000:]
         assert books(good)["checked"] == 30 and good.stats["neardup/duplicate"] == 9
         started = time.monotonic()
-        bad = crawl(tmp_path, pages, {"NEARDUP_STORE_URL": f"redis://:wrong-{secret}@{host}/0",
-                                      "NEARDUP_REDIS_RETRIES": "4"}, name="bad")
+        bad = crawl(
+            tmp_path,
+            pages,
+            {"NEARDUP_STORE_URL": f"redis://:wrong-{secret}@{host}/0", "NEARDUP_REDIS_RETRIES": "4"},
+            name="bad",
+        )
         elapsed = time.monotonic() - started
         none = crawl(tmp_path, pages, {"NEARDUP_STORE_URL": f"redis://{host}/0"}, name="none")
     finally:
@@ -323,9 +360,11 @@ def test_garbage_in_redis_keys_becomes_a_store_error_naming_the_key(tmp_path, re
     client = redis_py.Redis.from_url(store.url)
     doc_id = store._id_of("http://a/1")
     record_bin = store.layout.bin_name(store.layout.record_group(doc_id), b"r", doc_id // 64)
-    for damage, named in [(pack_record("x", fp.signature, 0, 1.0)[:-1] + b"\xff\xfe", "not UTF-8"),
-                          (pack_record("http://a/1", b"abc", 0, 1.0), "malformed"),
-                          (b"\x03\x02", "too short")]:
+    for damage, named in [
+        (pack_record("x", fp.signature, 0, 1.0)[:-1] + b"\xff\xfe", "not UTF-8"),
+        (pack_record("http://a/1", b"abc", 0, 1.0), "malformed"),
+        (b"\x03\x02", "too short"),
+    ]:
         client.set(record_bin, bytes([doc_id % 64]) + struct.pack("<H", len(damage)) + damage)
         with pytest.raises(StoreError, match=named) as caught:
             detector.check_fingerprint(f"http://a/{uuid.uuid4().hex}", fp.signature, fp.buckets)
@@ -373,7 +412,7 @@ WORDLESS = {
     "/hashes": wordless("#" * 50_000),
     "/zero-width": wordless("\u200b\u200c\u200d" * 3000),
     "/amp": wordless("&amp; " * 3000),
-    "/emoji": wordless("\U0001F600\U0001F680\U0001F4A9 " * 1500),
+    "/emoji": wordless("\U0001f600\U0001f680\U0001f4a9 " * 1500),
     "/punctuation": wordless("!?.,;:-_/\\()[]{} " * 800),
     "/box": wordless("\u2500\u2502\u250c\u2510\u2514\u2518\u253c " * 1200),
 }
@@ -387,9 +426,12 @@ def utf16(page: str) -> tuple[bytes, dict[str, str]]:
 def test_pages_without_words_are_skipped_and_utf16_pages_are_read(tmp_path):
     pages = {**WORDLESS, "/story": article(1), "/story-utf16": utf16(article(1)), "/other-utf16": utf16(article(2))}
     for algorithm in ("minhash", "simhash"):
-        result = crawl(tmp_path, pages, {"NEARDUP_ALGORITHM": algorithm,
-                                         "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/{algorithm}.sqlite3"},
-                       name=algorithm)
+        result = crawl(
+            tmp_path,
+            pages,
+            {"NEARDUP_ALGORITHM": algorithm, "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/{algorithm}.sqlite3"},
+            name=algorithm,
+        )
         assert result.stats["finish_reason"] == "finished" and "Traceback" not in result.log
         assert_books_balance(result, len(pages))
         stats = result.neardup_stats()
@@ -400,8 +442,13 @@ def test_pages_without_words_are_skipped_and_utf16_pages_are_read(tmp_path):
 
 # -- 6. the batch CLI under hostile input -----------------------------------------------------------------
 def cli(*args, timeout=120, **kwargs):
-    return subprocess.run([sys.executable, "-m", "scrapy_neardup.offline.cli", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy_neardup.offline.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kwargs,
+    )
 
 
 def test_hostile_json_lines_cost_one_line_each(tmp_path):
@@ -431,8 +478,16 @@ def test_a_bad_clusters_path_is_found_before_a_persistent_store_is_written(tmp_p
     source.write_text("\n".join(json.dumps({"url": f"http://a/{i}", "text": article(i)}) for i in range(5)) + "\n")
     store = tmp_path / "store.sqlite3"
     (tmp_path / "clusters-dir").mkdir()
-    run = cli("dedup", source, "-o", tmp_path / "pairs.tsv", "--clusters", tmp_path / "clusters-dir",
-              "--store", f"sqlite:///{store}")
+    run = cli(
+        "dedup",
+        source,
+        "-o",
+        tmp_path / "pairs.tsv",
+        "--clusters",
+        tmp_path / "clusters-dir",
+        "--store",
+        f"sqlite:///{store}",
+    )
     assert run.returncode == 1 and "clusters-dir: is a directory" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
     assert not store.exists() and not (tmp_path / "pairs.tsv").exists()
@@ -448,10 +503,27 @@ def test_ctrl_c_stops_the_batch_cli_cleanly_with_consistent_files(tmp_path):
         for i in range(total):
             f.write(json.dumps({"url": f"http://a/{i}", "html": article(i // 2, words=400)}) + "\n")
     out, clusters, store = tmp_path / "pairs.tsv", tmp_path / "clusters.jsonl", tmp_path / "store.sqlite3"
-    proc = subprocess.Popen([sys.executable, "-m", "scrapy_neardup.offline.cli", "dedup", str(source), "-o", str(out),
-                             "--clusters", str(clusters), "--store", f"sqlite:///{store}", "--workers", "2",
-                             "--progress"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "scrapy_neardup.offline.cli",
+            "dedup",
+            str(source),
+            "-o",
+            str(out),
+            "--clusters",
+            str(clusters),
+            "--store",
+            f"sqlite:///{store}",
+            "--workers",
+            "2",
+            "--progress",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     err = bytearray()
     progressing = threading.Event()
 

@@ -22,12 +22,27 @@ def test_items_carrying_their_own_text_are_checked_on_it(tmp_path):
         paths_file.write_text("\n".join(PATHS))
         results = {}
         for action in ("drop", "tag"):
-            settings = {"ADDONS": json.dumps({"scrapy_neardup.Addon": 300}), "NEARDUP_ENABLED": "True",
-                        "NEARDUP_ITEM_FIELD": "body", "NEARDUP_ACTION": action, "CONCURRENT_REQUESTS": "1",
-                        "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/{action}.sqlite3"}
+            settings = {
+                "ADDONS": json.dumps({"scrapy_neardup.Addon": 300}),
+                "NEARDUP_ENABLED": "True",
+                "NEARDUP_ITEM_FIELD": "body",
+                "NEARDUP_ACTION": action,
+                "CONCURRENT_REQUESTS": "1",
+                "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/{action}.sqlite3",
+            }
             cmd, env, stats_file, items_file = scrapy_command(
-                ["runspider", os.path.join(HERE, "spiders", "textitems.py"), "-a", f"base={server.url}",
-                 "-a", f"paths_file={paths_file}"], tmp_path, settings, action)
+                [
+                    "runspider",
+                    os.path.join(HERE, "spiders", "textitems.py"),
+                    "-a",
+                    f"base={server.url}",
+                    "-a",
+                    f"paths_file={paths_file}",
+                ],
+                tmp_path,
+                settings,
+                action,
+            )
             proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
             results[action] = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
             assert results[action].returncode == 0, results[action].log[-2000:]
@@ -40,6 +55,8 @@ def test_items_carrying_their_own_text_are_checked_on_it(tmp_path):
     assert "neardup/skipped/not_html" not in dropped.stats  # pages are not fingerprinted as well
     tagged = {i["url"]: i["near_duplicate_of"] for i in results["tag"].items}
     assert {(url, tagged[url]) for url in copies if tagged[url]} in (
-        {(f"{base}/print/1", f"{base}/a/1")}, {(f"{base}/a/1", f"{base}/print/1")})
+        {(f"{base}/print/1", f"{base}/a/1")},
+        {(f"{base}/a/1", f"{base}/print/1")},
+    )
     assert all(tagged[url] is None for url in tagged if url not in copies)
     assert results["tag"].stats["neardup/items/tagged"] == 1

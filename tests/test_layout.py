@@ -44,10 +44,21 @@ def modules() -> dict[str, str]:
 
 def test_imports_point_one_way():
     rules = {
-        "scrapy_neardup.engine": ("scrapy", "twisted", "scrapy_neardup.crawl", "scrapy_neardup.offline",
-                                  "scrapy_neardup._config"),
-        "scrapy_neardup.store": ("scrapy", "twisted", "scrapy_neardup.crawl", "scrapy_neardup.offline",
-                                 "scrapy_neardup._config", "scrapy_neardup.engine"),
+        "scrapy_neardup.engine": (
+            "scrapy",
+            "twisted",
+            "scrapy_neardup.crawl",
+            "scrapy_neardup.offline",
+            "scrapy_neardup._config",
+        ),
+        "scrapy_neardup.store": (
+            "scrapy",
+            "twisted",
+            "scrapy_neardup.crawl",
+            "scrapy_neardup.offline",
+            "scrapy_neardup._config",
+            "scrapy_neardup.engine",
+        ),
         "scrapy_neardup.offline": ("scrapy", "twisted", "scrapy_neardup.crawl"),
         "scrapy_neardup._config": ("scrapy_neardup.crawl", "scrapy_neardup.offline"),
     }

@@ -38,8 +38,13 @@ PATHS = ["/a/1", "/a/3", "/a/2", "/print/1", "/b/9"]
 
 
 def first_pages() -> dict[str, str]:
-    return {"/a/1": html(story(1)), "/a/2": html(story(2)), "/a/3": html(story(3)), "/print/1": html(story(1)),
-            "/b/9": html(story(9))}
+    return {
+        "/a/1": html(story(1)),
+        "/a/2": html(story(2)),
+        "/a/3": html(story(3)),
+        "/print/1": html(story(1)),
+        "/b/9": html(story(9)),
+    }
 
 
 def crawl(server, tmp_path, name, settings=None):
@@ -53,8 +58,9 @@ def crawl(server, tmp_path, name, settings=None):
 
 
 def cli(*args):
-    proc = subprocess.run([sys.executable, "-m", "scrapy_neardup.offline.cli", *args], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy_neardup.offline.cli", *args], capture_output=True, text=True, timeout=60
+    )
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -116,8 +122,11 @@ def test_store_command_counts_shows_removes_and_expires(tmp_path):
         assert cli("store", store, "count")[1] == "5\n"
         before = show(store, f"{base}/a/1", f"{base}/print/1", f"{base}/nowhere")
         assert before[f"{base}/a/1"]["status"] == "canonical"
-        assert before[f"{base}/print/1"] == {**before[f"{base}/print/1"], "status": "near-duplicate",
-                                             "canonical": f"{base}/a/1"}
+        assert before[f"{base}/print/1"] == {
+            **before[f"{base}/print/1"],
+            "status": "near-duplicate",
+            "canonical": f"{base}/a/1",
+        }
         assert before[f"{base}/nowhere"]["status"] == "unknown"
         code, out, _ = cli("store", store, "export")
         exported = [json.loads(line) for line in out.splitlines()]
@@ -166,7 +175,7 @@ def test_store_command_on_a_redis_store_of_a_crawl(tmp_path, redis_server):
         assert second.stats["neardup/rechecked/changed"] == 1 and second.stats["neardup/seen"] == 4
         code, out, _ = cli("store", redis_server.url, *spider, "remove", f"{base}/a/1")
         assert code == 0 and "removed 1 of the 1 URLs given" in out and "1 orphaned near-duplicates" in out
-        code, out, _ = cli("store", redis_server.url, "--redis-key", "neardup:{paths}", "expire", "--before",
-                           "2999-01-01T00:00:00Z")
+        code, out, _ = cli(
+            "store", redis_server.url, "--redis-key", "neardup:{paths}", "expire", "--before", "2999-01-01T00:00:00Z"
+        )
         assert code == 0 and out.startswith("expired 3 of 3 documents")
-

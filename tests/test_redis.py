@@ -59,8 +59,10 @@ def assert_racing_processes_keep_one_canonical_per_group(url, prefix=None, group
     prefix = prefix or f"race:{{{uuid.uuid4().hex}}}"
     ctx = multiprocessing.get_context("fork")
     barrier, queue = ctx.Barrier(workers), ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(url, prefix, w, groups, barrier, queue, read_bins_upto))
-             for w in range(workers)]
+    procs = [
+        ctx.Process(target=_worker, args=(url, prefix, w, groups, barrier, queue, read_bins_upto))
+        for w in range(workers)
+    ]
     for p in procs:
         p.start()
     results = [v for _ in procs for v in queue.get(timeout=180)]
@@ -130,8 +132,11 @@ def test_one_spiders_keys_spread_over_groups_of_their_own_slots(tmp_path, redis_
     for i in range(300):
         store.add(f"http://x/{i}", b"s" * 16, [rng.getrandbits(63) for _ in range(8)])
     base = store.prefix.replace("{", "").replace("}", "")
-    keys = [k for k in store.client.scan_iter(count=10_000)
-            if k.startswith((store.prefix.encode(), b"{" + base.encode() + b":"))]
+    keys = [
+        k
+        for k in store.client.scan_iter(count=10_000)
+        if k.startswith((store.prefix.encode(), b"{" + base.encode() + b":"))
+    ]
     own = [k for k in keys if k.startswith(store.prefix.encode() + b":")]
     assert {k.rsplit(b":", 1)[1] for k in own} == {b"meta", b"seq", b"count"}  # P:flight is empty between batches
     assert len({key_slot(k) for k in own}) == 1
@@ -307,10 +312,17 @@ def test_errors_are_told_by_their_class_not_their_text():
     assert classify(errors.BusyLoadingError("Redis is loading the dataset in memory"), False) == "unreachable"
     assert classify(errors.ReadOnlyError("You can't write against a read only replica."), False) == "readonly"
     assert classify(errors.ReadOnlyError("You can't write against a read only replica."), True) == "transient"
-    for cls in (errors.ClusterDownError, errors.TryAgainError, errors.MovedError, errors.AskError,
-                errors.MasterDownError):
-        assert classify(cls("3999 127.0.0.1:6381" if cls in (errors.MovedError, errors.AskError) else "x"),
-                        True) == "transient"
+    for cls in (
+        errors.ClusterDownError,
+        errors.TryAgainError,
+        errors.MovedError,
+        errors.AskError,
+        errors.MasterDownError,
+    ):
+        assert (
+            classify(cls("3999 127.0.0.1:6381" if cls in (errors.MovedError, errors.AskError) else "x"), True)
+            == "transient"
+        )
     assert classify(errors.ConnectionError("Connection reset by peer"), False) == "unreachable"
     assert classify(errors.TimeoutError("Timeout reading from socket"), False) == "unreachable"
     assert classify(errors.ResponseError("BUSY Redis is busy running a script."), False) == "transient"
@@ -356,13 +368,19 @@ def test_store_upgrade_rewrites_a_layout_2_store_keeping_every_verdict(tmp_path,
     def v2(key, sig, canonical, sim, seen):
         return struct.pack("<BQfIH", 2, canonical, sim, seen, len(sig)) + sig + key.encode()
 
-    client.hset(f"{prefix}:docs", mapping={
-        1: v2("http://a/", b"sig-a", 0, 1.0, 1_750_000_000),
-        2: v2("http://a/print", b"", 1, 0.9, 1_750_000_100),
-        3: struct.pack("<BQfH", 1, 0, 1.0, 5) + b"sig-c" + "http://c/é".encode()})  # version 1: no last seen
+    client.hset(
+        f"{prefix}:docs",
+        mapping={
+            1: v2("http://a/", b"sig-a", 0, 1.0, 1_750_000_000),
+            2: v2("http://a/print", b"", 1, 0.9, 1_750_000_100),
+            3: struct.pack("<BQfH", 1, 0, 1.0, 5) + b"sig-c" + "http://c/é".encode(),
+        },
+    )  # version 1: no last seen
     client.hset(f"{prefix}:keys", mapping={"http://a/": 1, "http://a/print": 2, "http://c/é": 3})
-    client.hset(f"{prefix}:b", mapping={struct.pack("<q", 7): struct.pack("<q", 1),
-                                        struct.pack("<q", -9): struct.pack("<qq", 1, 3)})
+    client.hset(
+        f"{prefix}:b",
+        mapping={struct.pack("<q", 7): struct.pack("<q", 1), struct.pack("<q", -9): struct.pack("<qq", 1, 3)},
+    )
     client.set(f"{prefix}:seq", 3)
     cmd = [sys.executable, "-m", "scrapy_neardup.offline.cli", "store", server.url, "--redis-key", prefix, "upgrade"]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=str(tmp_path))
@@ -492,8 +510,9 @@ def test_a_filing_overtaken_by_a_near_duplicate_filed_since_its_lookup_is_stale_
         assert [int(x) for x in lower] == [int(first_lower)]
         late = threading.Timer(0.3, other._file, ([Filing("http://d/", d.signature, d.buckets)], int(first_lower), []))
         late.start()
-        verdict = mine._file([Filing("http://c/", c.signature, c.buckets, token=looked.token)], int(first),
-                             [int(first_lower)])
+        verdict = mine._file(
+            [Filing("http://c/", c.signature, c.buckets, token=looked.token)], int(first), [int(first_lower)]
+        )
         late.join()
         assert verdict == [Added.STALE] and "delta" in steps
         mine._meta_script("commit", first, 0)

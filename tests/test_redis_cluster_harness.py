@@ -36,8 +36,7 @@ def test_a_three_master_cluster_spreads_hash_tagged_groups_and_survives_a_failov
             try:
                 if client.get("neardup:{s:0}:b") == b"x":
                     break
-            except (redis.exceptions.ConnectionError, redis.exceptions.ClusterDownError,
-                    redis.exceptions.TimeoutError):
+            except (redis.exceptions.ConnectionError, redis.exceptions.ClusterDownError, redis.exceptions.TimeoutError):
                 time.sleep(0.2)
                 try:  # ask the survivors for the slots again, as the store does after a failed call
                     client.nodes_manager.initialize()

@@ -17,8 +17,12 @@ pytestmark = pytest.mark.slow
 
 def _supports_tls(kind) -> bool:
     try:
-        out = subprocess.run([kind.server, "--port", "0", "--tls-port", "1", "--tls-cert-file", "/nonexistent"],
-                             capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            [kind.server, "--port", "0", "--tls-port", "1", "--tls-cert-file", "/nonexistent"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except subprocess.TimeoutExpired:  # pragma: no cover - it would have started
         return True
     text = out.stdout + out.stderr
@@ -41,21 +45,30 @@ def _certificates(folder) -> dict[str, str]:
 
     def issue(subject: str, issuer_name, issuer_key, ca: bool = False, ip: bool = False):  # type: ignore[no-untyped-def]
         key = ec.generate_private_key(ec.SECP256R1())
-        builder = (x509.CertificateBuilder().subject_name(name(subject)).issuer_name(issuer_name or name(subject))
-                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                   .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=2))
-                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(name(subject))
+            .issuer_name(issuer_name or name(subject))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
         if ip:
-            builder = builder.add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(
-                "127.0.0.1"))]), critical=False)
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
+            )
         return key, builder.sign(issuer_key or key, hashes.SHA256())
 
     files = {}
 
     def write(label: str, key, cert) -> None:  # type: ignore[no-untyped-def]
-        (folder / f"{label}.key").write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                                                serialization.PrivateFormat.PKCS8,
-                                                                serialization.NoEncryption()))
+        (folder / f"{label}.key").write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
         (folder / f"{label}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         files[label] = str(folder / f"{label}.crt")
         files[label + "_key"] = str(folder / f"{label}.key")
@@ -73,31 +86,66 @@ def _certificates(folder) -> dict[str, str]:
 TLS_KINDS = [k.name for k in server_kinds() if _supports_tls(k)]
 
 
-@pytest.mark.parametrize("redis_kind", TLS_KINDS or [pytest.param("none", marks=pytest.mark.skip(
-    reason="no server of the matrix is built with TLS (Debian's redis-server is: CI installs it)"))])
+@pytest.mark.parametrize(
+    "redis_kind",
+    TLS_KINDS
+    or [
+        pytest.param(
+            "none",
+            marks=pytest.mark.skip(
+                reason="no server of the matrix is built with TLS (Debian's redis-server is: CI installs it)"
+            ),
+        )
+    ],
+)
 def test_a_crawl_over_tls_with_a_client_certificate(tmp_path, redis_kind):
     certs = _certificates(tmp_path / "certs")
     tls_port = free_port()
-    server = RedisServer(str(tmp_path / "redis"), kind=kind_named(redis_kind), args=(
-        "--tls-port", str(tls_port), "--tls-cert-file", certs["server"], "--tls-key-file", certs["server_key"],
-        "--tls-ca-cert-file", certs["ca"], "--tls-auth-clients", "yes")).start()
+    server = RedisServer(
+        str(tmp_path / "redis"),
+        kind=kind_named(redis_kind),
+        args=(
+            "--tls-port",
+            str(tls_port),
+            "--tls-cert-file",
+            certs["server"],
+            "--tls-key-file",
+            certs["server_key"],
+            "--tls-ca-cert-file",
+            certs["ca"],
+            "--tls-auth-clients",
+            "yes",
+        ),
+    ).start()
     try:
         url = f"rediss://127.0.0.1:{tls_port}/0"
-        tls = {"NEARDUP_STORE_URL": url, "NEARDUP_REDIS_TLS_CA_FILE": certs["ca"],
-               "NEARDUP_REDIS_TLS_CERT_FILE": certs["client"], "NEARDUP_REDIS_TLS_KEY_FILE": certs["client_key"]}
+        tls = {
+            "NEARDUP_STORE_URL": url,
+            "NEARDUP_REDIS_TLS_CA_FILE": certs["ca"],
+            "NEARDUP_REDIS_TLS_CERT_FILE": certs["client"],
+            "NEARDUP_REDIS_TLS_KEY_FILE": certs["client_key"],
+        }
         pages = distinct_pages(20, copies_every=4)
         good = crawl(tmp_path, pages, tls, name="tls")
         assert good.stats["finish_reason"] == "finished", good.log[-3000:]
         assert books(good)["checked"] == 20 and good.stats["neardup/duplicate"] == 4
         assert int(server.cli("DBSIZE").strip()) > 0  # filed over TLS
         # A server whose certificate the given CA did not sign: refused at open, in one line, no page unchecked.
-        wrong = crawl(tmp_path, pages, {**tls, "NEARDUP_REDIS_TLS_CA_FILE": certs["other_ca"],
-                                        "NEARDUP_REDIS_RETRIES": "0"}, name="wrong-ca")
+        wrong = crawl(
+            tmp_path,
+            pages,
+            {**tls, "NEARDUP_REDIS_TLS_CA_FILE": certs["other_ca"], "NEARDUP_REDIS_RETRIES": "0"},
+            name="wrong-ca",
+        )
         assert wrong.stats["finish_reason"] == "neardup_store_error", wrong.log[-3000:]
         assert "certificate verify failed" in wrong.log and books(wrong)["checked"] == 0
         # No client certificate, where the server asks for one.
-        anonymous = crawl(tmp_path, pages, {"NEARDUP_STORE_URL": url, "NEARDUP_REDIS_TLS_CA_FILE": certs["ca"],
-                                            "NEARDUP_REDIS_RETRIES": "0"}, name="no-cert")
+        anonymous = crawl(
+            tmp_path,
+            pages,
+            {"NEARDUP_STORE_URL": url, "NEARDUP_REDIS_TLS_CA_FILE": certs["ca"], "NEARDUP_REDIS_RETRIES": "0"},
+            name="no-cert",
+        )
         assert anonymous.stats["finish_reason"] == "neardup_store_error", anonymous.log[-3000:]
         assert books(anonymous)["checked"] == 0
     finally:
@@ -105,8 +153,11 @@ def test_a_crawl_over_tls_with_a_client_certificate(tmp_path, redis_kind):
 
 
 def test_a_missing_certificate_file_fails_at_start_up_in_one_line(tmp_path):
-    result = crawl(tmp_path, distinct_pages(3), {"NEARDUP_STORE_URL": "rediss://127.0.0.1:1/0",
-                                                 "NEARDUP_REDIS_TLS_CA_FILE": str(tmp_path / "no-such-ca.pem")})
+    result = crawl(
+        tmp_path,
+        distinct_pages(3),
+        {"NEARDUP_STORE_URL": "rediss://127.0.0.1:1/0", "NEARDUP_REDIS_TLS_CA_FILE": str(tmp_path / "no-such-ca.pem")},
+    )
     assert result.returncode != 0 and "NEARDUP_REDIS_TLS_CA_FILE" in result.log
     assert "the path of a readable file" in result.log and "Traceback" not in result.log
 
@@ -115,10 +166,38 @@ def test_an_acl_user_restricted_to_the_spiders_keys_crawls_and_another_is_refuse
     """The ACL rules of docs/scaling.md: the store's own keys (``neardup:{paths}:*``) and its groups'
     (``{neardup:paths:*``), the commands of the read, write and scripting categories."""
     secret = uuid.uuid4().hex
-    redis_server.cli("ACL", "SETUSER", "crawler", "on", f">{secret}", "~neardup:{paths}:*", "~{neardup:paths:*",
-                     "+@read", "+@write", "+@scripting", "+@connection", "-@dangerous", "+info", "+scan")
-    redis_server.cli("ACL", "SETUSER", "other", "on", f">{secret}", "~neardup:{other}:*", "~{neardup:other:*",
-                     "+@read", "+@write", "+@scripting", "+@connection", "-@dangerous", "+info", "+scan")
+    redis_server.cli(
+        "ACL",
+        "SETUSER",
+        "crawler",
+        "on",
+        f">{secret}",
+        "~neardup:{paths}:*",
+        "~{neardup:paths:*",
+        "+@read",
+        "+@write",
+        "+@scripting",
+        "+@connection",
+        "-@dangerous",
+        "+info",
+        "+scan",
+    )
+    redis_server.cli(
+        "ACL",
+        "SETUSER",
+        "other",
+        "on",
+        f">{secret}",
+        "~neardup:{other}:*",
+        "~{neardup:other:*",
+        "+@read",
+        "+@write",
+        "+@scripting",
+        "+@connection",
+        "-@dangerous",
+        "+info",
+        "+scan",
+    )
     host = f"127.0.0.1:{redis_server.port}"
     pages = distinct_pages(20, copies_every=4)
     good = crawl(tmp_path, pages, {"NEARDUP_STORE_URL": f"redis://crawler:{secret}@{host}/0"}, name="crawler")

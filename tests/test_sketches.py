@@ -20,11 +20,14 @@ def _random_pair(rng, size, overlap):
     return fmix64(np.array(a, dtype=np.uint64)), fmix64(np.array(b, dtype=np.uint64))
 
 
-@pytest.mark.parametrize("sketch,sizes", [
-    (MinHasher, (50, 400)),
-    (OnePermutationHasher, (50, 400)),
-    (OnePermutationHasher, (3, 60)),  # fewer shingles than bins: most bins are filled by densification
-])
+@pytest.mark.parametrize(
+    "sketch,sizes",
+    [
+        (MinHasher, (50, 400)),
+        (OnePermutationHasher, (50, 400)),
+        (OnePermutationHasher, (3, 60)),  # fewer shingles than bins: most bins are filled by densification
+    ],
+)
 def test_minhash_estimates_within_standard_errors(sketch, sizes):
     rng = random.Random(7)
     hasher = sketch(num_perm=128, seed=3)
@@ -75,7 +78,6 @@ def test_one_permutation_densifies_every_bin_and_an_empty_set_stays_empty():
     assert np.all(hasher.signature(np.empty(0, dtype=np.uint64)) == 0xFFFFFFFF)
     # The probe sequences depend on the bin and the seed only: equal sets densify alike.
     assert np.array_equal(hasher.signature(fmix64(np.arange(1, 6, dtype=np.uint64))), few)
-
 
 
 def test_minhash_bytes_roundtrip_and_length_check():

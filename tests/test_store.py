@@ -77,7 +77,9 @@ def test_refile_gives_a_canonical_a_new_signature_and_buckets(store, new_signatu
     assert {c.key: c.signature for c in store.lookup([8])[0]} == {"http://a/": new_signature}
     # An old bucket may still name it; what is read is always the current signature.
     assert {c.key: c.signature for c in store.lookup([1, 2])[0]} in (
-        {"http://a/": new_signature, "http://b/": b"sig-b"}, {"http://b/": b"sig-b"})
+        {"http://a/": new_signature, "http://b/": b"sig-b"},
+        {"http://b/": b"sig-b"},
+    )
     assert store.get("http://a/").signature == new_signature
     assert store.get("http://a-copy/").canonical == "http://a/"  # its near-duplicates still point to it
     assert not store.refile("http://a-copy/", b"x", [9])  # a near-duplicate is not re-filed
@@ -279,8 +281,14 @@ def test_a_batch_never_files_a_page_ahead_of_an_earlier_near_duplicate(store_kin
 
     words = [f"w{i}" for i in range(300)]
     algorithm = MinHashLSH(0.5, shingle_size=2)
-    sig = {name: algorithm.fingerprint(text).signature for name, text in [
-        ("x", " ".join(reversed(words))), ("a", " ".join(words)), ("b", " ".join(words[:-3] + ["u", "v", "z"]))]}
+    sig = {
+        name: algorithm.fingerprint(text).signature
+        for name, text in [
+            ("x", " ".join(reversed(words))),
+            ("a", " ".join(words)),
+            ("b", " ".join(words[:-3] + ["u", "v", "z"])),
+        ]
+    }
     assert algorithm.similarity(sig["a"], sig["b"]) >= 0.5 > algorithm.similarity(sig["a"], sig["x"])
     buckets = {"x": [100], "a": [100, 200, 300], "b": [200, 300, 400]}
     detector = Detector(algorithm, make_store(store_kind, tmp_path))

@@ -80,9 +80,11 @@ def test_shingle_count(tokens, k):
 def test_page_text_separates_words_of_adjacent_blocks():
     from scrapy_neardup.engine.extract import page_text
 
-    html = ("<html><head><title>T</title><style>p{}</style></head><body><nav><ul><li>Home</li><li>News</li></ul>"
-            "</nav><div>Skip</div><div>Heavenlynn</div><!-- hidden --><p>in<b>line</b> stays<br>one</p>"
-            "<script>var x</script>tail</body></html>")
+    html = (
+        "<html><head><title>T</title><style>p{}</style></head><body><nav><ul><li>Home</li><li>News</li></ul>"
+        "</nav><div>Skip</div><div>Heavenlynn</div><!-- hidden --><p>in<b>line</b> stays<br>one</p>"
+        "<script>var x</script>tail</body></html>"
+    )
     assert page_text(html).split() == ["Home", "News", "Skip", "Heavenlynn", "inline", "stays", "one", "tail"]
 
 
@@ -91,8 +93,10 @@ def test_page_text_keeps_the_text_after_comments():
     once). A control character in the markup (lxml refuses to set one in a tree) is read as it is."""
     from scrapy_neardup.engine.extract import page_text
 
-    html = ("<html><body><p>\u00a9 <!-- -->2020<!-- --> Cond\u00e9 Nast.</p><p>WWF\x07 (2020)<?pi x?> report</p>"
-            "<noscript>no</noscript><svg><text>drawn</text></svg><template>later</template></body></html>")
+    html = (
+        "<html><body><p>\u00a9 <!-- -->2020<!-- --> Cond\u00e9 Nast.</p><p>WWF\x07 (2020)<?pi x?> report</p>"
+        "<noscript>no</noscript><svg><text>drawn</text></svg><template>later</template></body></html>"
+    )
     assert page_text(html).split() == ["\u00a9", "2020", "Cond\u00e9", "Nast.", "WWF\x07", "(2020)", "report"]
 
 
@@ -103,9 +107,11 @@ def test_extraction_reads_the_page_text_from_the_tree_it_extracts_from():
 
     article = " ".join(f"Sentence {i} of the article tells the reader something new about the port." for i in range(30))
     links = "".join(f"<li><a href='/s/{i}'>Section {i} of the site with a long name</a></li>" for i in range(120))
-    html = (f"<html><head><title>T</title></head><body><nav><ul>{links}</ul></nav>"
-            f"<article><h1>Harbour</h1><p>{article}</p></article>"
-            "<footer>\u00a9 <!-- -->2020 Site</footer></body></html>")
+    html = (
+        f"<html><head><title>T</title></head><body><nav><ul>{links}</ul></nav>"
+        f"<article><h1>Harbour</h1><p>{article}</p></article>"
+        "<footer>\u00a9 <!-- -->2020 Site</footer></body></html>"
+    )
     got = extract(html, "https://example.org/a", with_page_text=True)
     assert got.method == "main"
     assert got.text == main_text(html, "https://example.org/a")
@@ -114,8 +120,27 @@ def test_extraction_reads_the_page_text_from_the_tree_it_extracts_from():
     assert extract(html, "https://example.org/a").page_text == ""
 
 
-_PIECES = st.sampled_from(["word", " ", "\n", "\u00e9", "e\u0301", "\u0301", "\u00bc", "\u2026", "\ufb01",
-                           "\uff45", "\u1100\u1161", "\u212b", "\u00df", "\u0130", "\u3000", "\u00a0", "  "])
+_PIECES = st.sampled_from(
+    [
+        "word",
+        " ",
+        "\n",
+        "\u00e9",
+        "e\u0301",
+        "\u0301",
+        "\u00bc",
+        "\u2026",
+        "\ufb01",
+        "\uff45",
+        "\u1100\u1161",
+        "\u212b",
+        "\u00df",
+        "\u0130",
+        "\u3000",
+        "\u00a0",
+        "  ",
+    ]
+)
 
 
 @settings(max_examples=200, deadline=None)

@@ -36,8 +36,7 @@ def site(articles=30, copies=5, slow=("/slow",)):
 
 
 def watched(tmp_path, **settings):
-    return {"EXTENSIONS": EXTENSIONS, "TEST_PIDS_FILE": str(tmp_path / "pids.json"), "NEARDUP_WORKERS": "2",
-            **settings}
+    return {"EXTENSIONS": EXTENSIONS, "TEST_PIDS_FILE": str(tmp_path / "pids.json"), "NEARDUP_WORKERS": "2", **settings}
 
 
 def pids(tmp_path):
@@ -52,8 +51,17 @@ def test_a_worker_killed_mid_crawl_costs_only_its_page(tmp_path, reader):
     extensions = {"crawlkit.StatsToFile": 0, "crawlkit.WorkerWatch": 0}
     if reader == "pool thread":
         extensions["crawlkit.ThreadReader"] = 0
-    result = crawl_pages(tmp_path, pages, watched(tmp_path, NEARDUP_ACTION="tag", CONCURRENT_REQUESTS="8",
-                                                  TEST_KILL_URL_SUFFIX="/slow", EXTENSIONS=json.dumps(extensions)))
+    result = crawl_pages(
+        tmp_path,
+        pages,
+        watched(
+            tmp_path,
+            NEARDUP_ACTION="tag",
+            CONCURRENT_REQUESTS="8",
+            TEST_KILL_URL_SUFFIX="/slow",
+            EXTENSIONS=json.dumps(extensions),
+        ),
+    )
     assert result.returncode == 0, result.log[-3000:]
     info = pids(tmp_path)
     assert info["reader"] == {"reactor": "ReactorIO", "pool thread": "ThreadIO"}[reader]
@@ -73,8 +81,9 @@ def test_a_worker_killed_mid_crawl_costs_only_its_page(tmp_path, reader):
 
 def test_a_page_past_the_timeout_is_abandoned_and_the_crawl_goes_on(tmp_path):
     pages = site(articles=20, copies=3)
-    result = crawl_pages(tmp_path, pages, watched(tmp_path, NEARDUP_ACTION="tag", CONCURRENT_REQUESTS="4",
-                                                  NEARDUP_WORKER_TIMEOUT="0.2"))
+    result = crawl_pages(
+        tmp_path, pages, watched(tmp_path, NEARDUP_ACTION="tag", CONCURRENT_REQUESTS="4", NEARDUP_WORKER_TIMEOUT="0.2")
+    )
     assert result.returncode == 0, result.log[-3000:]
     stats = result.stats
     assert stats["neardup/skipped/timeout"] == 1
@@ -107,8 +116,9 @@ def test_workers_recycled_after_max_tasks(tmp_path):
 def start_crawl(tmp_path, pages, **settings):
     server = ServerThread(pages_server(pages)).__enter__()
     cmd, env, stats_file, items_file = paths_crawl_command(tmp_path, server.url, pages, watched(tmp_path, **settings))
-    proc = subprocess.Popen(cmd, cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = subprocess.Popen(
+        cmd, cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     return server, proc, stats_file, items_file
 
 
@@ -206,8 +216,11 @@ def test_a_worker_killed_while_idle_is_replaced(pool):
     assert page_result(pool, sleepy, 0.01) == 0.01
     (pid,) = pool.pids()
     os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: pool.replaced == 1 and pool.pids() and pid not in pool.pids(), timeout=10,
-               what="the killed worker replaced")
+    wait_until(
+        lambda: pool.replaced == 1 and pool.pids() and pid not in pool.pids(),
+        timeout=10,
+        what="the killed worker replaced",
+    )
     assert page_result(pool, sleepy, 0.02) == 0.02
 
 
@@ -294,8 +307,9 @@ def test_a_workers_result_says_when_its_job_began_on_this_processs_clock(pool):
 
     page_result(pool, analyze_html, article_page(2).encode(), "http://a.example/2", "text/html")  # started
     handed = time.perf_counter()
-    prepared = Prepared.from_wire(page_result(pool, analyze_html, article_page(3).encode(), "http://a.example/3",
-                                              "text/html"))
+    prepared = Prepared.from_wire(
+        page_result(pool, analyze_html, article_page(3).encode(), "http://a.example/3", "text/html")
+    )
     read = time.perf_counter()
     assert prepared.fingerprint is not None
     assert 0 < prepared.work_seconds

@@ -54,8 +54,7 @@ class IdenticalBodies:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def share(self, digest: bytes, url: str,
-              submit: Callable[[], Future]) -> tuple[Future, str | None]:  # type: ignore[type-arg]
+    def share(self, digest: bytes, url: str, submit: Callable[[], Future]) -> tuple[Future, str | None]:  # type: ignore[type-arg]
         """The job for these bytes, and the URL it was made for when it is another page's (``None`` when
         ``submit`` was called now, for this page). A finished job comes back as a resolved future."""
         with self._lock:

@@ -98,9 +98,14 @@ class NearDupDownloaderMiddleware:
         async def fetch_first(page_key: str, declared_url: str) -> Declared | None:
             return await self._fetch_declared(request, page_key, declared_url)
 
-        prepared, verdict = await service.check(key, service.response_job(response), url=response.url,
-                                                declaration=declaration, own_key=bool(own_key),
-                                                resolve=fetch_first if self.config.canonical_fetch != "none" else None)
+        prepared, verdict = await service.check(
+            key,
+            service.response_job(response),
+            url=response.url,
+            declaration=declaration,
+            own_key=bool(own_key),
+            resolve=fetch_first if self.config.canonical_fetch != "none" else None,
+        )
         if verdict is None:
             request.meta[META_VERDICT] = {"status": "skipped", "reason": prepared.skip_reason or "store_error"}
             return response
@@ -138,9 +143,12 @@ class NearDupDownloaderMiddleware:
                 response = await maybe_deferred_to_future(engine.download(probe))
         except Exception as exc:  # noqa: BLE001 - forbidden by robots.txt, off the allowed domains, unreachable
             service.stats.inc_value("neardup/canonical/fetch_failed")
-            service.log_once("canonical_fetch_failed", f"the page {declared_url} that {key} declares canonical could "
-                             f"not be fetched ({type(exc).__name__}: {exc}); {key} is checked on its own (such "
-                             "pages are counted in neardup/canonical/fetch_failed)")
+            service.log_once(
+                "canonical_fetch_failed",
+                f"the page {declared_url} that {key} declares canonical could "
+                f"not be fetched ({type(exc).__name__}: {exc}); {key} is checked on its own (such "
+                "pages are counted in neardup/canonical/fetch_failed)",
+            )
             return None
         if not 200 <= response.status < 300 or not is_html(response):
             service.stats.inc_value("neardup/canonical/fetch_failed")
@@ -179,11 +187,20 @@ class NearDupDownloaderMiddleware:
         if engine is None:  # pragma: no cover - the crawl is over
             return
         meta = {k: v for k, v in request.meta.items() if k not in _OWN_META}
-        engine.crawl(request.replace(url=canonical, meta={**meta, META_FOLLOWED_FROM: request.url},
-                                     dont_filter=False))
+        engine.crawl(request.replace(url=canonical, meta={**meta, META_FOLLOWED_FROM: request.url}, dont_filter=False))
         self.service.stats.inc_value("neardup/canonical/followed")
 
 
 #: The plugin's own meta keys, not carried from a copy's request to the declared page's.
-_OWN_META = (META_VERDICT, META_DECLARED_BY, META_FOLLOWED_FROM, "redirect_urls", "redirect_times",
-             "redirect_ttl", "redirect_reasons", "download_slot", "download_latency", "retry_times")
+_OWN_META = (
+    META_VERDICT,
+    META_DECLARED_BY,
+    META_FOLLOWED_FROM,
+    "redirect_urls",
+    "redirect_times",
+    "redirect_ttl",
+    "redirect_reasons",
+    "download_slot",
+    "download_latency",
+    "retry_times",
+)

@@ -77,6 +77,7 @@ class Outcome:
     before: tuple[Decision, ...] = ()
     again: bool = False
 
+
 #: Why a document was not checked: the ``neardup/skipped/<reason>`` stats and their log wording.
 SKIP_REASONS = {
     "binary": "the body is binary (NUL bytes or a PDF, image or archive signature)",
@@ -302,8 +303,11 @@ class NearDupService:
             # Fingerprints that cannot be compared, or no store at all: crawling on would let every
             # near-duplicate through unnoticed, so the crawl stops with the reason in the log.
             reason = "neardup_store_mismatch" if isinstance(exc, StoreMismatchError) else "neardup_store_error"
-            message = str(exc) if isinstance(exc, StoreError) else (
-                f"cannot open the store {redact_url(url)}: {type(exc).__name__}: {redact_url(str(exc))}")
+            message = (
+                str(exc)
+                if isinstance(exc, StoreError)
+                else (f"cannot open the store {redact_url(url)}: {type(exc).__name__}: {redact_url(str(exc))}")
+            )
             logger.error("scrapy-neardup: %s", message, extra={"spider": spider})
             if store is not None:
                 try:
@@ -332,8 +336,9 @@ class NearDupService:
         self._store_thread = ThreadPool(0, 1, name="scrapy-neardup-store")
         self._store_thread.start()
         if self.workers:
-            self._extraction = ExtractionPool(config, self.workers, timeout=config.worker_timeout,
-                                              max_tasks=config.worker_max_tasks)
+            self._extraction = ExtractionPool(
+                config, self.workers, timeout=config.worker_timeout, max_tasks=config.worker_max_tasks
+            )
             self._extraction.start(pool_reader())
             if config.body_cache_size:
                 self._bodies = IdenticalBodies(config.body_cache_size)
@@ -345,8 +350,7 @@ class NearDupService:
         if expired:
             self.stats.set_value("neardup/expired", expired)
         logger.info(
-            "scrapy-neardup: store %s, %s, threshold %.3g, action %s, %d fingerprints already stored; "
-            "extraction in %s",
+            "scrapy-neardup: store %s, %s, threshold %.3g, action %s, %d fingerprints already stored; extraction in %s",
             store.location,
             ", ".join(f"{k}={v}" for k, v in self.algorithm.params().items()),
             self.algorithm.threshold,
@@ -369,9 +373,15 @@ class NearDupService:
         if expired * 20 >= held:
             orphans = store.purge()
             purged = f"; index purged ({orphans} near-duplicates of expired pages with them)"
-        logger.info("scrapy-neardup: forgot %d of %d stored pages not fetched in the last %g seconds "
-                    "(NEARDUP_EXPIRATION_SECS)%s, in %.1f s", expired, held, self.config.expiration_secs, purged,
-                    time.monotonic() - started)
+        logger.info(
+            "scrapy-neardup: forgot %d of %d stored pages not fetched in the last %g seconds "
+            "(NEARDUP_EXPIRATION_SECS)%s, in %.1f s",
+            expired,
+            held,
+            self.config.expiration_secs,
+            purged,
+            time.monotonic() - started,
+        )
         return expired
 
     async def spider_closed(self, spider: Spider, reason: str = "") -> None:
@@ -398,9 +408,14 @@ class NearDupService:
             unsaved = exc.unsaved if isinstance(exc, StoreWriteError) else 0
             if unsaved:
                 self.stats.inc_value("neardup/unsaved", unsaved)
-            logger.error("scrapy-neardup: closing the store failed; %s: %s",
-                         f"the fingerprints of the last {unsaved} pages filed were not saved" if unsaved
-                         else "what it had not yet saved may be lost", exc, extra={"spider": spider})
+            logger.error(
+                "scrapy-neardup: closing the store failed; %s: %s",
+                f"the fingerprints of the last {unsaved} pages filed were not saved"
+                if unsaved
+                else "what it had not yet saved may be lost",
+                exc,
+                extra={"spider": spider},
+            )
         finally:
             # Whatever the store did at close, no thread of ours may keep the process alive.
             for pool in (store_thread, threads):
@@ -410,8 +425,9 @@ class NearDupService:
 
     def log_summary(self, spider: Spider) -> None:
         get = self.stats.get_value
-        skipped = {k.rsplit("/", 1)[1]: v for k, v in self.stats.get_stats().items()
-                   if k.startswith("neardup/skipped/")}
+        skipped = {
+            k.rsplit("/", 1)[1]: v for k, v in self.stats.get_stats().items() if k.startswith("neardup/skipped/")
+        }
         logger.info(
             "scrapy-neardup: %d pages checked: %d unique, %d near-duplicates (%d dropped), %d seen before; "
             "%d skipped%s",
@@ -454,9 +470,15 @@ class NearDupService:
     def text_job(text: str) -> tuple[Any, ...]:
         return (analyze_text, text)
 
-    async def check(self, key: str, job: tuple[Any, ...] | str, url: str | None = None,
-                    declaration: Declaration | None = None, own_key: bool = False,
-                    resolve: Resolver | None = None) -> tuple[Prepared, Verdict | None]:
+    async def check(
+        self,
+        key: str,
+        job: tuple[Any, ...] | str,
+        url: str | None = None,
+        declaration: Declaration | None = None,
+        own_key: bool = False,
+        resolve: Resolver | None = None,
+    ) -> tuple[Prepared, Verdict | None]:
         """Analyse a document (extract and fingerprint it, in a worker), decide which text it is filed on
         (the template guard) and check-and-insert it in the store, under ``key``.
 
@@ -504,8 +526,9 @@ class NearDupService:
                 extraction, copy_of = self._extraction, None
                 if self._bodies is not None and fn is analyze_html:
                     body, page_url, content_type = args
-                    future, first_url = self._bodies.share(body_digest(body, content_type), page_url,
-                                                           lambda: extraction.submit(fn, *args))
+                    future, first_url = self._bodies.share(
+                        body_digest(body, content_type), page_url, lambda: extraction.submit(fn, *args)
+                    )
                     copy_of = None if first_url is None else (job, first_url)
                 else:
                     future = extraction.submit(fn, *args)
@@ -520,6 +543,7 @@ class NearDupService:
     async def known(self, *keys: str) -> list[bool] | None:
         """Whether each key is filed (for the downloader middleware's choice to fetch a declared page);
         ``None`` when the store cannot say (closed, failing)."""
+
         def look() -> list[bool] | None:
             with self._store_lock:
                 detector = self.detector
@@ -542,8 +566,12 @@ class NearDupService:
         return await _in_thread(store_thread, fn)
 
     # -- prepare(): the reactor reads the worker's result, or an extraction thread --------------------
-    def _analysed(self, done: Future, deferred: Deferred,  # type: ignore[type-arg]
-                  copy_of: tuple[tuple[Any, ...], str] | None = None) -> None:
+    def _analysed(
+        self,
+        done: Future,
+        deferred: Deferred,  # type: ignore[type-arg]
+        copy_of: tuple[tuple[Any, ...], str] | None = None,
+    ) -> None:
         """A worker's result for this page, or, with ``copy_of`` (the page's job, and the URL of the page
         the job was made for), the result of another response with the same bytes."""
         try:
@@ -565,8 +593,9 @@ class NearDupService:
         canonical = prepared.declared_canonical
         if canonical is not None and page_url != first_url:
             canonical = declared_canonical(decode_html(body, content_type), page_url)
-        return replace(prepared, reused=True, extract_seconds=0.0, work_seconds=0.0, work_started=0.0,
-                       declared_canonical=canonical)
+        return replace(
+            prepared, reused=True, extract_seconds=0.0, work_seconds=0.0, work_started=0.0, declared_canonical=canonical
+        )
 
     def _extract_alone(self, job: tuple[Any, ...], deferred: Deferred) -> None:  # type: ignore[type-arg]
         """This page's own job, after the job of another response with its bytes failed (a lost worker is
@@ -608,8 +637,9 @@ class NearDupService:
             except Exception as exc:  # noqa: BLE001 - a backend's untranslated failure is still the store's
                 return Outcome(prepared, StoreError(f"the store failed: {type(exc).__name__}: {exc}"))
         mine = made[-1]
-        return Outcome(mine.prepared, mine.verdict, mine.refiled, tuple(d for d in made[:-1] if not d.again),
-                       mine.again)
+        return Outcome(
+            mine.prepared, mine.verdict, mine.refiled, tuple(d for d in made[:-1] if not d.again), mine.again
+        )
 
     @staticmethod
     def _reply(deferred: Deferred, outcome: Any) -> None:  # type: ignore[type-arg]
@@ -623,16 +653,26 @@ class NearDupService:
     def _settle(self, key: str, outcome: Outcome | BaseException) -> tuple[Prepared, Verdict | None]:
         """Reactor thread: count and log what became of a page (and of the declared page decided first)."""
         if isinstance(outcome, (WorkerLost, WorkerTimeout)):
-            reason = ("store_closed" if self._closing else "timeout" if isinstance(outcome, WorkerTimeout)
-                      else "worker_lost")
+            reason = (
+                "store_closed" if self._closing else "timeout" if isinstance(outcome, WorkerTimeout) else "worker_lost"
+            )
             if reason != "store_closed":
-                logger.warning("scrapy-neardup: %s passed on unchecked: %s (counted in neardup/skipped/%s)",
-                               key, outcome, reason, extra={"spider": self.crawler.spider})
+                logger.warning(
+                    "scrapy-neardup: %s passed on unchecked: %s (counted in neardup/skipped/%s)",
+                    key,
+                    outcome,
+                    reason,
+                    extra={"spider": self.crawler.spider},
+                )
             self.skip(reason, key, log=reason == "store_closed")
             return Prepared(None, reason), None
         if isinstance(outcome, BaseException):
-            logger.warning("scrapy-neardup: could not fingerprint %s; passed on unchecked", key,
-                           exc_info=outcome, extra={"spider": self.crawler.spider})
+            logger.warning(
+                "scrapy-neardup: could not fingerprint %s; passed on unchecked",
+                key,
+                exc_info=outcome,
+                extra={"spider": self.crawler.spider},
+            )
             self.skip("error", key, log=False)
             return Prepared(None, "error"), None
         prepared, result = outcome.prepared, outcome.result
@@ -647,8 +687,11 @@ class NearDupService:
             self.stats.inc_value("neardup/extract/page_text_fallback")
         elif prepared.method == "template":
             self.stats.inc_value("neardup/extract/template")
-            logger.debug("scrapy-neardup: %s extracted to its host's template text; fingerprinted on the page text",
-                         key, extra={"spider": self.crawler.spider})
+            logger.debug(
+                "scrapy-neardup: %s extracted to its host's template text; fingerprinted on the page text",
+                key,
+                extra={"spider": self.crawler.spider},
+            )
         for before in outcome.before:  # the declared page, fetched and decided first
             self.stats.inc_value("neardup/canonical/fetched_first")
             self.record(before.key, before.verdict)
@@ -684,17 +727,23 @@ class NearDupService:
         unsaved = exc.unsaved if isinstance(exc, StoreWriteError) else 0
         if unsaved:
             self.stats.inc_value("neardup/unsaved", unsaved)
-            logger.error("scrapy-neardup: the fingerprints of %d pages filed since the store's last commit "
-                         "were lost with a failed write (counted in neardup/unsaved): %s", unsaved, exc)
+            logger.error(
+                "scrapy-neardup: the fingerprints of %d pages filed since the store's last commit "
+                "were lost with a failed write (counted in neardup/unsaved): %s",
+                unsaved,
+                exc,
+            )
         if self.config.on_store_error == "stop":
-            logger.error("scrapy-neardup: store error on %s; stopping the crawl (NEARDUP_ON_STORE_ERROR = 'stop'): %s",
-                         key, exc)
+            logger.error(
+                "scrapy-neardup: store error on %s; stopping the crawl (NEARDUP_ON_STORE_ERROR = 'stop'): %s", key, exc
+            )
             if not self._stopping:
                 self._stopping = True
                 self._close_spider("neardup_store_error")
         else:
-            logger.warning("scrapy-neardup: store error on %s; passed on unchecked (NEARDUP_ON_STORE_ERROR = "
-                           "'pass'): %s", key, exc)
+            logger.warning(
+                "scrapy-neardup: store error on %s; passed on unchecked (NEARDUP_ON_STORE_ERROR = 'pass'): %s", key, exc
+            )
 
     def record(self, key: str, verdict: Verdict) -> None:
         """Stats, log lines and the crawl's group report for a verdict (reactor thread)."""
@@ -705,10 +754,14 @@ class NearDupService:
             first = verdict.rechecked not in self._logged_rechecks
             if first or self.config.debug:
                 self._logged_rechecks.add(verdict.rechecked)
-                logger.log(logging.INFO if first else logging.DEBUG,
-                           "scrapy-neardup: %s was filed before, but %s: checked afresh, now %s%s", key,
-                           RECHECK_REASONS[verdict.rechecked], verdict.status,
-                           f" (such pages are counted in neardup/rechecked/{verdict.rechecked})" if first else "")
+                logger.log(
+                    logging.INFO if first else logging.DEBUG,
+                    "scrapy-neardup: %s was filed before, but %s: checked afresh, now %s%s",
+                    key,
+                    RECHECK_REASONS[verdict.rechecked],
+                    verdict.status,
+                    f" (such pages are counted in neardup/rechecked/{verdict.rechecked})" if first else "",
+                )
         if verdict.status == "duplicate":
             group = self.groups.get(verdict.canonical)
             if group is not None:
@@ -731,7 +784,8 @@ class NearDupService:
                 "scrapy-neardup: %s was filed before (%s)%s",
                 key,
                 "canonical" if verdict.canonical == key else f"a near-duplicate of {verdict.canonical}",
-                "" if self.config.debug
+                ""
+                if self.config.debug
                 else " - further pages seen before are counted in neardup/seen (see NEARDUP_DEBUG)",
             )
             self._logged_first_seen = True
@@ -741,8 +795,12 @@ class NearDupService:
         first = topic not in self._logged_skip_reasons
         if first or self.config.debug:
             self._logged_skip_reasons.add(topic)
-            logger.log(logging.INFO if first else logging.DEBUG, "scrapy-neardup: %s", message,
-                       extra={"spider": self.crawler.spider})
+            logger.log(
+                logging.INFO if first else logging.DEBUG,
+                "scrapy-neardup: %s",
+                message,
+                extra={"spider": self.crawler.spider},
+            )
 
     def skip(self, reason: str, url: str = "", log: bool = True) -> None:
         """Count a document that is passed on unchecked; say so once per reason at INFO, then at DEBUG

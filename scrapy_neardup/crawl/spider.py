@@ -47,7 +47,11 @@ class ItemTagger:
                     "scrapy-neardup: cannot tag %s items as near-duplicates: the class has no %r and %r fields. "
                     "Declare them (%s = scrapy.Field() and %s = scrapy.Field(), or dataclass/attrs fields "
                     "with default None) to receive the tags; until then such items pass untagged.",
-                    cls.__name__, FIELD_CANONICAL, FIELD_SIMILARITY, FIELD_CANONICAL, FIELD_SIMILARITY,
+                    cls.__name__,
+                    FIELD_CANONICAL,
+                    FIELD_SIMILARITY,
+                    FIELD_CANONICAL,
+                    FIELD_SIMILARITY,
                 )
             return
         self.service.stats.inc_value("neardup/items/tagged")

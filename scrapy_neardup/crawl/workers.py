@@ -130,8 +130,7 @@ def analyze_text(text: str) -> tuple:  # type: ignore[type-arg]
 
 
 #: Each worker task and the function that does its work in the calling process (``NEARDUP_WORKERS = 0``).
-IN_PROCESS: dict[Callable[..., Any], Callable[..., Prepared]] = {analyze_html: prepare_html,
-                                                                 analyze_text: prepare_text}
+IN_PROCESS: dict[Callable[..., Any], Callable[..., Prepared]] = {analyze_html: prepare_html, analyze_text: prepare_text}
 
 
 def serve(conn: Connection, config: Config) -> None:
@@ -301,8 +300,7 @@ class ExtractionPool:
     # -- workers -----------------------------------------------------------------------------------
     def _spawn(self) -> _Worker:
         ours, theirs = multiprocessing.Pipe(duplex=True)
-        process = self._ctx.Process(target=serve, args=(theirs, self.config), name="scrapy-neardup-worker",
-                                    daemon=True)
+        process = self._ctx.Process(target=serve, args=(theirs, self.config), name="scrapy-neardup-worker", daemon=True)
         process.start()
         theirs.close()  # the worker's end lives in the worker only: its death closes the pipe
         worker = _Worker(process, ours)

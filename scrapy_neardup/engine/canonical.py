@@ -88,8 +88,10 @@ def declared_canonical(html: str, base: str | None = None) -> str | None:
         # The word inside a <link ...> tag: no '>' between the tag's start and the word.
         if start < 0 or close < 0 or ">" in before[start:] or not _LINK_TAG.match(html, back + start):
             continue
-        attributes = {name.lower(): next((v for v in values if v), "")
-                      for name, *values in _ATTRIBUTE.findall(html, back + start + 5, close)}
+        attributes = {
+            name.lower(): next((v for v in values if v), "")
+            for name, *values in _ATTRIBUTE.findall(html, back + start + 5, close)
+        }
         if "canonical" in attributes.get("rel", "").lower().split():
             return canonical_url(attributes.get("href"), base)
     return None
@@ -108,8 +110,6 @@ def link_header_canonical(values: list[str], base: str | None = None) -> str | N
                 if name.strip().lower() == "rel" and "canonical" in rel.strip().strip("\"'").lower().split():
                     return canonical_url(target, base)
     return None
-
-
 
 
 @lru_cache(maxsize=1)

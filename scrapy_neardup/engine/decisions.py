@@ -69,8 +69,7 @@ class DecisionLoop:
         self._waiting: list[_Waiting] = []
         self._decided_first: dict[str, Decision] = {}
 
-    def decide(self, key: str, url: str | None, prepared: Prepared,
-               declared: Declared | None = None) -> list[Decision]:
+    def decide(self, key: str, url: str | None, prepared: Prepared, declared: Declared | None = None) -> list[Decision]:
         """Take one page with a fingerprint (filed under ``key``; ``url`` tells the guard its host;
         ``declared``, the page it declares canonical, when declarations are honoured). Returns the
         decisions made: this page's and those of the pages waiting before it, once the batch is full (at
@@ -97,8 +96,9 @@ class DecisionLoop:
         fp = prepared.fingerprint
         assert fp is not None, "only pages with a fingerprint are decided"
         # A known page may have been filed on either of its texts (see TemplateGuard): both count.
-        also = tuple(f.signature for f in (fetched.fingerprint, fetched.page_fingerprint)
-                     if f is not None and f is not fp)
+        also = tuple(
+            f.signature for f in (fetched.fingerprint, fetched.page_fingerprint) if f is not None and f is not fp
+        )
         prefer = None if declared is None else self.detector.group_of(declared.key)
         check = Check(key, fp.signature, fp.buckets, also, prefer, self.declarations.declarers_of(key))
         self._waiting.append(_Waiting(check, prepared, refiled, None if declared is None else declared.key))
@@ -132,5 +132,6 @@ class DecisionLoop:
             return []
         waiting, self._waiting = self._waiting, []
         verdicts = self.detector.check_many([w.check for w in waiting])
-        return [Decision(w.check.key, w.prepared, verdict, w.refiled, w.declared)
-                for w, verdict in zip(waiting, verdicts)]
+        return [
+            Decision(w.check.key, w.prepared, verdict, w.refiled, w.declared) for w, verdict in zip(waiting, verdicts)
+        ]

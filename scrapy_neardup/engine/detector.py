@@ -69,8 +69,9 @@ class Detector:
     last seen more than ``max_age_secs`` ago, or when its canonical was removed.
     """
 
-    def __init__(self, algorithm: Algorithm, store: Store, recheck_changed: bool = True,
-                 max_age_secs: float | None = None) -> None:
+    def __init__(
+        self, algorithm: Algorithm, store: Store, recheck_changed: bool = True, max_age_secs: float | None = None
+    ) -> None:
         self.algorithm = algorithm
         self.store = store
         self.recheck_changed = recheck_changed
@@ -114,8 +115,9 @@ class Detector:
         try:
             return self.algorithm.similarity(signature, stored)
         except (ValueError, TypeError, IndexError) as exc:
-            raise StoreError(f"the stored signature of {key!r} is malformed "
-                             f"({len(stored or b'')} bytes: {exc})") from exc
+            raise StoreError(
+                f"the stored signature of {key!r} is malformed ({len(stored or b'')} bytes: {exc})"
+            ) from exc
 
     def _best_match(self, check: Check, candidates: Sequence[Candidate]) -> list[tuple[float, Candidate]]:
         """Candidates at or above the threshold, most similar first (ties by key, for determinism); the
@@ -144,8 +146,9 @@ class Detector:
         for _ in range(MAX_RETRIES):
             if not pending:
                 break
-            looked = self.store.lookup_many([Query(checks[i].key, checks[i].signature, checks[i].buckets)
-                                             for i in pending], file_alone=True)
+            looked = self.store.lookup_many(
+                [Query(checks[i].key, checks[i].signature, checks[i].buckets) for i in pending], file_alone=True
+            )
             adds: list[Filing] = []
             planned: list[tuple[int, Verdict]] = []
             waiting: list[int] = []
@@ -174,9 +177,14 @@ class Detector:
                     planned.append((i, Verdict("duplicate", key, best.key, sim, also, rechecked.get(i))))
                 else:
                     # Copies that declared this page resemble it: linked for connected components, not filed.
-                    declarers = tuple(sorted(
-                        c.key for c in found.candidates if c.key in check.exclude
-                        and self._similarity(signature, c.key, c.signature) >= self.algorithm.threshold))
+                    declarers = tuple(
+                        sorted(
+                            c.key
+                            for c in found.candidates
+                            if c.key in check.exclude
+                            and self._similarity(signature, c.key, c.signature) >= self.algorithm.threshold
+                        )
+                    )
                     adds.append(Filing(key, signature, buckets, None, 1.0, token))
                     planned.append((i, Verdict("unique", key, key, 1.0, declarers, rechecked.get(i))))
             for (i, verdict), result in zip(planned, self.store.add_many(adds) if adds else []):

@@ -22,12 +22,58 @@ logger = logging.getLogger(__name__)
 _per_thread = threading.local()
 _DROP_TAGS = ("script", "style", "noscript", "template", "svg", "head")
 #: Elements that end a run of words: their text must not be glued to the text around them.
-_BREAK_TAGS = frozenset((
-    "address", "article", "aside", "blockquote", "br", "caption", "dd", "details", "div", "dl", "dt",
-    "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr",
-    "img", "input", "label", "legend", "li", "main", "nav", "ol", "option", "p", "pre", "section", "select",
-    "summary", "table", "td", "textarea", "th", "tr", "ul", "button", "title", "body", "html",
-))
+_BREAK_TAGS = frozenset(
+    (
+        "address",
+        "article",
+        "aside",
+        "blockquote",
+        "br",
+        "caption",
+        "dd",
+        "details",
+        "div",
+        "dl",
+        "dt",
+        "fieldset",
+        "figcaption",
+        "figure",
+        "footer",
+        "form",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "header",
+        "hr",
+        "img",
+        "input",
+        "label",
+        "legend",
+        "li",
+        "main",
+        "nav",
+        "ol",
+        "option",
+        "p",
+        "pre",
+        "section",
+        "select",
+        "summary",
+        "table",
+        "td",
+        "textarea",
+        "th",
+        "tr",
+        "ul",
+        "button",
+        "title",
+        "body",
+        "html",
+    )
+)
 
 
 #: A main text is a candidate for a template block only when it is at most this share of the page's text;
@@ -78,13 +124,16 @@ def _text_sheet() -> Any:
         import lxml.etree
 
         drop, breaks = "|".join(_DROP_TAGS), "|".join(sorted(_BREAK_TAGS))
-        sheet = _per_thread.text_sheet = lxml.etree.XSLT(lxml.etree.XML(
-            '<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform">'
-            '<xsl:output method="text" encoding="utf-8"/>'
-            f'<xsl:template match="{drop}|comment()|processing-instruction()"/>'
-            f'<xsl:template match="{breaks}"><xsl:text> </xsl:text><xsl:apply-templates/>'
-            '<xsl:text> </xsl:text></xsl:template>'
-            '</xsl:stylesheet>'))
+        sheet = _per_thread.text_sheet = lxml.etree.XSLT(
+            lxml.etree.XML(
+                '<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform">'
+                '<xsl:output method="text" encoding="utf-8"/>'
+                f'<xsl:template match="{drop}|comment()|processing-instruction()"/>'
+                f'<xsl:template match="{breaks}"><xsl:text> </xsl:text><xsl:apply-templates/>'
+                "<xsl:text> </xsl:text></xsl:template>"
+                "</xsl:stylesheet>"
+            )
+        )
     return sheet
 
 
@@ -166,8 +215,16 @@ def parse_for_extraction(html: str) -> Any:
         return None
 
 
-def extract(html: str | bytes, url: str | None = None, *, use_main: bool = True, min_length: int = 200,
-            fast: bool = True, favor: str = "recall", with_page_text: bool = False) -> Extraction:
+def extract(
+    html: str | bytes,
+    url: str | None = None,
+    *,
+    use_main: bool = True,
+    min_length: int = 200,
+    fast: bool = True,
+    favor: str = "recall",
+    with_page_text: bool = False,
+) -> Extraction:
     """The text to fingerprint a page on: its main text; the page text when trafilatura finds no main text
     at all (an extraction failure, or a page of links); nothing (``too_little_text``) when the main text it
     finds is shorter than ``min_length``.

@@ -39,9 +39,7 @@ def error_areas(threshold: float, bands: int, rows: int, samples: int = 1001) ->
 
 
 @lru_cache(maxsize=64)
-def optimal_bands(
-    threshold: float, num_perm: int, fp_weight: float = 0.1, fn_weight: float = 0.9
-) -> tuple[int, int]:
+def optimal_bands(threshold: float, num_perm: int, fp_weight: float = 0.1, fn_weight: float = 0.9) -> tuple[int, int]:
     """``(bands, rows)`` with ``bands * rows <= num_perm`` minimising the weighted error areas."""
     if not 0.0 < threshold < 1.0:
         raise ValueError(f"threshold must be between 0 and 1 (exclusive), got {threshold}")

@@ -56,15 +56,34 @@ class Prepared:
     def to_wire(self) -> tuple:  # type: ignore[type-arg]
         """Plain bytes, ints and strings: what crosses from a worker process (far cheaper to pickle than
         numpy arrays)."""
-        return (self.skip_reason, self.method, self.main_key, _fp_wire(self.fingerprint),
-                _fp_wire(self.page_fingerprint), self.page_sketch, self.extract_seconds, self.work_seconds,
-                self.work_started, self.declared_canonical)
+        return (
+            self.skip_reason,
+            self.method,
+            self.main_key,
+            _fp_wire(self.fingerprint),
+            _fp_wire(self.page_fingerprint),
+            self.page_sketch,
+            self.extract_seconds,
+            self.work_seconds,
+            self.work_started,
+            self.declared_canonical,
+        )
 
     @classmethod
     def from_wire(cls, wire: tuple) -> Prepared:  # type: ignore[type-arg]
         skip_reason, method, main_key, fp, page_fp, page_sketch, seconds, work, started, declared = wire
-        return cls(_fp_unwire(fp), skip_reason, method, main_key, _fp_unwire(page_fp), page_sketch, seconds, work,
-                   started, declared)
+        return cls(
+            _fp_unwire(fp),
+            skip_reason,
+            method,
+            main_key,
+            _fp_unwire(page_fp),
+            page_sketch,
+            seconds,
+            work,
+            started,
+            declared,
+        )
 
 
 def _fp_wire(fp: Fingerprint | None) -> tuple[bytes, bytes] | None:
@@ -80,9 +99,17 @@ class DocumentPipeline:
     worker processes. ``with_page_text`` reads each main-text page's whole text too, for the template
     guard; ``find_canonical`` reads the URL a page declares canonical."""
 
-    def __init__(self, algorithm: Algorithm, *, use_main: bool = True, min_text_length: int = 200,
-                 fast: bool = True, favor: str = "recall", with_page_text: bool = False,
-                 find_canonical: bool = False) -> None:
+    def __init__(
+        self,
+        algorithm: Algorithm,
+        *,
+        use_main: bool = True,
+        min_text_length: int = 200,
+        fast: bool = True,
+        favor: str = "recall",
+        with_page_text: bool = False,
+        find_canonical: bool = False,
+    ) -> None:
         self.algorithm = algorithm
         self.use_main = use_main
         self.min_text_length = min_text_length
@@ -103,8 +130,15 @@ class DocumentPipeline:
 
     def text_of(self, html: str | bytes, url: str | None = None) -> Extraction:
         """The text a page is fingerprinted on (the costly step; the evaluator caches it)."""
-        return extract(html, url, use_main=self.use_main, min_length=self.min_text_length, fast=self.fast,
-                       favor=self.favor, with_page_text=self.with_page_text)
+        return extract(
+            html,
+            url,
+            use_main=self.use_main,
+            min_length=self.min_text_length,
+            fast=self.fast,
+            favor=self.favor,
+            with_page_text=self.with_page_text,
+        )
 
     def from_extraction(self, got: Extraction) -> Prepared:
         if got.method == "none":
@@ -119,12 +153,16 @@ class DocumentPipeline:
             return Prepared(fingerprint, method="main")
         try:
             page = self.algorithm.fingerprint(got.page_text)
-            sketch = (page.signature if self._sketcher is self.algorithm
-                      else self._sketcher.fingerprint(got.page_text).signature)
+            sketch = (
+                page.signature
+                if self._sketcher is self.algorithm
+                else self._sketcher.fingerprint(got.page_text).signature
+            )
         except NoWords:  # the page text holds the main text's words: only for safety
             return Prepared(fingerprint, method="main")
-        return Prepared(fingerprint, method="main", main_key=text_key(got.text), page_fingerprint=page,
-                        page_sketch=sketch)
+        return Prepared(
+            fingerprint, method="main", main_key=text_key(got.text), page_fingerprint=page, page_sketch=sketch
+        )
 
     def from_text(self, text: str) -> Prepared:
         stripped = text.strip()
@@ -134,4 +172,3 @@ class DocumentPipeline:
             return Prepared(self.algorithm.fingerprint(text), method="text")
         except NoWords:
             return Prepared(None, "no_words")
-

@@ -36,6 +36,7 @@ WORKER_BATCH_BYTES = 1 << 20
 
 _worker_pipeline: DocumentPipeline | None = None
 
+
 class Unreadable(NamedTuple):
     """What a worker sends back for an input line that could not be read: why."""
 
@@ -128,8 +129,11 @@ class DeclaredAhead:
             first.setdefault(doc.url, i)
             html = decode_html(doc.html, doc.content_type) if isinstance(doc.html, bytes) else doc.html
             declaration = chosen(doc.declared, declared_canonical(html, doc.url) if html else None)
-            if declaration and declaration.url != doc.url and may_fetch(config.canonical_fetch, doc.url,
-                                                                        declaration.url):
+            if (
+                declaration
+                and declaration.url != doc.url
+                and may_fetch(config.canonical_fetch, doc.url, declaration.url)
+            ):
                 declaring.append((i, declaration.url))
         wanted = {url for i, url in declaring if first.get(url, -1) > i}
         if not wanted:
@@ -162,8 +166,9 @@ class DeclaredAhead:
 def _documents(reader: DocumentReader) -> Iterator[Document]:
     """The documents of a reader, JSON lines parsed here (lines that cannot be read are passed over: the
     main pass counts them)."""
-    for item in DocumentReader(reader.paths, raw_lines=False, max_size=reader.max_size, quiet=True,
-                               warc_reader=reader.warc_reader):
+    for item in DocumentReader(
+        reader.paths, raw_lines=False, max_size=reader.max_size, quiet=True, warc_reader=reader.warc_reader
+    ):
         if isinstance(item, Document):
             yield item
 
@@ -222,8 +227,7 @@ def _clock(seconds: float) -> str:
 
 
 class BatchDeduplicator:
-    def __init__(self, config: Config, spider: str = "dedup", workers: int | None = None,
-                 reset: bool = False) -> None:
+    def __init__(self, config: Config, spider: str = "dedup", workers: int | None = None, reset: bool = False) -> None:
         """``config`` names the store (``NEARDUP_STORE_URL``, ``NEARDUP_STORE_CLASS``; ``memory://`` when it
         names none) and ``spider`` is the name its default file and Redis keys are made from, as a crawl's."""
         if config.store_url is None and config.store_class is None:
@@ -250,8 +254,9 @@ class BatchDeduplicator:
             for results in pool.imap(_prepare_batch_in_worker, chain(head, batches)):
                 yield from results
 
-    def _declared(self, url: str, given: Declaration | None, prepared: Prepared,
-                  ahead: DeclaredAhead | None) -> Declared | None:
+    def _declared(
+        self, url: str, given: Declaration | None, prepared: Prepared, ahead: DeclaredAhead | None
+    ) -> Declared | None:
         """The page a document declares canonical, with the page itself when it comes later in the input."""
         if not self.config.canonical:
             return None
@@ -260,10 +265,15 @@ class BatchDeduplicator:
             return None
         return (ahead.take(declaration.url) if ahead is not None else None) or Declared(declaration.url)
 
-    def run(self, documents: DocumentReader | Iterable[Document], on_verdict: Callable[[Verdict], None],
-            progress: Progress | None = None, stats: BatchStats | None = None,
-            should_stop: Callable[[], bool] | None = None,
-            on_fingerprint: Callable[[str, Fingerprint], None] | None = None) -> BatchStats:
+    def run(
+        self,
+        documents: DocumentReader | Iterable[Document],
+        on_verdict: Callable[[Verdict], None],
+        progress: Progress | None = None,
+        stats: BatchStats | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        on_fingerprint: Callable[[str, Fingerprint], None] | None = None,
+    ) -> BatchStats:
         """Decide every document in input order. Decisions go to the store in batches of ``BATCH``
         documents (one or two round trips each on Redis), with the same verdicts as one by one.
 

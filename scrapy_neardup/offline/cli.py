@@ -1,11 +1,11 @@
 """The ``scrapy-neardup`` command: the plugin's engine and stores, offline.
 
-    scrapy-neardup dedup INPUT... -o PAIRS.tsv        near-duplicate pairs of crawl dumps (JSONL, WARC)
-    scrapy-neardup evaluate MANIFEST                  precision/recall/F1 on a labelled set
-    scrapy-neardup tune --threshold T                 the LSH bands x rows for a threshold
-    scrapy-neardup lexicon INPUT... -o LEXICON.txt    an I-Match lexicon from a collection
-    scrapy-neardup store STORE_URL count|show|remove|expire|purge|upgrade
-                                                      a crawl's store: look up, remove and age records
+scrapy-neardup dedup INPUT... -o PAIRS.tsv        near-duplicate pairs of crawl dumps (JSONL, WARC)
+scrapy-neardup evaluate MANIFEST                  precision/recall/F1 on a labelled set
+scrapy-neardup tune --threshold T                 the LSH bands x rows for a threshold
+scrapy-neardup lexicon INPUT... -o LEXICON.txt    an I-Match lexicon from a collection
+scrapy-neardup store STORE_URL count|show|remove|expire|purge|upgrade
+                                                  a crawl's store: look up, remove and age records
 """
 
 from __future__ import annotations
@@ -46,8 +46,11 @@ def _settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         settings["NEARDUP_EXTRACT_FAVOR"] = args.extract_favor
     if getattr(args, "max_body_size", None) is not None:
         settings["NEARDUP_MAX_BODY_SIZE"] = args.max_body_size
-    for option, name in [("store", "NEARDUP_STORE_URL"), ("store_class", "NEARDUP_STORE_CLASS"),
-                         ("redis_key", "NEARDUP_REDIS_KEY")]:
+    for option, name in [
+        ("store", "NEARDUP_STORE_URL"),
+        ("store_class", "NEARDUP_STORE_CLASS"),
+        ("redis_key", "NEARDUP_REDIS_KEY"),
+    ]:
         if getattr(args, option, None) is not None:
             settings[name] = getattr(args, option)
     return settings
@@ -85,24 +88,37 @@ def _add_algorithm_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("algorithm (defaults as in the Scrapy settings)")
     group.add_argument("--algorithm", choices=algorithm_names(), help="default: minhash")
     group.add_argument("--lexicon", help="I-Match lexicon file (with --algorithm imatch)")
-    group.add_argument("--threshold", type=float, help="Jaccard similarity threshold, one scale for every algorithm "
-                                                       "(default: 0.45 minhash, 0.65 simhash)")
+    group.add_argument(
+        "--threshold",
+        type=float,
+        help="Jaccard similarity threshold, one scale for every algorithm (default: 0.45 minhash, 0.65 simhash)",
+    )
     group.add_argument("--num-perm", type=int, help="MinHash permutations (default: 128)")
     group.add_argument("--seed", type=int, help="MinHash seed (default: 1)")
-    group.add_argument("--sketch", choices=("one-permutation", "permutations"),
-                       help="how MinHash draws its minima: one permutation with densification, or num_perm "
-                            "permutations as stores made before the sketch setting did (default: one-permutation)")
+    group.add_argument(
+        "--sketch",
+        choices=("one-permutation", "permutations"),
+        help="how MinHash draws its minima: one permutation with densification, or num_perm "
+        "permutations as stores made before the sketch setting did (default: one-permutation)",
+    )
     group.add_argument("--shingle-size", type=int, help="words per shingle (default: 2; 1 for imatch and exact)")
     group.add_argument("--max-distance", type=int, help="SimHash Hamming distance (default: from --threshold)")
     group.add_argument("--min-text-length", type=int, help="shortest text fingerprinted, in characters (default: 200)")
-    group.add_argument("--template-repeats", type=int,
-                       help="pages of one host with the same main text and different page texts from which "
-                            "it is taken as template and the page text used instead; 0: off (default: 2)")
-    group.add_argument("--no-extract", action="store_true",
-                       help="fingerprint the whole page text, not the main content")
+    group.add_argument(
+        "--template-repeats",
+        type=int,
+        help="pages of one host with the same main text and different page texts from which "
+        "it is taken as template and the page text used instead; 0: off (default: 2)",
+    )
+    group.add_argument(
+        "--no-extract", action="store_true", help="fingerprint the whole page text, not the main content"
+    )
     group.add_argument("--extract-fast", action="store_true", help="trafilatura's fast mode (no fallback extractors)")
-    group.add_argument("--extract-favor", choices=("recall", "balanced", "precision"),
-                       help="what trafilatura favours when unsure: more text or less (default: recall)")
+    group.add_argument(
+        "--extract-favor",
+        choices=("recall", "balanced", "precision"),
+        help="what trafilatura favours when unsure: more text or less (default: recall)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,46 +129,83 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    dedup = sub.add_parser("dedup", help="find near-duplicate pairs in crawl dumps (JSONL, WARC)",
-                           description="Find near-duplicate pairs in JSONL ({url, html} or {url, text}) "
-                                       "and WARC/WARC.gz files.")
+    dedup = sub.add_parser(
+        "dedup",
+        help="find near-duplicate pairs in crawl dumps (JSONL, WARC)",
+        description="Find near-duplicate pairs in JSONL ({url, html} or {url, text}) and WARC/WARC.gz files.",
+    )
     dedup.add_argument("inputs", nargs="+", metavar="INPUT", help="JSONL(.gz) or WARC(.gz) files")
     dedup.add_argument("-o", "--output", required=True, help="pairs file: url_a<TAB>url_b<TAB>similarity ('-': stdout)")
-    dedup.add_argument("--all-pairs", action="store_true",
-                       help="write every pair of documents at or above the threshold (Broder's output), not "
-                            "each near-duplicate against its canonical only; costs memory and time that grow "
-                            "with the square of the largest group")
+    dedup.add_argument(
+        "--all-pairs",
+        action="store_true",
+        help="write every pair of documents at or above the threshold (Broder's output), not "
+        "each near-duplicate against its canonical only; costs memory and time that grow "
+        "with the square of the largest group",
+    )
     dedup.add_argument("--clusters", metavar="FILE", help="also write the clusters as JSON lines")
-    dedup.add_argument("--only-new", action="store_true",
-                       help="write only the pairs of documents new to the store (a rerun on a persistent store "
-                            "otherwise writes the pairs of the documents it knows, from the store)")
-    dedup.add_argument("--warc-reader", choices=("auto", "fastwarc", "warcio"), default="auto",
-                       help="the WARC reader: FastWARC where installed (auto, the default), or warcio; ARC files "
-                            "are always read with warcio")
-    dedup.add_argument("--allow-empty", action="store_true",
-                       help="an input with no readable document is not an error: empty outputs, exit status 0")
-    dedup.add_argument("--cluster-mode", choices=("strict", "components"), default="strict",
-                       help="strict: every member resembles the canonical; components: connected components "
-                            "(default: strict)")
+    dedup.add_argument(
+        "--only-new",
+        action="store_true",
+        help="write only the pairs of documents new to the store (a rerun on a persistent store "
+        "otherwise writes the pairs of the documents it knows, from the store)",
+    )
+    dedup.add_argument(
+        "--warc-reader",
+        choices=("auto", "fastwarc", "warcio"),
+        default="auto",
+        help="the WARC reader: FastWARC where installed (auto, the default), or warcio; ARC files "
+        "are always read with warcio",
+    )
+    dedup.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="an input with no readable document is not an error: empty outputs, exit status 0",
+    )
+    dedup.add_argument(
+        "--cluster-mode",
+        choices=("strict", "components"),
+        default="strict",
+        help="strict: every member resembles the canonical; components: connected components (default: strict)",
+    )
     dedup.add_argument("--store", default="memory://", help="store URL, as NEARDUP_STORE_URL (default: memory://)")
-    dedup.add_argument("--store-class", metavar="PATH",
-                       help="a store backend of your own, as NEARDUP_STORE_CLASS (package.module.Class)")
-    dedup.add_argument("--spider", default="dedup",
-                       help="the spider name the store's Redis keys are made from, as a crawl's (default: dedup)")
-    dedup.add_argument("--redis-key", metavar="PREFIX",
-                       help="Redis key prefix, as NEARDUP_REDIS_KEY (default: neardup:{%%(spider)s})")
+    dedup.add_argument(
+        "--store-class",
+        metavar="PATH",
+        help="a store backend of your own, as NEARDUP_STORE_CLASS (package.module.Class)",
+    )
+    dedup.add_argument(
+        "--spider",
+        default="dedup",
+        help="the spider name the store's Redis keys are made from, as a crawl's (default: dedup)",
+    )
+    dedup.add_argument(
+        "--redis-key", metavar="PREFIX", help="Redis key prefix, as NEARDUP_REDIS_KEY (default: neardup:{%%(spider)s})"
+    )
     dedup.add_argument("--reset", action="store_true", help="empty the store first")
-    dedup.add_argument("--workers", type=_positive_int,
-                       help="processes for extraction and fingerprinting (default: CPUs)")
-    dedup.add_argument("--max-body-size", type=_positive_int, metavar="BYTES",
-                       help="JSON lines and WARC records larger than this are passed over, counted in the summary's "
-                            "skipped too_large (default: 2097152, as NEARDUP_MAX_BODY_SIZE)")
-    dedup.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                       help="progress line on stderr (default: when stderr is a terminal)")
+    dedup.add_argument(
+        "--workers", type=_positive_int, help="processes for extraction and fingerprinting (default: CPUs)"
+    )
+    dedup.add_argument(
+        "--max-body-size",
+        type=_positive_int,
+        metavar="BYTES",
+        help="JSON lines and WARC records larger than this are passed over, counted in the summary's "
+        "skipped too_large (default: 2097152, as NEARDUP_MAX_BODY_SIZE)",
+    )
+    dedup.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress line on stderr (default: when stderr is a terminal)",
+    )
     _add_algorithm_options(dedup)
 
-    evaluate = sub.add_parser("evaluate", help="precision/recall/F1 on a labelled set (neardup-dev manifest)",
-                              description="Run the engine over a labelled set and score it pairwise.")
+    evaluate = sub.add_parser(
+        "evaluate",
+        help="precision/recall/F1 on a labelled set (neardup-dev manifest)",
+        description="Run the engine over a labelled set and score it pairwise.",
+    )
     evaluate.add_argument("manifest", help="manifest.jsonl: id, url, file, cluster, kind per page")
     evaluate.add_argument("--all", action="store_true", help="every algorithm, each with its defaults")
     evaluate.add_argument("--workers", type=_positive_int, help="processes for extraction (default: CPUs)")
@@ -160,14 +213,23 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
     evaluate.add_argument("--allow-empty", action="store_true", help="a manifest of no page is not an error")
     evaluate.add_argument("--pairs", metavar="FILE", help="write the predicted pairs (the last configuration)")
-    evaluate.add_argument("--judged", metavar="PAIRS.tsv",
-                          help="also score on pairs you judged: url_a<TAB>url_b<TAB>1 (near-duplicates) or 0 (not)")
-    evaluate.add_argument("--errors", metavar="FILE",
-                          help="write the false merges and missed pages as JSON lines (the last configuration)")
+    evaluate.add_argument(
+        "--judged",
+        metavar="PAIRS.tsv",
+        help="also score on pairs you judged: url_a<TAB>url_b<TAB>1 (near-duplicates) or 0 (not)",
+    )
+    evaluate.add_argument(
+        "--errors",
+        metavar="FILE",
+        help="write the false merges and missed pages as JSON lines (the last configuration)",
+    )
     _add_algorithm_options(evaluate)
 
-    lexicon = sub.add_parser("lexicon", help="build an I-Match lexicon (terms of mid-range idf) from a collection",
-                             description="Write the terms whose idf lies between two quantiles, one per line.")
+    lexicon = sub.add_parser(
+        "lexicon",
+        help="build an I-Match lexicon (terms of mid-range idf) from a collection",
+        description="Write the terms whose idf lies between two quantiles, one per line.",
+    )
     lexicon.add_argument("inputs", nargs="+", metavar="INPUT", help="JSONL(.gz) or WARC(.gz) files")
     lexicon.add_argument("-o", "--output", required=True)
     lexicon.add_argument("--low", type=float, default=0.1, help="lowest idf quantile kept (default 0.1)")
@@ -175,21 +237,26 @@ def build_parser() -> argparse.ArgumentParser:
     lexicon.add_argument("--min-df", type=int, default=2, help="terms in fewer documents are dropped (default 2)")
     lexicon.add_argument("--no-extract", action="store_true", help="use the whole page text, not the main content")
 
-    store = sub.add_parser("store", help="look into a store and remove or age its records",
-                           description="Maintenance of a crawl's store (a recurring crawl's, mostly): count its "
-                                       "documents, show a URL's record, remove URLs, expire records not seen "
-                                       "since a date. Nothing else may use a SQLite store meanwhile.")
+    store = sub.add_parser(
+        "store",
+        help="look into a store and remove or age its records",
+        description="Maintenance of a crawl's store (a recurring crawl's, mostly): count its "
+        "documents, show a URL's record, remove URLs, expire records not seen "
+        "since a date. Nothing else may use a SQLite store meanwhile.",
+    )
     store.add_argument("store_url", metavar="STORE_URL", help="as NEARDUP_STORE_URL: sqlite:///path, redis://...")
     store.add_argument("--spider", help="the spider whose Redis index to use (the %%(spider)s of --redis-key)")
-    store.add_argument("--redis-key", help="the Redis key prefix, as NEARDUP_REDIS_KEY "
-                                           "(default: neardup:{%%(spider)s})")
+    store.add_argument(
+        "--redis-key", help="the Redis key prefix, as NEARDUP_REDIS_KEY (default: neardup:{%%(spider)s})"
+    )
     actions = store.add_subparsers(dest="action", metavar="ACTION", required=True)
     actions.add_parser("count", help="print the number of documents held")
     actions.add_parser("export", help="print every record as JSON lines (as show does), oldest first")
     show = actions.add_parser("show", help="print the records of URLs as JSON lines")
     show.add_argument("urls", nargs="+", metavar="URL")
-    remove = actions.add_parser("remove", help="forget URLs (their near-duplicates are checked afresh when "
-                                               "fetched again)")
+    remove = actions.add_parser(
+        "remove", help="forget URLs (their near-duplicates are checked afresh when fetched again)"
+    )
     remove.add_argument("urls", nargs="*", metavar="URL")
     remove.add_argument("--from", dest="from_file", metavar="FILE", help="URLs to remove, one per line ('-': stdin)")
     expire = actions.add_parser("expire", help="forget the documents not fetched since a date")
@@ -197,16 +264,24 @@ def build_parser() -> argparse.ArgumentParser:
     when.add_argument("--before", metavar="DATE", help="ISO 8601 date or date and time (UTC unless it says)")
     when.add_argument("--older-than", metavar="AGE", help="an age: seconds, or a number with s, m, h or d (30d)")
     for action in (remove, expire):
-        action.add_argument("--no-purge", action="store_true",
-                            help="leave the removed documents' index entries and orphaned near-duplicates for "
-                                 "a later purge (the purge is a pass over the whole store)")
-    actions.add_parser("upgrade", help="rewrite a Redis store of layout 2 (before 2026-11-24) in layout 3, keeping "
-                                       "every record (no crawl may use it meanwhile)")
-    actions.add_parser("purge", help="delete what removals left behind: index entries and orphaned "
-                                     "near-duplicates")
+        action.add_argument(
+            "--no-purge",
+            action="store_true",
+            help="leave the removed documents' index entries and orphaned near-duplicates for "
+            "a later purge (the purge is a pass over the whole store)",
+        )
+    actions.add_parser(
+        "upgrade",
+        help="rewrite a Redis store of layout 2 (before 2026-11-24) in layout 3, keeping "
+        "every record (no crawl may use it meanwhile)",
+    )
+    actions.add_parser("purge", help="delete what removals left behind: index entries and orphaned near-duplicates")
 
-    tune = sub.add_parser("tune", help="LSH bands x rows for a threshold, with error probabilities",
-                          description="Show the MinHash LSH banding chosen for a threshold.")
+    tune = sub.add_parser(
+        "tune",
+        help="LSH bands x rows for a threshold, with error probabilities",
+        description="Show the MinHash LSH banding chosen for a threshold.",
+    )
     tune.add_argument("--threshold", type=float, required=True)
     tune.add_argument("--num-perm", type=int, default=128)
     tune.add_argument("--plot", metavar="FILE.png", help="draw the S-curve (needs matplotlib: the 'plot' extra)")
@@ -227,8 +302,9 @@ class AtomicOutput:
         else:
             directory = os.path.dirname(os.path.abspath(path))
             try:
-                fd, self._temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".part",
-                                                       dir=directory)
+                fd, self._temporary = tempfile.mkstemp(
+                    prefix=f".{os.path.basename(path)}.", suffix=".part", dir=directory
+                )
             except OSError as exc:  # name the output the user gave, not the temporary file
                 raise OSError(exc.errno, f"cannot write there: {exc.strerror}", path) from None
             self.file = os.fdopen(fd, "w", encoding="utf-8")
@@ -284,11 +360,20 @@ class _StopRequest:
 
 def _nothing_read(inputs: list[str], unreadable: int, too_large: int, not_html: int) -> str:
     """The one line of a run that read no document: what the input held instead."""
-    held = [f"{n} {what}" for n, what in ((unreadable, "unreadable lines"), (too_large, "lines or records over "
-                                           "--max-body-size"), (not_html, "WARC records that are not HTML responses"))
-            if n]
-    return (f"no document read from {', '.join(inputs)}" + (f" ({', '.join(held)})" if held else " (empty)")
-            + "; nothing written (pass --allow-empty to write empty outputs and exit 0)")
+    held = [
+        f"{n} {what}"
+        for n, what in (
+            (unreadable, "unreadable lines"),
+            (too_large, "lines or records over --max-body-size"),
+            (not_html, "WARC records that are not HTML responses"),
+        )
+        if n
+    ]
+    return (
+        f"no document read from {', '.join(inputs)}"
+        + (f" ({', '.join(held)})" if held else " (empty)")
+        + "; nothing written (pass --allow-empty to write empty outputs and exit 0)"
+    )
 
 
 def cmd_dedup(args: argparse.Namespace) -> int:
@@ -339,15 +424,22 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     try:
         runner = BatchDeduplicator(config, args.spider, workers=args.workers, reset=args.reset)
         with stop:
-            runner.run(reader, on_verdict, Progress(args.progress, lambda: reader.fraction), stats=stats,
-                       should_stop=stop.requested, on_fingerprint=on_fingerprint if all_pairs is not None else None)
+            runner.run(
+                reader,
+                on_verdict,
+                Progress(args.progress, lambda: reader.fraction),
+                stats=stats,
+                should_stop=stop.requested,
+                on_fingerprint=on_fingerprint if all_pairs is not None else None,
+            )
         if stats.documents == 0 and not args.allow_empty and not stop.requested():
             # An output with no pairs would read "no near-duplicates" in a pipeline: it is not written.
             raise InputError(_nothing_read(args.inputs, reader.errors, reader.too_large, reader.passed_over))
         if args.clusters:
             for members in clusters(edges, args.cluster_mode):
                 outputs[1].file.write(
-                    json.dumps({"canonical": members[0], "members": members, "size": len(members)}) + "\n")
+                    json.dumps({"canonical": members[0], "members": members, "size": len(members)}) + "\n"
+                )
         for output in outputs:
             output.commit()
     finally:
@@ -357,15 +449,23 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     if reader.too_large:
         skipped["too_large"] = skipped.get("too_large", 0) + reader.too_large
     summary = {
-        "documents": stats.documents, "unique": stats.unique, "duplicate": stats.duplicate, "seen": stats.seen,
-        "skipped": skipped, "unreadable": reader.errors, "not_html_records": reader.passed_over,
+        "documents": stats.documents,
+        "unique": stats.unique,
+        "duplicate": stats.duplicate,
+        "seen": stats.seen,
+        "skipped": skipped,
+        "unreadable": reader.errors,
+        "not_html_records": reader.passed_over,
         "seconds": round(stats.seconds, 3),
     }
     if stop.requested():
         summary["interrupted"] = True
-        print(f"scrapy-neardup: interrupted after {stats.documents} documents: "
-              f"{' and '.join(o.path for o in outputs)} hold the pairs and clusters of those, as the store does; "
-              "the rest of the input was not read", file=sys.stderr)
+        print(
+            f"scrapy-neardup: interrupted after {stats.documents} documents: "
+            f"{' and '.join(o.path for o in outputs)} hold the pairs and clusters of those, as the store does; "
+            "the rest of the input was not read",
+            file=sys.stderr,
+        )
     print(json.dumps(summary), file=sys.stderr)
     return 130 if stop.requested() else 0
 
@@ -395,8 +495,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             base["NEARDUP_IMATCH_LEXICON"] = lexicon_for_manifest(args.manifest, args.limit)
         configurations = [(name, base)]
     rows = evaluate_configurations(
-        args.manifest, [(name, _config(settings)) for name, settings in configurations],
-        workers=args.workers, limit=args.limit, pairs_path=args.pairs, errors_path=args.errors,
+        args.manifest,
+        [(name, _config(settings)) for name, settings in configurations],
+        workers=args.workers,
+        limit=args.limit,
+        pairs_path=args.pairs,
+        errors_path=args.errors,
         judged_path=args.judged,
     )
     if args.json:
@@ -405,14 +509,26 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         return 0
     kinds = sorted({k for row in rows for k in row["kind_recall"]})
     judged = "judged" in rows[0] if rows else False
-    header = ["configuration", "F1", "precision", "recall", *(f"R:{k}" for k in kinds),
-              *(["judged F1", "judged P", "judged R"] if judged else []), "ms/page"]
+    header = [
+        "configuration",
+        "F1",
+        "precision",
+        "recall",
+        *(f"R:{k}" for k in kinds),
+        *(["judged F1", "judged P", "judged R"] if judged else []),
+        "ms/page",
+    ]
     print(" | ".join(header))
     for row in rows:
-        cells = [row["name"], f"{row['f1']:.4f}", f"{row['precision']:.4f}", f"{row['recall']:.4f}",
-                 *(f"{row['kind_recall'].get(k, float('nan')):.3f}" for k in kinds),
-                 *([f"{row['judged'][m]:.4f}" for m in ("f1", "precision", "recall")] if judged else []),
-                 f"{row['ms_per_page']:.2f}"]
+        cells = [
+            row["name"],
+            f"{row['f1']:.4f}",
+            f"{row['precision']:.4f}",
+            f"{row['recall']:.4f}",
+            *(f"{row['kind_recall'].get(k, float('nan')):.3f}" for k in kinds),
+            *([f"{row['judged'][m]:.4f}" for m in ("f1", "precision", "recall")] if judged else []),
+            f"{row['ms_per_page']:.2f}",
+        ]
         print(" | ".join(cells))
     return 0
 
@@ -454,13 +570,33 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise SystemExit("scrapy-neardup: --num-perm must be from 2 to 1024")
     bands, rows = optimal_bands(args.threshold, args.num_perm)
     fp, fn = error_areas(args.threshold, bands, rows)
-    print(f"threshold {args.threshold}, {args.num_perm} permutations: {bands} bands x {rows} rows "
-          f"(S-curve midpoint (1/b)^(1/r) = {(1 / bands) ** (1 / rows):.3f})")
+    print(
+        f"threshold {args.threshold}, {args.num_perm} permutations: {bands} bands x {rows} rows "
+        f"(S-curve midpoint (1/b)^(1/r) = {(1 / bands) ** (1 / rows):.3f})"
+    )
     print(f"false-positive area {fp:.4f}, false-negative area {fn:.4f}")
     print("similarity | P(candidate) | error")
-    for s in sorted({round(x, 2) for x in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95,
-                                            args.threshold - 0.1, args.threshold, args.threshold + 0.1)
-                     if 0 < x < 1}):
+    for s in sorted(
+        {
+            round(x, 2)
+            for x in (
+                0.1,
+                0.2,
+                0.3,
+                0.4,
+                0.5,
+                0.6,
+                0.7,
+                0.8,
+                0.9,
+                0.95,
+                args.threshold - 0.1,
+                args.threshold,
+                args.threshold + 0.1,
+            )
+            if 0 < x < 1
+        }
+    ):
         p = float(candidate_probability(s, bands, rows))
         kind = "false positive" if s < args.threshold else "false negative"
         err = p if s < args.threshold else 1 - p
@@ -498,8 +634,9 @@ def parse_age(text: str) -> float:
     try:
         seconds = float(number) * (unit or 1)
     except ValueError:
-        raise SystemExit(f"scrapy-neardup: --older-than {text!r}: an age is seconds, or a number with "
-                         "s, m, h or d (30d)") from None
+        raise SystemExit(
+            f"scrapy-neardup: --older-than {text!r}: an age is seconds, or a number with s, m, h or d (30d)"
+        ) from None
     if not seconds > 0:
         raise SystemExit(f"scrapy-neardup: --older-than {text!r}: an age must be above zero")
     return seconds
@@ -512,8 +649,9 @@ def parse_date(text: str) -> float:
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise SystemExit(f"scrapy-neardup: --before {text!r} is not an ISO 8601 date "
-                         "(2026-11-01 or 2026-11-01T12:00:00+01:00)") from None
+        raise SystemExit(
+            f"scrapy-neardup: --before {text!r} is not an ISO 8601 date (2026-11-01 or 2026-11-01T12:00:00+01:00)"
+        ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.timestamp()
@@ -529,14 +667,25 @@ def _iso(seconds: float | None) -> str | None:
 
 def _record_json(key: str, record: Any) -> str:
     """One line of ``store show`` and ``store export``."""
-    status = ("unknown" if record is None else "orphaned" if record.orphaned
-              else "canonical" if record.canonical is None else "near-duplicate")
-    return json.dumps({
-        "url": key, "status": status,
-        "canonical": None if record is None else record.canonical,
-        "similarity": None if record is None or record.canonical is None else round(record.similarity, 6),
-        "last_seen": None if record is None else _iso(record.seen),
-    }, ensure_ascii=False)
+    status = (
+        "unknown"
+        if record is None
+        else "orphaned"
+        if record.orphaned
+        else "canonical"
+        if record.canonical is None
+        else "near-duplicate"
+    )
+    return json.dumps(
+        {
+            "url": key,
+            "status": status,
+            "canonical": None if record is None else record.canonical,
+            "similarity": None if record is None or record.canonical is None else round(record.similarity, 6),
+            "last_seen": None if record is None else _iso(record.seen),
+        },
+        ensure_ascii=False,
+    )
 
 
 def _urls_to_remove(args: argparse.Namespace) -> list[str]:
@@ -558,19 +707,31 @@ def cmd_store(args: argparse.Namespace) -> int:
 
     url = args.store_url
     scheme = url.split(":", 1)[0].lower()
-    before = parse_date(args.before) if getattr(args, "before", None) else (
-        time.time() - parse_age(args.older_than) if getattr(args, "older_than", None) else None)
+    before = (
+        parse_date(args.before)
+        if getattr(args, "before", None)
+        else (time.time() - parse_age(args.older_than) if getattr(args, "older_than", None) else None)
+    )
     urls = _urls_to_remove(args) if args.action == "remove" else []
     if scheme in ("redis", "rediss", "unix", "redis+cluster") and args.redis_key is None and args.spider is None:
-        raise SystemExit("scrapy-neardup: a Redis store holds each spider's index under its own keys: "
-                         "pass --spider NAME, or --redis-key PREFIX as NEARDUP_REDIS_KEY names it")
-    config = _config({"NEARDUP_ENABLED": True, "NEARDUP_STORE_URL": url, **(
-        {"NEARDUP_REDIS_KEY": args.redis_key} if args.redis_key is not None else {})})
+        raise SystemExit(
+            "scrapy-neardup: a Redis store holds each spider's index under its own keys: "
+            "pass --spider NAME, or --redis-key PREFIX as NEARDUP_REDIS_KEY names it"
+        )
+    config = _config(
+        {
+            "NEARDUP_ENABLED": True,
+            "NEARDUP_STORE_URL": url,
+            **({"NEARDUP_REDIS_KEY": args.redis_key} if args.redis_key is not None else {}),
+        }
+    )
     store = config.build_store(args.spider or "", data_dir=".scrapy")
     if args.action == "upgrade":
         if not hasattr(store, "upgrade"):
-            raise SystemExit(f"scrapy-neardup: store upgrade: {redact_url(url)} is not a Redis store (only Redis "
-                             "stores of layout 2 need one)")
+            raise SystemExit(
+                f"scrapy-neardup: store upgrade: {redact_url(url)} is not a Redis store (only Redis "
+                "stores of layout 2 need one)"
+            )
         from ..store.redis import LAYOUT
 
         started = time.monotonic()
@@ -578,8 +739,10 @@ def cmd_store(args: argparse.Namespace) -> int:
             held = store.upgrade()
         finally:
             store.close()
-        print(f"upgraded {redact_url(url)}: {held} documents rewritten in layout {LAYOUT} in "
-              f"{time.monotonic() - started:.1f} s")
+        print(
+            f"upgraded {redact_url(url)}: {held} documents rewritten in layout {LAYOUT} in "
+            f"{time.monotonic() - started:.1f} s"
+        )
         return 0
     store.open_existing()
     try:
@@ -594,8 +757,10 @@ def cmd_store(args: argparse.Namespace) -> int:
         elif args.action == "purge":
             started = time.monotonic()
             orphans = store.purge()
-            print(f"purged {redact_url(url)}: {orphans} orphaned near-duplicates deleted, index entries of removed "
-                  f"documents dropped, in {time.monotonic() - started:.1f} s; {store.count()} documents held")
+            print(
+                f"purged {redact_url(url)}: {orphans} orphaned near-duplicates deleted, index entries of removed "
+                f"documents dropped, in {time.monotonic() - started:.1f} s; {store.count()} documents held"
+            )
         else:
             held = store.count()
             if args.action == "remove":
@@ -624,8 +789,13 @@ def main(argv: list[str] | None = None) -> int:
     from .inputs import InputError
 
     try:
-        commands = {"dedup": cmd_dedup, "evaluate": cmd_evaluate, "tune": cmd_tune, "lexicon": cmd_lexicon,
-                    "store": cmd_store}
+        commands = {
+            "dedup": cmd_dedup,
+            "evaluate": cmd_evaluate,
+            "tune": cmd_tune,
+            "lexicon": cmd_lexicon,
+            "store": cmd_store,
+        }
         return commands[args.command](args)
     except KeyboardInterrupt:
         print("scrapy-neardup: aborted; existing output files were left as they were", file=sys.stderr)
@@ -634,9 +804,11 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     except StoreMismatchError as exc:
-        print(f"scrapy-neardup: the store at {exc.location} was written with other parameters "
-              f"({'; '.join(exc.differences)}); pass --reset to empty it, or --store for another one",
-              file=sys.stderr)
+        print(
+            f"scrapy-neardup: the store at {exc.location} was written with other parameters "
+            f"({'; '.join(exc.differences)}); pass --reset to empty it, or --store for another one",
+            file=sys.stderr,
+        )
         return 1
     except (InputError, StoreError) as exc:
         print(f"scrapy-neardup: {exc}", file=sys.stderr)

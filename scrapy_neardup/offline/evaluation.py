@@ -136,8 +136,14 @@ def error_report(manifest: list[dict], pairs: Iterable[tuple[str, str, float]]) 
         ca, cb = rows[a]["cluster"], rows[b]["cluster"]
         if ca != cb:
             merges[tuple(sorted((ca, cb)))].append(  # type: ignore[index]
-                {"url_a": a, "kind_a": rows[a]["kind"], "url_b": b, "kind_b": rows[b]["kind"],
-                 "similarity": round(sim, 4)})
+                {
+                    "url_a": a,
+                    "kind_a": rows[a]["kind"],
+                    "url_b": b,
+                    "kind_b": rows[b]["kind"],
+                    "similarity": round(sim, 4),
+                }
+            )
     report: list[dict[str, Any]] = []
     for (ca, cb), edges in sorted(merges.items()):
         root = predicted[edges[0]["url_a"]]
@@ -148,8 +154,9 @@ def error_report(manifest: list[dict], pairs: Iterable[tuple[str, str, float]]) 
         original = originals.get(row["cluster"])
         if original is None or original == row["url"] or predicted[row["url"]] == predicted[original]:
             continue
-        report.append({"type": "missed", "cluster": row["cluster"], "url": row["url"], "kind": row["kind"],
-                       "original": original})
+        report.append(
+            {"type": "missed", "cluster": row["cluster"], "url": row["url"], "kind": row["kind"], "original": original}
+        )
     return report
 
 
@@ -172,14 +179,21 @@ def _extract_job(job: tuple[str, str, bool, int, bool, str, bool]) -> tuple[Any,
     path, url, use_main, min_length, fast, favor, with_page_text = job
     body = read_page(path)
     started = time.perf_counter()
-    got = extract(body, url, use_main=use_main, min_length=min_length, fast=fast, favor=favor,
-                  with_page_text=with_page_text)
+    got = extract(
+        body, url, use_main=use_main, min_length=min_length, fast=fast, favor=favor, with_page_text=with_page_text
+    )
     return got, time.perf_counter() - started, declared_canonical(decode_html(body), url)
 
 
-def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, Any]], workers: int | None = None,
-                            limit: int | None = None, pairs_path: str | None = None,
-                            errors_path: str | None = None, judged_path: str | None = None) -> list[dict[str, Any]]:
+def evaluate_configurations(
+    manifest_path: str,
+    configurations: list[tuple[str, Any]],
+    workers: int | None = None,
+    limit: int | None = None,
+    pairs_path: str | None = None,
+    errors_path: str | None = None,
+    judged_path: str | None = None,
+) -> list[dict[str, Any]]:
     """Score each ``(name, Config)`` on a labelled set; pages are extracted once per extraction setting.
     With ``judged_path`` (:func:`load_judged`), each row also has ``judged``: the score on those pairs."""
     import multiprocessing
@@ -201,8 +215,13 @@ def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, 
         position.setdefault(row["url"], i)
     rows = []
     for name, config in configurations:
-        setting = (config.extract, config.min_text_length, config.extract_fast, config.extract_favor,
-                   config.uses_template_guard)
+        setting = (
+            config.extract,
+            config.min_text_length,
+            config.extract_fast,
+            config.extract_favor,
+            config.uses_template_guard,
+        )
         if setting not in extracted:
             jobs = [(os.path.join(base, r["file"]), r["url"], *setting) for r in manifest]
             with multiprocessing.Pool(max(1, workers or os.cpu_count() or 1)) as pool:
@@ -217,6 +236,7 @@ def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, 
         loop = DecisionLoop(detector, config.build_template_guard(algorithm))
         pairs = []
         started = time.perf_counter()
+
         def prepared_at(i: int):  # type: ignore[no-untyped-def]
             return replace(pipeline.from_extraction(texts[i]), declared_canonical=declared[i])
 
@@ -248,16 +268,30 @@ def evaluate_configurations(manifest_path: str, configurations: list[tuple[str, 
         row_judged = {}
         if judged is not None:
             js = score_judged(judged, [(a, b) for a, b, _ in pairs])
-            row_judged = {"judged": {"f1": js.f1, "precision": js.precision, "recall": js.recall,
-                                     "pairs": js.judged, "positives": js.positives}}
-        rows.append({
-            **row_judged,
-            "name": name, "params": algorithm.params(), "threshold": algorithm.threshold,
-            "f1": result.f1, "precision": result.precision, "recall": result.recall,
-            "kind_recall": result.kind_recall, "pages": len(manifest),
-            "ms_per_page": 1000 * (sum(extract_secs) + engine_secs) / max(len(manifest), 1),
-            "engine_ms_per_page": 1000 * engine_secs / max(len(manifest), 1),
-        })
+            row_judged = {
+                "judged": {
+                    "f1": js.f1,
+                    "precision": js.precision,
+                    "recall": js.recall,
+                    "pairs": js.judged,
+                    "positives": js.positives,
+                }
+            }
+        rows.append(
+            {
+                **row_judged,
+                "name": name,
+                "params": algorithm.params(),
+                "threshold": algorithm.threshold,
+                "f1": result.f1,
+                "precision": result.precision,
+                "recall": result.recall,
+                "kind_recall": result.kind_recall,
+                "pages": len(manifest),
+                "ms_per_page": 1000 * (sum(extract_secs) + engine_secs) / max(len(manifest), 1),
+                "engine_ms_per_page": 1000 * engine_secs / max(len(manifest), 1),
+            }
+        )
     return rows
 
 

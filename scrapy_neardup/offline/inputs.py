@@ -87,8 +87,9 @@ def check_inputs(paths: list[str]) -> None:
         except (OSError, EOFError, zlib.error) as exc:
             raise InputError(f"{path}: cannot be read: {exc}") from None
         if _is_warc(path) and head and not head.startswith(_WARC_MAGIC):
-            raise InputError(f"{path}: not a WARC file (it begins {head[:24]!r}); JSON lines files must be "
-                             "named .jsonl or .jsonl.gz")
+            raise InputError(
+                f"{path}: not a WARC file (it begins {head[:24]!r}); JSON lines files must be named .jsonl or .jsonl.gz"
+            )
 
 
 class BadLine(ValueError):
@@ -107,7 +108,7 @@ def parse_line(raw: RawLine) -> Document:
         column = f" at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
         raise BadLine(f"{where}: not JSON ({problem.lower()}{column})") from None
     if not isinstance(row, dict):
-        raise BadLine(f"{where}: {_json_kind(row)}, not a JSON object with \"url\" and \"html\" or \"text\"")
+        raise BadLine(f'{where}: {_json_kind(row)}, not a JSON object with "url" and "html" or "text"')
     url, html, text = row.get("url"), row.get("html"), row.get("text")
     if "url" not in row:
         raise BadLine(f'{where}: no "url" field')
@@ -120,16 +121,26 @@ def parse_line(raw: RawLine) -> Document:
             raise BadLine(f'{where}: "{name}" is {_json_kind(value)}, not a string')
     field = row.get("canonical")
     declared = canonical_url(field, url) if isinstance(field, str) else None
-    return Document(url, html=html, text=text if html is None else None,
-                    declared=Declaration(declared, "field") if declared else None)
+    return Document(
+        url,
+        html=html,
+        text=text if html is None else None,
+        declared=Declaration(declared, "field") if declared else None,
+    )
 
 
 def _json_kind(value: object) -> str:
     """What a JSON value is, in words: "a list", "a number", "null"."""
     if value is None:
         return "null"
-    kinds = ((bool, "a boolean"), (int, "a number"), (float, "a number"), (str, "a string"), (list, "a list"),
-             (dict, "an object"))
+    kinds = (
+        (bool, "a boolean"),
+        (int, "a number"),
+        (float, "a number"),
+        (str, "a string"),
+        (list, "a list"),
+        (dict, "an object"),
+    )
     return next((name for kind, name in kinds if isinstance(value, kind)), type(value).__name__)
 
 
@@ -137,8 +148,14 @@ class DocumentReader:
     """Documents of JSONL and WARC files, in order. With ``raw_lines``, JSON lines come as :class:`RawLine`
     for the caller to parse (with :func:`parse_line`) and to count in :meth:`bad_line`."""
 
-    def __init__(self, paths: list[str], raw_lines: bool = False, max_size: int | None = None,
-                 quiet: bool = False, warc_reader: str = "auto") -> None:
+    def __init__(
+        self,
+        paths: list[str],
+        raw_lines: bool = False,
+        max_size: int | None = None,
+        quiet: bool = False,
+        warc_reader: str = "auto",
+    ) -> None:
         self.paths = paths
         #: ``auto``: FastWARC for WARC files where it is installed, warcio otherwise (and for ARC files).
         self.warc_reader = warc_reader
@@ -230,11 +247,15 @@ class DocumentReader:
             except Exception as exc:  # a truncated or corrupt archive (the readers raise many kinds)
                 size, where = os.path.getsize(path), raw.tell()
                 if where >= size or isinstance(exc, EOFError):
-                    raise InputError(f"{path}: truncated: the file ends inside record {records + 1}, after "
-                                     f"{records} complete records ({size:,} bytes)") from None
+                    raise InputError(
+                        f"{path}: truncated: the file ends inside record {records + 1}, after "
+                        f"{records} complete records ({size:,} bytes)"
+                    ) from None
                 message = " ".join(str(exc).split())  # warcio's messages run over several lines
-                raise InputError(f"{path}: WARC reading stopped at record {records + 1} (byte {where:,} of "
-                                 f"{size:,}): {type(exc).__name__}: {message}") from None
+                raise InputError(
+                    f"{path}: WARC reading stopped at record {records + 1} (byte {where:,} of "
+                    f"{size:,}): {type(exc).__name__}: {message}"
+                ) from None
 
     def _warcio(self, stream) -> Iterator[Document | None]:  # type: ignore[no-untyped-def]
         from warcio.archiveiterator import ArchiveIterator
@@ -255,13 +276,18 @@ class DocumentReader:
             if limit is not None and len(body) > limit:
                 self.too_large += 1
                 if not self.quiet:
-                    logger.warning("%s: record of %s passed over: larger than %d bytes", record.rec_headers.get_header(
-                        "WARC-Record-ID") or "a WARC record", url, limit)
+                    logger.warning(
+                        "%s: record of %s passed over: larger than %d bytes",
+                        record.rec_headers.get_header("WARC-Record-ID") or "a WARC record",
+                        url,
+                        limit,
+                    )
             else:
                 links = [value for name, value in record.http_headers.headers if name.lower() == "link"]
                 declared = link_header_canonical(links, url) if links else None
-                doc = Document(url, html=body, declared=Declaration(declared, "header") if declared else None,
-                               content_type=ctype)
+                doc = Document(
+                    url, html=body, declared=Declaration(declared, "header") if declared else None, content_type=ctype
+                )
         elif record.rec_type == "response":
             self.passed_over += 1
         while record.raw_stream.read(1 << 20):
@@ -273,8 +299,9 @@ class DocumentReader:
     def _fastwarc(self, stream) -> Iterator[Document | None]:  # type: ignore[no-untyped-def]
         fastwarc = _fastwarc()
         assert fastwarc is not None
-        for record in fastwarc.ArchiveIterator(stream, record_types=fastwarc.WarcRecordType.response,
-                                               parse_http=True, stream_detect=False):
+        for record in fastwarc.ArchiveIterator(
+            stream, record_types=fastwarc.WarcRecordType.response, parse_http=True, stream_detect=False
+        ):
             ctype = (record.http_headers.get("Content-Type") if record.http_headers is not None else "") or ""
             if "html" not in ctype.lower():
                 self.passed_over += 1
@@ -286,16 +313,22 @@ class DocumentReader:
             if limit is not None and len(body) > limit:
                 self.too_large += 1
                 if not self.quiet:
-                    logger.warning("%s: record of %s passed over: larger than %d bytes",
-                                   record.headers.get("WARC-Record-ID") or "a WARC record", url, limit)
+                    logger.warning(
+                        "%s: record of %s passed over: larger than %d bytes",
+                        record.headers.get("WARC-Record-ID") or "a WARC record",
+                        url,
+                        limit,
+                    )
                 yield None
                 continue
             if len(body) < record.content_length:
                 raise EOFError("record shorter than its Content-Length")
             links = [value for name, value in record.http_headers.astuples() if name.lower() == "link"]
             declared = link_header_canonical(links, url) if links else None
-            yield Document(url, html=body, declared=Declaration(declared, "header") if declared else None,
-                           content_type=ctype)
+            yield Document(
+                url, html=body, declared=Declaration(declared, "header") if declared else None, content_type=ctype
+            )
+
 
 class _Watched:
     """A binary stream that remembers the error it raised (a gzip stream cut short raises ``EOFError``), for

@@ -61,8 +61,9 @@ class StoreMismatchError(StoreError):
     ``location`` and ``differences`` (``"name: stored X, configured Y"``) let each front end say what to do
     in its own terms (a Scrapy setting, a CLI option)."""
 
-    def __init__(self, message: str, location: str = "", differences: Sequence[str] = (),
-                 stored: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, message: str, location: str = "", differences: Sequence[str] = (), stored: Mapping[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.location = location
         self.differences = tuple(differences)
@@ -168,7 +169,6 @@ class Store(ABC):
     :meth:`lookup` and :meth:`add` are one-document conveniences over the batch calls.
     """
 
-
     #: Human-readable location for log lines (path, URL without password, "memory").
     location: str = ""
     #: Whether every call returns within local I/O time (memory, a local file): such a store may be called
@@ -242,8 +242,15 @@ class Store(ABC):
         found = self.lookup_many([Query("", None, buckets)])[0]
         return found.candidates, found.token
 
-    def add(self, key: str, signature: bytes | None, buckets: Sequence[int], canonical: str | None = None,
-            similarity: float = 1.0, token: Any = None) -> bool:
+    def add(
+        self,
+        key: str,
+        signature: bytes | None,
+        buckets: Sequence[int],
+        canonical: str | None = None,
+        similarity: float = 1.0,
+        token: Any = None,
+    ) -> bool:
         """File one document (see :meth:`add_many`); ``False`` when nothing was filed because the lookup
         the ``token`` came from is stale."""
         return self.add_many([Filing(key, signature, buckets, canonical, similarity, token)])[0] != Added.STALE
@@ -348,6 +355,8 @@ def check_meta(stored: Mapping[str, str], wanted: Mapping[str, str], location: s
 
 def mismatch_message(location: str, differences: Sequence[str]) -> str:
     """What a crawl is told about a store written with other parameters (``differences``)."""
-    return (f"The near-duplicate store at {location} was written with other parameters ({'; '.join(differences)}). "
-            "Its fingerprints cannot be compared with new ones. Set NEARDUP_RESET = True to empty it and start "
-            "fresh, or set NEARDUP_STORE_URL to another location.")
+    return (
+        f"The near-duplicate store at {location} was written with other parameters ({'; '.join(differences)}). "
+        "Its fingerprints cannot be compared with new ones. Set NEARDUP_RESET = True to empty it and start "
+        "fresh, or set NEARDUP_STORE_URL to another location."
+    )

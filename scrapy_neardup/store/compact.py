@@ -150,4 +150,3 @@ class LevelIndex:
         """Every ``(key, id)`` pair, as two arrays (grouped by level, not sorted as a whole)."""
         levels = [*self._levels, self._buffer]
         return np.concatenate([k for k, _ in levels]), np.concatenate([i for _, i in levels])
-

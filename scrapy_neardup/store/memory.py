@@ -25,8 +25,6 @@ from .compact import BlobArray, LevelIndex
 _REMOVED = -2
 
 
-
-
 class MemoryStore(Store):
     local = True
     location = "memory"
@@ -82,16 +80,18 @@ class MemoryStore(Store):
             return DocRecord(key, None, similarity, self._signatures[doc], seen)
         if self._canonical[canonical] == _REMOVED:
             return DocRecord(key, None, similarity, None, seen, orphaned=True)
-        return DocRecord(key, self._keys[canonical].decode("utf-8"), similarity, None, seen,
-                         self._signatures[canonical])
+        return DocRecord(
+            key, self._keys[canonical].decode("utf-8"), similarity, None, seen, self._signatures[canonical]
+        )
 
     def get(self, key: str) -> DocRecord | None:
         doc = self._ids_of([key])[0]
         return None if doc < 0 else self._record(doc)
 
     def _candidates(self, docs: Sequence[int]) -> list[Candidate]:
-        return [Candidate(self._keys[d].decode("utf-8"), self._signatures[d]) for d in docs
-                if self._canonical[d] == -1]  # a removed document's bucket entries stay: skipped here
+        return [
+            Candidate(self._keys[d].decode("utf-8"), self._signatures[d]) for d in docs if self._canonical[d] == -1
+        ]  # a removed document's bucket entries stay: skipped here
 
     def lookup_many(self, queries: Sequence[Query], file_alone: bool = False) -> list[Lookup]:
         items = queries
@@ -186,8 +186,10 @@ class MemoryStore(Store):
             if canonical_rows:
                 self._buckets.add_many(
                     np.concatenate([keys for _, keys in canonical_rows]),
-                    np.repeat(np.array([doc for doc, _ in canonical_rows], dtype=np.int32),
-                              [len(keys) for _, keys in canonical_rows]),
+                    np.repeat(
+                        np.array([doc for doc, _ in canonical_rows], dtype=np.int32),
+                        [len(keys) for _, keys in canonical_rows],
+                    ),
                 )
         return out
 

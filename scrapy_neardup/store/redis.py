@@ -110,6 +110,7 @@ from .base import (
 
 logger = logging.getLogger(__name__)
 
+
 def _optional(name: str) -> Any:
     """A module when it is installed, else ``None`` (imported by name: mypy types it ``Any`` either way)."""
     import importlib
@@ -510,12 +511,15 @@ return redis.call('HGETALL', key)
 """
 
 
-
 def _for_groups(body: str) -> str:
     """A group script run for several groups in one call: ARGV is the number of groups, then for each its
     tag and arguments (``width`` values in all, the same for every group); the reply has one reply per
     group. One server gets a whole step in one call; a cluster master, the groups it serves."""
-    return _FIND + "local function run(ARGV)\n" + body + """
+    return (
+        _FIND
+        + "local function run(ARGV)\n"
+        + body
+        + """
 end
 local n, width, out = tonumber(ARGV[1]), tonumber(ARGV[2]), {}
 for j = 0, n - 1 do
@@ -525,16 +529,31 @@ for j = 0, n - 1 do
 end
 return out
 """
+    )
 
 
-_GROUP_SCRIPTS = {"lookup": _LOOKUP, "records": _RECORDS, "claim": _CLAIM, "delta": _DELTA, "write": _WRITE,
-                  "expire": _EXPIRE, "purge": _PURGE}
-_SCRIPTS = {"alloc": _ALLOC, "wait": _WAIT, "commit": _COMMIT, "appended": _APPENDED, "holders": _HOLDERS,
-            **{name: _for_groups(body) for name, body in _GROUP_SCRIPTS.items()}}
+_GROUP_SCRIPTS = {
+    "lookup": _LOOKUP,
+    "records": _RECORDS,
+    "claim": _CLAIM,
+    "delta": _DELTA,
+    "write": _WRITE,
+    "expire": _EXPIRE,
+    "purge": _PURGE,
+}
+_SCRIPTS = {
+    "alloc": _ALLOC,
+    "wait": _WAIT,
+    "commit": _COMMIT,
+    "appended": _APPENDED,
+    "holders": _HOLDERS,
+    **{name: _for_groups(body) for name, body in _GROUP_SCRIPTS.items()},
+}
 
 
-def pack_record(key: str, signature: bytes | None, canonical_id: int, similarity: float,
-                seen: float | None = None) -> bytes:
+def pack_record(
+    key: str, signature: bytes | None, canonical_id: int, similarity: float, seen: float | None = None
+) -> bytes:
     sig = signature or b""
     seen = time.time() if seen is None else seen
     return _HEADER.pack(RECORD_VERSION, canonical_id, similarity, int(seen), len(sig)) + sig + key.encode("utf-8")
@@ -716,8 +735,14 @@ def group_tags(base: str, groups: int, version: int = LAYOUT) -> tuple[str, ...]
 class _Layout:
     """Where a bucket, a key and a record live: groups (hash tags) and bins, from the store's parameters."""
 
-    def __init__(self, prefix: str, group_bits: int = GROUP_BITS, bucket_bin_bits: int = BUCKET_BIN_BITS,
-                 key_bin_bits: int = KEY_BIN_BITS, version: int = LAYOUT) -> None:
+    def __init__(
+        self,
+        prefix: str,
+        group_bits: int = GROUP_BITS,
+        bucket_bin_bits: int = BUCKET_BIN_BITS,
+        key_bin_bits: int = KEY_BIN_BITS,
+        version: int = LAYOUT,
+    ) -> None:
         self.group_bits, self.bucket_bin_bits, self.key_bin_bits = group_bits, bucket_bin_bits, key_bin_bits
         self.version = version
         self.groups = 1 << group_bits
@@ -730,8 +755,15 @@ class _Layout:
         self.heads = {kind: [f"{tag}:{kind.decode()}:".encode() for tag in self.tags] for kind in (b"b", b"k", b"r")}
 
     def params(self) -> str:
-        return json.dumps({"version": self.version, "group_bits": self.group_bits,
-                           "bucket_bin_bits": self.bucket_bin_bits, "key_bin_bits": self.key_bin_bits}, sort_keys=True)
+        return json.dumps(
+            {
+                "version": self.version,
+                "group_bits": self.group_bits,
+                "bucket_bin_bits": self.bucket_bin_bits,
+                "key_bin_bits": self.key_bin_bits,
+            },
+            sort_keys=True,
+        )
 
     def buckets(self, keys: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Group, bin and entry prefix (24 bits) of each bucket key."""
@@ -747,8 +779,11 @@ class _Layout:
     def key(self, key: str) -> tuple[int, int, bytes]:
         """Group, bin and 8-byte hash of a key."""
         h = key_hash(key) & 0xFFFF_FFFF_FFFF_FFFF
-        return h >> (64 - self.group_bits), (h >> (64 - self.group_bits - self.key_bin_bits)) & (
-            (1 << self.key_bin_bits) - 1), h.to_bytes(8, "little")
+        return (
+            h >> (64 - self.group_bits),
+            (h >> (64 - self.group_bits - self.key_bin_bits)) & ((1 << self.key_bin_bits) - 1),
+            h.to_bytes(8, "little"),
+        )
 
     def record_group(self, doc: int) -> int:
         return (doc // RECORDS_PER_BIN) % self.groups
@@ -765,8 +800,9 @@ class _Buckets:
 
     __slots__ = ("groups", "bins", "rests", "lengths", "stale_claim")
 
-    def __init__(self, groups: np.ndarray, bins: np.ndarray, rests: np.ndarray, lengths: np.ndarray | None,
-                 stale_claim: int = 0) -> None:
+    def __init__(
+        self, groups: np.ndarray, bins: np.ndarray, rests: np.ndarray, lengths: np.ndarray | None, stale_claim: int = 0
+    ) -> None:
         #: ``lengths`` None: filed without a lookup (no check of what others filed meanwhile).
         self.groups, self.bins, self.rests, self.lengths = groups, bins, rests, lengths
         #: The id that held the key's entry at lookup without a record (a claim left by a crash), or 0.
@@ -797,17 +833,34 @@ class RedisErrors:
     def __init__(self, errors: Any) -> None:
         #: What redis-py raises: its own errors, and the cluster client's (not a RedisError).
         self.redis_error: tuple[type[Exception], ...] = tuple(
-            getattr(errors, name) for name in ("RedisError", "RedisClusterException") if hasattr(errors, name))
-        self._refused = tuple(getattr(errors, name) for name in ("AuthenticationError", "AuthorizationError",
-                                                                 "NoPermissionError") if hasattr(errors, name))
+            getattr(errors, name) for name in ("RedisError", "RedisClusterException") if hasattr(errors, name)
+        )
+        self._refused = tuple(
+            getattr(errors, name)
+            for name in ("AuthenticationError", "AuthorizationError", "NoPermissionError")
+            if hasattr(errors, name)
+        )
         self._noscript = errors.NoScriptError
         self._readonly = errors.ReadOnlyError
-        self._unreachable = tuple(getattr(errors, name) for name in ("ConnectionError", "TimeoutError",
-                                                                     "BusyLoadingError") if hasattr(errors, name))
-        self._transient = tuple(getattr(errors, name) for name in (
-            "ClusterDownError", "MasterDownError",
-            "TryAgainError", "AskError", "MovedError", "ClusterError", "SlotNotCoveredError",
-            "RedisClusterException") if hasattr(errors, name))
+        self._unreachable = tuple(
+            getattr(errors, name)
+            for name in ("ConnectionError", "TimeoutError", "BusyLoadingError")
+            if hasattr(errors, name)
+        )
+        self._transient = tuple(
+            getattr(errors, name)
+            for name in (
+                "ClusterDownError",
+                "MasterDownError",
+                "TryAgainError",
+                "AskError",
+                "MovedError",
+                "ClusterError",
+                "SlotNotCoveredError",
+                "RedisClusterException",
+            )
+            if hasattr(errors, name)
+        )
         self._response = errors.ResponseError
 
     def classify(self, exc: BaseException, cluster: bool) -> str:
@@ -838,14 +891,30 @@ class RedisStore(Store):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisStore:
-        wanted = ("prefix", "retries", "backoff_secs", "timeout_secs", "bucket_bins", "tls_ca_file", "tls_cert_file",
-                  "tls_key_file")
+        wanted = (
+            "prefix",
+            "retries",
+            "backoff_secs",
+            "timeout_secs",
+            "bucket_bins",
+            "tls_ca_file",
+            "tls_cert_file",
+            "tls_key_file",
+        )
         return cls(url, **{k: v for k, v in options.items() if k in wanted})
 
-    def __init__(self, url: str, prefix: str = "neardup:{spider}", retries: int = 3, backoff_secs: float = 0.2,
-                 timeout_secs: float = 5.0, bucket_bins: int = 1 << (GROUP_BITS + BUCKET_BIN_BITS),
-                 tls_ca_file: str | None = None, tls_cert_file: str | None = None,
-                 tls_key_file: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        prefix: str = "neardup:{spider}",
+        retries: int = 3,
+        backoff_secs: float = 0.2,
+        timeout_secs: float = 5.0,
+        bucket_bins: int = 1 << (GROUP_BITS + BUCKET_BIN_BITS),
+        tls_ca_file: str | None = None,
+        tls_cert_file: str | None = None,
+        tls_key_file: str | None = None,
+    ) -> None:
         try:
             import redis
         except ImportError as exc:
@@ -866,11 +935,20 @@ class RedisStore(Store):
         self.tls = url.lower().startswith("rediss")
         self._tls_options: dict[str, Any] = {}
         if self.tls:
-            self._tls_options = {k: v for k, v in (("ssl_ca_certs", tls_ca_file), ("ssl_certfile", tls_cert_file),
-                                                   ("ssl_keyfile", tls_key_file)) if v}
+            self._tls_options = {
+                k: v
+                for k, v in (
+                    ("ssl_ca_certs", tls_ca_file),
+                    ("ssl_certfile", tls_cert_file),
+                    ("ssl_keyfile", tls_key_file),
+                )
+                if v
+            }
         if bucket_bins & (bucket_bins - 1) or not 1 << (GROUP_BITS + 6) <= bucket_bins <= 1 << (GROUP_BITS + 16):
-            raise StoreError(f"bucket_bins must be a power of two from {1 << (GROUP_BITS + 6)} to "
-                             f"{1 << (GROUP_BITS + 16)}, got {bucket_bins}")
+            raise StoreError(
+                f"bucket_bins must be a power of two from {1 << (GROUP_BITS + 6)} to "
+                f"{1 << (GROUP_BITS + 16)}, got {bucket_bins}"
+            )
         #: The layout of a new store (bucket bins from NEARDUP_REDIS_BUCKET_BINS); an existing store keeps its own.
         self.layout = _Layout(prefix, GROUP_BITS, bucket_bins.bit_length() - 1 - GROUP_BITS)
         self.client: Any = None
@@ -887,8 +965,10 @@ class RedisStore(Store):
             from redis.cluster import ClusterNode, RedisCluster
 
             if "{" not in self.prefix or "}" not in self.prefix.partition("{")[2]:
-                raise StoreError(f"NEARDUP_REDIS_KEY {self.prefix!r} has no hash tag: on a Redis Cluster the "
-                                 "prefix must hold one, such as 'neardup:{%(spider)s}'")
+                raise StoreError(
+                    f"NEARDUP_REDIS_KEY {self.prefix!r} has no hash tag: on a Redis Cluster the "
+                    "prefix must hold one, such as 'neardup:{%(spider)s}'"
+                )
             parts = urlsplit(self.url)
             user, _, password = parts.netloc.rpartition("@")[0].partition(":")
             nodes = []
@@ -896,13 +976,18 @@ class RedisStore(Store):
                 host, _, port = address.rpartition(":")
                 nodes.append(ClusterNode(host or "127.0.0.1", int(port or 6379)))
             self.client = RedisCluster(
-                startup_nodes=nodes, username=unquote(user) or None, password=unquote(password) or None,
-                socket_timeout=self.timeout_secs, socket_connect_timeout=self.timeout_secs,
+                startup_nodes=nodes,
+                username=unquote(user) or None,
+                password=unquote(password) or None,
+                socket_timeout=self.timeout_secs,
+                socket_connect_timeout=self.timeout_secs,
                 **({"ssl": True, **self._tls_options} if self.tls else {}),
             )
         else:
             self.client = redis.Redis.from_url(
-                self.url, socket_timeout=self.timeout_secs, socket_connect_timeout=self.timeout_secs,
+                self.url,
+                socket_timeout=self.timeout_secs,
+                socket_connect_timeout=self.timeout_secs,
                 **self._tls_options,
             )
         self._call(self.client.ping)
@@ -912,9 +997,11 @@ class RedisStore(Store):
         # A store that cannot be written is found now, not after pages were given verdicts it cannot keep.
         replication = self._call(self.client.info, "replication")
         if replication.get("role") in ("slave", "replica"):
-            raise StoreError(f"Redis at {self.location} is a read-only replica (of "
-                             f"{replication.get('master_host')}:{replication.get('master_port')}): point "
-                             "NEARDUP_STORE_URL at the master")
+            raise StoreError(
+                f"Redis at {self.location} is a read-only replica (of "
+                f"{replication.get('master_host')}:{replication.get('master_port')}): point "
+                "NEARDUP_STORE_URL at the master"
+            )
 
     def _load_scripts(self) -> None:
         """Load the scripts on every master (a cluster client sends SCRIPT LOAD to all of them)."""
@@ -933,11 +1020,14 @@ class RedisStore(Store):
             except self._errors.redis_error as exc:
                 kind = self._errors.classify(exc, self.cluster)
                 if kind == "refused":
-                    raise StoreError(f"Redis at {self.location} refused the credentials or the command: "
-                                     f"{type(exc).__name__}: {exc}") from exc
+                    raise StoreError(
+                        f"Redis at {self.location} refused the credentials or the command: {type(exc).__name__}: {exc}"
+                    ) from exc
                 if kind == "readonly":
-                    raise StoreError(f"Redis at {self.location} is a read-only replica now ({exc}): point "
-                                     "NEARDUP_STORE_URL at the master") from exc
+                    raise StoreError(
+                        f"Redis at {self.location} is a read-only replica now ({exc}): point "
+                        "NEARDUP_STORE_URL at the master"
+                    ) from exc
                 if kind == "fatal":
                     raise StoreError(f"Redis error at {self.location}: {type(exc).__name__}: {exc}") from exc
                 failure = exc
@@ -954,8 +1044,9 @@ class RedisStore(Store):
                         if attempt < self.retries:
                             continue
             if attempt == self.retries:
-                raise StoreError(f"Redis at {self.location} {state} after {attempt + 1} tries: "
-                                 f"{type(failure).__name__}: {failure}") from failure
+                raise StoreError(
+                    f"Redis at {self.location} {state} after {attempt + 1} tries: {type(failure).__name__}: {failure}"
+                ) from failure
             logger.debug("Redis call failed (%s: %s); retrying in %.2fs", type(failure).__name__, failure, delay)
             time.sleep(delay)
             if self.cluster:
@@ -1054,8 +1145,9 @@ class RedisStore(Store):
         """A script on ``P``'s slot (four a batch): straight to its master's connection, as the group
         scripts go, not through the cluster client's command routing (a third of these calls' cost)."""
         meta = self._key("meta")
-        return self._call(lambda: self._on_masters([(meta, ("EVALSHA", self._sha[name], 1, meta, self.prefix,
-                                                             *args))])[0])
+        return self._call(
+            lambda: self._on_masters([(meta, ("EVALSHA", self._sha[name], 1, meta, self.prefix, *args))])[0]
+        )
 
     def _key(self, name: str) -> str:
         return f"{self.prefix}:{name}"
@@ -1099,14 +1191,21 @@ class RedisStore(Store):
             raise StoreError(
                 f"The Redis store at {self.location} has layout 2 (written by scrapy-neardup 0.x before 2026-11-24: "
                 "every key on one shard, 2.5 KB per page). Run `scrapy-neardup store URL upgrade --redis-key "
-                f"'{self.prefix}'` to rewrite it in layout {LAYOUT}, or set NEARDUP_RESET = True to start afresh.")
+                f"'{self.prefix}'` to rewrite it in layout {LAYOUT}, or set NEARDUP_RESET = True to start afresh."
+            )
         try:
             params = json.loads(stored)
             if params.get("version") not in READ_LAYOUTS:
-                raise ValueError(f"layout {params.get('version')}, this version reads layouts "
-                                 f"{' and '.join(map(str, READ_LAYOUTS))}")
-            self.layout = _Layout(self.prefix, int(params["group_bits"]), int(params["bucket_bin_bits"]),
-                                  int(params["key_bin_bits"]), int(params["version"]))
+                raise ValueError(
+                    f"layout {params.get('version')}, this version reads layouts {' and '.join(map(str, READ_LAYOUTS))}"
+                )
+            self.layout = _Layout(
+                self.prefix,
+                int(params["group_bits"]),
+                int(params["bucket_bin_bits"]),
+                int(params["key_bin_bits"]),
+                int(params["version"]),
+            )
         except (ValueError, KeyError, TypeError) as exc:
             raise StoreError(f"unreadable {_LAYOUT_FIELD} in {self._key('meta')}: {stored!r} ({exc})") from None
 
@@ -1180,8 +1279,9 @@ class RedisStore(Store):
 
         return {g: [v or b"" for v in values] for g, values in zip(groups, self._call(run))}
 
-    def _key_bins(self, wheres: Sequence[tuple[int, int, bytes]]
-                  ) -> tuple[dict[int, tuple[bytes, np.ndarray]], list[tuple[int, int]]]:
+    def _key_bins(
+        self, wheres: Sequence[tuple[int, int, bytes]]
+    ) -> tuple[dict[int, tuple[bytes, np.ndarray]], list[tuple[int, int]]]:
         """The key bins of keys (group, key bin, hash), each once, as the part of each group's read that
         :func:`_mget_command` takes (the group's key-bin head, the bin numbers); where each key's bin is
         among them."""
@@ -1197,17 +1297,21 @@ class RedisStore(Store):
         heads = self.layout.heads[b"k"]
         return {g: (heads[g], np.array(bins, dtype=np.int64)) for g, bins in numbers.items()}, at
 
-    def _holders(self, wheres: Sequence[tuple[int, int, bytes]], at: Sequence[tuple[int, int]],
-                 values: Mapping[int, list[bytes]]) -> list[int]:
+    def _holders(
+        self, wheres: Sequence[tuple[int, int, bytes]], at: Sequence[tuple[int, int]], values: Mapping[int, list[bytes]]
+    ) -> list[int]:
         """The ids that hold keys (0: none), from their bins as read."""
-        return [_key_entry_id(values[g][i], where[2], self._where_bin(g, b"k", where[1]))
-                for (g, i), where in zip(at, wheres)]
+        return [
+            _key_entry_id(values[g][i], where[2], self._where_bin(g, b"k", where[1]))
+            for (g, i), where in zip(at, wheres)
+        ]
 
     def _where_bin(self, group: int, kind: bytes, number: int) -> str:
         return f" (bin {self.layout.bin_name(group, kind, number)!r})"
 
-    def _read_bins(self, wheres: Sequence[tuple[int, int, bytes]], groups: np.ndarray, bins: np.ndarray,
-                   rests: np.ndarray) -> tuple[list[int], np.ndarray, dict[int, list[int]]]:
+    def _read_bins(
+        self, wheres: Sequence[tuple[int, int, bytes]], groups: np.ndarray, bins: np.ndarray, rests: np.ndarray
+    ) -> tuple[list[int], np.ndarray, dict[int, list[int]]]:
         """A lookup's reads while bins are small: the key bins and bucket bins it needs, read whole by plain
         MGETs (Redis does no more than fetch them) and matched here. The ids holding the keys, the length of
         each bucket row's bin (its token) and the ids each row found (row -> ids, rows that found any)."""
@@ -1218,25 +1322,36 @@ class RedisStore(Store):
         bucket_groups = unique >> 32
         bucket_bins = unique & 0xFFFF
         bounds = np.searchsorted(bucket_groups, np.arange(layout.groups + 1)).tolist()
-        split = {g: (len(key_reads[g][1]) if g in key_reads else 0, bounds[g], bounds[g + 1])
-                 for g in range(layout.groups) if bounds[g] < bounds[g + 1]}
+        split = {
+            g: (len(key_reads[g][1]) if g in key_reads else 0, bounds[g], bounds[g + 1])
+            for g in range(layout.groups)
+            if bounds[g] < bounds[g + 1]
+        }
         b_heads, empty = layout.heads[b"b"], np.empty(0, dtype=np.int64)
-        values = self._get_bins({g: [key_reads.get(g, (b"", empty)),
-                                     (b_heads[g], bucket_bins[bounds[g] : bounds[g + 1]] if g in split else empty)]
-                                 for g in set(key_reads) | set(split)})
+        values = self._get_bins(
+            {
+                g: [
+                    key_reads.get(g, (b"", empty)),
+                    (b_heads[g], bucket_bins[bounds[g] : bounds[g + 1]] if g in split else empty),
+                ]
+                for g in set(key_reads) | set(split)
+            }
+        )
         known_ids = self._holders(wheres, kat, values)
         blobs = [value for g, (skip, _, _) in split.items() for value in values[g][skip:]]
         lengths_by_bin = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
         if np.any(lengths_by_bin % 7):
             bad = int(np.flatnonzero(lengths_by_bin % 7)[0])
             where = self._where_bin(int(bucket_groups[bad]), b"b", int(unique[bad]) & 0xFFFF)
-            raise StoreError(f"malformed bucket bin in the Redis store{where} ({lengths_by_bin[bad]} bytes, "
-                             "not a multiple of 7)")
+            raise StoreError(
+                f"malformed bucket bin in the Redis store{where} ({lengths_by_bin[bad]} bytes, not a multiple of 7)"
+            )
         lengths = lengths_by_bin[inverse] if len(codes) else np.zeros(0, dtype=np.int64)
         return known_ids, lengths, _bucket_hits(b"".join(blobs), lengths_by_bin // 7, inverse, rests)
 
-    def _scan_bins(self, wheres: Sequence[tuple[int, int, bytes]], groups: np.ndarray, bins: np.ndarray,
-                   rests: np.ndarray) -> tuple[list[int], np.ndarray, dict[int, list[int]]]:
+    def _scan_bins(
+        self, wheres: Sequence[tuple[int, int, bytes]], groups: np.ndarray, bins: np.ndarray, rests: np.ndarray
+    ) -> tuple[list[int], np.ndarray, dict[int, list[int]]]:
         """:meth:`_read_bins` once bins are big: Redis scans them (``_LOOKUP``) and sends back only the
         matching entries and each bin's length, so what crosses the network stays ~10 bytes a bucket."""
         key_calls: dict[int, list[bytes]] = defaultdict(list)
@@ -1245,8 +1360,13 @@ class RedisStore(Store):
             key_at.append((g, len(key_calls[g])))
             key_calls[g].append(_U16.pack(kbin) + khash)
         split = _by_group(groups, _rows(bins, rests))
-        replies = self._scripts("lookup", {g: [b"".join(key_calls.get(g, [])), split[g][1] if g in split else b""]
-                                           for g in set(key_calls) | set(split)})
+        replies = self._scripts(
+            "lookup",
+            {
+                g: [b"".join(key_calls.get(g, [])), split[g][1] if g in split else b""]
+                for g in set(key_calls) | set(split)
+            },
+        )
         lengths = np.zeros(len(groups), dtype=np.int64)
         hits: dict[int, list[int]] = {}
         for g, (positions, _) in split.items():
@@ -1269,8 +1389,11 @@ class RedisStore(Store):
         # Every bucket of the batch at once: rows in query order.
         sizes = np.array([len(q.buckets) for q in items], dtype=np.int64)
         starts = np.r_[0, np.cumsum(sizes)]
-        keys = np.concatenate([np.asarray(q.buckets, dtype=np.int64) for q in items]) if starts[-1] else \
-            np.empty(0, dtype=np.int64)
+        keys = (
+            np.concatenate([np.asarray(q.buckets, dtype=np.int64) for q in items])
+            if starts[-1]
+            else np.empty(0, dtype=np.int64)
+        )
         groups, bins, rests = layout.buckets(keys)
         read = self._read_bins if self._mean_bin <= self.read_bins_upto else self._scan_bins
         known_ids, lengths, hits = read(wheres, groups, bins, rests)
@@ -1386,21 +1509,24 @@ class RedisStore(Store):
             canonical_ids.append(canonical_id)
         # The canonical filings' bucket entries, all at once: rows in filing order, split by group.
         owners = [k for k, view in enumerate(views) if view is not None]
-        sizes = np.array([len(views[k].rests) for k in owners], dtype=np.int64)  # type: ignore[union-attr]
+        parts = [view for view in views if view is not None]
+        sizes = np.array([len(v.rests) for v in parts], dtype=np.int64)
         row_owner = np.repeat(np.array(owners, dtype=np.int64), sizes)  # the filing of each bucket row
         row_doc = np.repeat(np.array([ids[k] for k in owners], dtype=np.int64), sizes)
-        parts = [views[k] for k in owners]
         if owners:
-            groups = np.concatenate([v.groups for v in parts])  # type: ignore[union-attr]
-            bins = np.concatenate([v.bins for v in parts])  # type: ignore[union-attr]
-            rests = np.concatenate([v.rests for v in parts])  # type: ignore[union-attr]
-            seen = np.concatenate([v.lengths if v.lengths is not None else  # type: ignore[union-attr]
-                                   np.full(len(v.rests), 0xFFFFFFFF) for v in parts])  # type: ignore[union-attr]
+            groups = np.concatenate([v.groups for v in parts])
+            bins = np.concatenate([v.bins for v in parts])
+            rests = np.concatenate([v.rests for v in parts])
+            seen = np.concatenate(
+                [v.lengths if v.lengths is not None else np.full(len(v.rests), 0xFFFFFFFF) for v in parts]
+            )
         else:
             groups = bins = rests = seen = np.empty(0, dtype=np.int64)
         split = _by_group(groups, _rows(bins, rests, row_doc, seen))
-        calls = {g: [b"".join(claims.get(g, [])), split[g][1] if g in split else b"", b"".join(checks.get(g, []))]
-                 for g in set(claims) | set(split) | set(checks)}
+        calls = {
+            g: [b"".join(claims.get(g, [])), split[g][1] if g in split else b"", b"".join(checks.get(g, []))]
+            for g in set(claims) | set(split) | set(checks)
+        }
         replies = self._scripts("claim", calls)
         self._meta_script("appended", first)
         # Per bucket row with any: the entries appended since the lookup.
@@ -1434,8 +1560,9 @@ class RedisStore(Store):
             else:
                 filed = view.lengths is None or not stale[k]
             if filed:
-                record = pack_record(filing.key, filing.signature if view is not None else None, canonical_ids[k],
-                                     filing.similarity)
+                record = pack_record(
+                    filing.key, filing.signature if view is not None else None, canonical_ids[k], filing.similarity
+                )
                 writes[layout.record_group(doc)].append(struct.pack("<II", doc, len(record)) + record)
                 written.append(doc)
                 results.append(Added.FILED)
@@ -1445,8 +1572,13 @@ class RedisStore(Store):
         self._write(writes, {}, releases)
         if not int(self._meta_script("commit", first, len(written))):
             # Made void while it was filing (its lease ran out, a waiter took it for dead): nothing stands.
-            logger.warning("A batch of %d documents outlived its lease (%.0f s) in the Redis store at %s; "
-                           "its documents are checked again", len(filings), self.lease_secs, self.location)
+            logger.warning(
+                "A batch of %d documents outlived its lease (%.0f s) in the Redis store at %s; "
+                "its documents are checked again",
+                len(filings),
+                self.lease_secs,
+                self.location,
+            )
             self._write({}, self._drops(written), self._releases((f.key, doc) for f, doc in zip(filings, ids)))
             return [Added.STALE] * len(filings)
         return results
@@ -1462,11 +1594,17 @@ class RedisStore(Store):
                 time.sleep(delay)
                 delay = min(delay * 2, 0.004)
 
-    def _write(self, writes: Mapping[int, list[bytes]], drops: Mapping[int, list[bytes]],
-               releases: Mapping[int, list[bytes]]) -> tuple[int, int]:
+    def _write(
+        self, writes: Mapping[int, list[bytes]], drops: Mapping[int, list[bytes]], releases: Mapping[int, list[bytes]]
+    ) -> tuple[int, int]:
         groups = set(writes) | set(drops) | set(releases)
-        replies = self._scripts("write", {g: [b"".join(writes.get(g, [])), b"".join(drops.get(g, [])),
-                                               b"".join(releases.get(g, []))] for g in groups})
+        replies = self._scripts(
+            "write",
+            {
+                g: [b"".join(writes.get(g, [])), b"".join(drops.get(g, [])), b"".join(releases.get(g, []))]
+                for g in groups
+            },
+        )
         return (sum(int(r[0]) for r in replies.values()), sum(int(r[1]) for r in replies.values()))
 
     def _id_of(self, key: str | None) -> int | None:
@@ -1546,8 +1684,13 @@ class RedisStore(Store):
                     groups, bins, rests = self.layout.buckets(buckets[doc])
                     for g, (_, blob) in _by_group(groups, _rows(bins, rests, doc, 0xFFFFFFFF)).items():
                         appends[g].append(blob)
-            self._scripts("claim", {g: [b"".join(claims.get(g, [])), b"".join(appends.get(g, [])), b""]
-                                    for g in set(claims) | set(appends)})
+            self._scripts(
+                "claim",
+                {
+                    g: [b"".join(claims.get(g, [])), b"".join(appends.get(g, [])), b""]
+                    for g in set(claims) | set(appends)
+                },
+            )
             self._write(writes, {}, {})
         self._call(self.client.set, self._key("count"), len(records))
         self._call(self.client.hset, self._key("meta"), _LAYOUT_FIELD, self.layout.params())
@@ -1639,8 +1782,10 @@ class RedisStore(Store):
     def purge(self) -> int:
         # Ids at or above the lowest batch in flight now may belong to a batch still filing: never touched.
         flight = self._call(self.client.hgetall, self._key("flight"))
-        limit = min([int(lo) for lo, v in flight.items() if not v.startswith(b"void")]
-                    + [int(self._call(self.client.get, self._key("seq")) or 0) + 1])
+        limit = min(
+            [int(lo) for lo, v in flight.items() if not v.startswith(b"void")]
+            + [int(self._call(self.client.get, self._key("seq")) or 0) + 1]
+        )
         by_id = self._all_records()
         orphans = {doc: rec[0] for doc, rec in by_id.items() if rec[2] and rec[2] not in by_id}
         self._forget(orphans)

@@ -169,8 +169,6 @@ def _translated_read(method: Any) -> Any:
     return _translated(method, writes=False)
 
 
-
-
 def _bucket_ids(buckets: Sequence[int] | np.ndarray) -> list[int]:
     """The stored form of bucket keys: their low 32 bits as signed integers (4 bytes each in SQLite)."""
     return np.asarray(buckets, dtype=np.int64).astype(np.int32).tolist()  # type: ignore[no-any-return]
@@ -184,8 +182,15 @@ class SqliteStore(Store):
         from . import sqlite_path
 
         return cls(sqlite_path(url), **{k: v for k, v in options.items() if k in ("commit_every", "commit_secs")})
-    def __init__(self, path: str, commit_every: int = 500, commit_secs: float = 1.0,
-                 merge_min_docs: int = 20_000, merge_max_docs: int = 250_000) -> None:
+
+    def __init__(
+        self,
+        path: str,
+        commit_every: int = 500,
+        commit_secs: float = 1.0,
+        merge_min_docs: int = 20_000,
+        merge_max_docs: int = 250_000,
+    ) -> None:
         self.path = os.path.abspath(path)
         self.location = f"sqlite:///{self.path}"
         self.commit_every = commit_every
@@ -250,11 +255,9 @@ class SqliteStore(Store):
             return
         if application_id == 0 and tables <= _TABLES and {"meta", "docs", "buckets"} <= tables:
             names = {row[1] for row in db.execute("PRAGMA table_info(meta)")}
-            if names == {"name", "value"} and db.execute(
-                    "SELECT 1 FROM meta WHERE name = 'format_version'").fetchone():
+            if names == {"name", "value"} and db.execute("SELECT 1 FROM meta WHERE name = 'format_version'").fetchone():
                 return  # a store of a version from before the mark: it is marked at open
-        what = (f"application id {application_id:#x}" if application_id else
-                "tables " + ", ".join(sorted(tables)))
+        what = f"application id {application_id:#x}" if application_id else "tables " + ", ".join(sorted(tables))
         raise ForeignDatabaseError(
             f"The SQLite file {self.path} is not a scrapy-neardup store ({what}): it is left untouched. "
             "Point NEARDUP_STORE_URL (or --store) at a new file; NEARDUP_RESET never empties another "
@@ -388,8 +391,9 @@ class SqliteStore(Store):
     @_translated
     def _write_meta(self, meta: Mapping[str, str]) -> None:
         self.db.execute("DELETE FROM meta")
-        self.db.executemany("INSERT INTO meta (name, value) VALUES (?, ?)",
-                            sorted({**meta, _LAYOUT_NAME: _LAYOUT}.items()))
+        self.db.executemany(
+            "INSERT INTO meta (name, value) VALUES (?, ?)", sorted({**meta, _LAYOUT_NAME: _LAYOUT}.items())
+        )
         self._commit()
 
     @_translated
@@ -427,8 +431,10 @@ class SqliteStore(Store):
                 return False
             self.db.execute("UPDATE docs SET sig = ? WHERE id = ?", (signature, doc))
             # Straight into the B-tree, not staged: re-filing is rare, and a document is staged once.
-            self.db.executemany("INSERT OR IGNORE INTO buckets (bucket, doc) VALUES (?, ?)",
-                                [(bucket, doc) for bucket in _bucket_ids(buckets)])
+            self.db.executemany(
+                "INSERT OR IGNORE INTO buckets (bucket, doc) VALUES (?, ?)",
+                [(bucket, doc) for bucket in _bucket_ids(buckets)],
+            )
             self._pending += 1
             if self._pending >= self.commit_every:
                 self._commit()
@@ -465,8 +471,12 @@ class SqliteStore(Store):
             docs_in.setdefault(bucket, []).append(doc)
         wanted = {d for docs in docs_in.values() for d in docs}
         # Canonical documents only: a bucket entry of a removed document joins nothing (see the docstring).
-        found = {doc: Candidate(key, sig) for doc, key, sig in self._select_in(
-            "SELECT id, key, sig FROM docs WHERE id IN ({marks}) AND canonical IS NULL", list(wanted))}
+        found = {
+            doc: Candidate(key, sig)
+            for doc, key, sig in self._select_in(
+                "SELECT id, key, sig FROM docs WHERE id IN ({marks}) AND canonical IS NULL", list(wanted)
+            )
+        }
         now = int(time.time())
         self._touch_ids([doc for doc, _ in known.values()], now)
         out: list[Lookup] = []
@@ -501,8 +511,11 @@ class SqliteStore(Store):
         items = filings
         known = self._known([item[0] for item in items])
         wanted = [item[3] for item in items if item[3] is not None]
-        canonical_ids = {key: doc for key, (doc, record) in self._known(wanted).items()
-                         if record.canonical is None and not record.orphaned}
+        canonical_ids = {
+            key: doc
+            for key, (doc, record) in self._known(wanted).items()
+            if record.canonical is None and not record.orphaned
+        }
         out: list[Added] = []
         filed_now: set[str] = set()
         filed_buckets: set[int] = set()
@@ -534,8 +547,11 @@ class SqliteStore(Store):
         self._insert(new_docs, new_buckets)
         return out
 
-    def _insert(self, docs: list[tuple[int, int, str, int | None, float, bytes | None, int]],
-                buckets: list[tuple[int, list[int]]]) -> None:
+    def _insert(
+        self,
+        docs: list[tuple[int, int, str, int | None, float, bytes | None, int]],
+        buckets: list[tuple[int, list[int]]],
+    ) -> None:
         """Write new documents, and stage the bucket keys of the canonical ones (``(doc, keys)`` pairs)."""
         if not docs:
             return
@@ -546,8 +562,10 @@ class SqliteStore(Store):
         buckets = [(doc, bl) for doc, bl in buckets if len(bl)]  # nothing to find a document by: not staged
         if buckets:
             keys = [np.asarray(bl, dtype="<i4") for _, bl in buckets]
-            self.db.executemany("INSERT INTO staged (doc, buckets) VALUES (?, ?)",
-                                [(doc, k.tobytes()) for (doc, _), k in zip(buckets, keys)])
+            self.db.executemany(
+                "INSERT INTO staged (doc, buckets) VALUES (?, ?)",
+                [(doc, k.tobytes()) for (doc, _), k in zip(buckets, keys)],
+            )
             self._stage(keys, [doc for doc, _ in buckets])
         self._count += len(docs)
         self._pending += len(docs)
@@ -607,16 +625,23 @@ class SqliteStore(Store):
         end = min(merge.done + rows, len(merge.keys))
         for i in range(merge.done, end, _MERGE_BATCH):
             j = min(i + _MERGE_BATCH, end)
-            self.db.executemany("INSERT OR IGNORE INTO buckets (bucket, doc) VALUES (?, ?)",
-                                zip(merge.keys[i:j].tolist(), merge.docs[i:j].tolist()))
+            self.db.executemany(
+                "INSERT OR IGNORE INTO buckets (bucket, doc) VALUES (?, ?)",
+                zip(merge.keys[i:j].tolist(), merge.docs[i:j].tolist()),
+            )
         merge.done = end
         merge.secs += time.monotonic() - started
         if end == len(merge.keys):
             self.db.execute("DELETE FROM staged WHERE doc <= ?", (merge.last_doc,))
             self._merging = None
-            logger.info("Merged %d staged documents (%d band rows) into the band index of %s: %.1f s of work "
-                        "over %.1f s", merge.n_docs, len(merge.keys), self.path, merge.secs,
-                        time.monotonic() - merge.started)
+            logger.info(
+                "Merged %d staged documents (%d band rows) into the band index of %s: %.1f s of work over %.1f s",
+                merge.n_docs,
+                len(merge.keys),
+                self.path,
+                merge.secs,
+                time.monotonic() - merge.started,
+            )
 
     @_translated_read
     def iter_records(self) -> Iterator[DocRecord]:
@@ -648,8 +673,9 @@ class SqliteStore(Store):
     def _removed(self, n: int) -> int:
         """Book ``n`` documents just deleted: ids stay unused, the count drops."""
         if n:
-            self.db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)",
-                            (_HIGH_WATER, str(self._next_id - 1)))
+            self.db.execute(
+                "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (_HIGH_WATER, str(self._next_id - 1))
+            )
             self._count -= n
             self._wrote(n)
         return n
@@ -662,8 +688,10 @@ class SqliteStore(Store):
     @_translated
     def purge(self) -> int:
         db = self.db
-        orphans = db.execute("DELETE FROM docs WHERE canonical IS NOT NULL AND canonical NOT IN "
-                             "(SELECT id FROM docs WHERE canonical IS NULL)").rowcount
+        orphans = db.execute(
+            "DELETE FROM docs WHERE canonical IS NOT NULL AND canonical NOT IN "
+            "(SELECT id FROM docs WHERE canonical IS NULL)"
+        ).rowcount
         self._count -= orphans
         canonical = "SELECT id FROM docs WHERE canonical IS NULL"
         db.execute(f"DELETE FROM buckets WHERE doc NOT IN ({canonical})")
@@ -674,8 +702,10 @@ class SqliteStore(Store):
 
 
 #: Every column of a document's record, its canonical's key and signature beside it.
-_RECORDS = ("SELECT d.id, d.key, d.canonical, c.key, d.similarity, d.sig, d.seen, c.sig "
-            "FROM docs d LEFT JOIN docs c ON c.id = d.canonical ")
+_RECORDS = (
+    "SELECT d.id, d.key, d.canonical, c.key, d.similarity, d.sig, d.seen, c.sig "
+    "FROM docs d LEFT JOIN docs c ON c.id = d.canonical "
+)
 
 
 def _record(row: tuple[Any, ...]) -> DocRecord:

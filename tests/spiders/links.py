@@ -19,12 +19,11 @@ class LinksSpider(scrapy.Spider):
         self.start_path = start
 
     async def start(self):
-        yield scrapy.Request(self.base + self.start_path, callback=self.parse_index,
-                             meta={"neardup_enabled": False})
+        yield scrapy.Request(self.base + self.start_path, callback=self.parse_index, meta={"neardup_enabled": False})
 
     def parse_index(self, response):
         for href in response.css("a::attr(href)").getall():
             yield response.follow(href, callback=self.parse)
 
     def parse(self, response):
-        yield {"url": response.url, "path": response.url[len(self.base):], "status": response.status}
+        yield {"url": response.url, "path": response.url[len(self.base) :], "status": response.status}

@@ -24,5 +24,9 @@ class PathsSpider(scrapy.Spider):
             yield scrapy.Request(url, dont_filter=True, meta={"neardup_key": url} if self.keys else {})
 
     def parse(self, response):
-        yield {"url": response.url, "path": response.url[len(self.base):], "status": response.status,
-               "length": len(response.body)}
+        yield {
+            "url": response.url,
+            "path": response.url[len(self.base) :],
+            "status": response.status,
+            "length": len(response.body),
+        }

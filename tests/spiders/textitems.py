@@ -1,6 +1,6 @@
 """Test spider for NEARDUP_ITEM_FIELD: one item per page, carrying the page's paragraph text in ``body``.
 
-    scrapy runspider textitems.py -a base=http://127.0.0.1:PORT -a paths_file=FILE
+scrapy runspider textitems.py -a base=http://127.0.0.1:PORT -a paths_file=FILE
 """
 
 import scrapy
@@ -20,5 +20,9 @@ class TextItemsSpider(scrapy.Spider):
             yield scrapy.Request(self.base + path, dont_filter=True)
 
     def parse(self, response):
-        yield {"url": response.url, "body": " ".join(response.css("p::text").getall()),
-               "near_duplicate_of": None, "near_duplicate_similarity": None}
+        yield {
+            "url": response.url,
+            "body": " ".join(response.css("p::text").getall()),
+            "near_duplicate_of": None,
+            "near_duplicate_similarity": None,
+        }

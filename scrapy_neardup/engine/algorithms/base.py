@@ -113,12 +113,16 @@ class Algorithm(ABC):
         if threshold is None:
             return
         if cls.FIXED_THRESHOLD:
-            raise SettingProblem("NEARDUP_THRESHOLD", threshold,
-                                 f"None: NEARDUP_ALGORITHM = {cls.name!r} has a fixed threshold")
+            raise SettingProblem(
+                "NEARDUP_THRESHOLD", threshold, f"None: NEARDUP_ALGORITHM = {cls.name!r} has a fixed threshold"
+            )
         if cls.BANDED and threshold >= 1.0:
-            raise SettingProblem("NEARDUP_THRESHOLD", threshold,
-                                 f"a number in (0, 1) for NEARDUP_ALGORITHM = {cls.name!r} (its LSH bands are tuned "
-                                 "for a threshold below 1; for identical pages use 'exact')")
+            raise SettingProblem(
+                "NEARDUP_THRESHOLD",
+                threshold,
+                f"a number in (0, 1) for NEARDUP_ALGORITHM = {cls.name!r} (its LSH bands are tuned "
+                "for a threshold below 1; for identical pages use 'exact')",
+            )
 
     @classmethod
     def check_settings(cls, settings: AlgorithmSettings) -> None:

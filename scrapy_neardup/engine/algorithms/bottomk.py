@@ -22,19 +22,29 @@ class BottomK(Algorithm):
 
     @classmethod
     def from_settings(cls, settings: AlgorithmSettings) -> BottomK:
-        return cls(settings.threshold, k=settings.minhash_num_perm, seed=settings.minhash_seed,
-                   shingle_size=settings.shingle_size)
+        return cls(
+            settings.threshold,
+            k=settings.minhash_num_perm,
+            seed=settings.minhash_seed,
+            shingle_size=settings.shingle_size,
+        )
 
-    def __init__(self, threshold: float = 0.45, k: int = 128, seed: int = 1, shingle_size: int = 2,
-                 index_values: int = 24) -> None:
+    def __init__(
+        self, threshold: float = 0.45, k: int = 128, seed: int = 1, shingle_size: int = 2, index_values: int = 24
+    ) -> None:
         self.threshold = threshold
         self.shingle_size = shingle_size
         self.index_values = index_values
         self.sketcher = BottomKSketch(k, seed)
 
     def params(self) -> dict[str, Any]:
-        return {"algorithm": self.name, "k": self.sketcher.k, "seed": self.sketcher.seed,
-                "shingle_size": self.shingle_size, "index_values": self.index_values}
+        return {
+            "algorithm": self.name,
+            "k": self.sketcher.k,
+            "seed": self.sketcher.seed,
+            "shingle_size": self.shingle_size,
+            "index_values": self.index_values,
+        }
 
     def fingerprint(self, text: str) -> Fingerprint:
         sketch = self.sketcher.sketch(shingle_hashes(words(text, self.shingle_size), self.shingle_size))

@@ -44,8 +44,12 @@ class IMatch(Algorithm):
     def check_settings(cls, settings: AlgorithmSettings) -> None:
         lexicon = settings.imatch_lexicon
         if not (isinstance(lexicon, str) and os.path.isfile(lexicon)):
-            raise SettingProblem("NEARDUP_IMATCH_LEXICON", lexicon, "the path of a lexicon file (one term per line; "
-                                 "make one with `scrapy-neardup lexicon`), required by NEARDUP_ALGORITHM = 'imatch'")
+            raise SettingProblem(
+                "NEARDUP_IMATCH_LEXICON",
+                lexicon,
+                "the path of a lexicon file (one term per line; "
+                "make one with `scrapy-neardup lexicon`), required by NEARDUP_ALGORITHM = 'imatch'",
+            )
 
     @classmethod
     def from_settings(cls, settings: AlgorithmSettings) -> IMatch:
@@ -53,8 +57,7 @@ class IMatch(Algorithm):
         with open(settings.imatch_lexicon, encoding="utf-8") as f:
             return cls([line.strip() for line in f if line.strip()], seed=settings.minhash_seed)
 
-    def __init__(self, lexicon: Iterable[str] = (), extra_lexicons: int = 4, drop: float = 0.33,
-                 seed: int = 1) -> None:
+    def __init__(self, lexicon: Iterable[str] = (), extra_lexicons: int = 4, drop: float = 0.33, seed: int = 1) -> None:
         self.lexicon = np.unique(hash_tokens([t for word in lexicon for t in tokenize(word)]))
         self.extra_lexicons = extra_lexicons
         self.drop = drop
@@ -82,8 +85,14 @@ class IMatch(Algorithm):
 
     def params(self) -> dict[str, Any]:
         digest = hashlib.sha1(self.lexicon.astype("<u8").tobytes()).hexdigest()[:16]
-        return {"algorithm": self.name, "lexicon": digest, "lexicon_terms": len(self.lexicon),
-                "extra_lexicons": self.extra_lexicons, "drop": self.drop, "seed": self.seed}
+        return {
+            "algorithm": self.name,
+            "lexicon": digest,
+            "lexicon_terms": len(self.lexicon),
+            "extra_lexicons": self.extra_lexicons,
+            "drop": self.drop,
+            "seed": self.seed,
+        }
 
     def fingerprint(self, text: str) -> Fingerprint:
         terms = np.unique(words(text))
@@ -101,5 +110,3 @@ class IMatch(Algorithm):
         n = 1 + self.extra_lexicons
         same = sum(a[i * 20 : (i + 1) * 20] == b[i * 20 : (i + 1) * 20] for i in range(n))
         return same / n
-
-

@@ -33,17 +33,32 @@ class MinHashLSH(Algorithm):
 
     @classmethod
     def from_settings(cls, settings: AlgorithmSettings) -> MinHashLSH:
-        return cls(threshold=settings.threshold, num_perm=settings.minhash_num_perm, seed=settings.minhash_seed,
-                   shingle_size=settings.shingle_size, sketch=settings.minhash_sketch)
+        return cls(
+            threshold=settings.threshold,
+            num_perm=settings.minhash_num_perm,
+            seed=settings.minhash_seed,
+            shingle_size=settings.shingle_size,
+            sketch=settings.minhash_sketch,
+        )
 
     @classmethod
     def check_settings(cls, settings: AlgorithmSettings) -> None:
         if settings.minhash_sketch not in MINHASH_SKETCHES:
-            raise SettingProblem("NEARDUP_MINHASH_SKETCH", settings.minhash_sketch,
-                                 "one of " + ", ".join(repr(s) for s in MINHASH_SKETCHES))
+            raise SettingProblem(
+                "NEARDUP_MINHASH_SKETCH",
+                settings.minhash_sketch,
+                "one of " + ", ".join(repr(s) for s in MINHASH_SKETCHES),
+            )
 
-    def __init__(self, threshold: float = 0.5, num_perm: int = 128, seed: int = 1, shingle_size: int = 3,
-                 signature_bits: int = 16, sketch: str = "one-permutation") -> None:
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        num_perm: int = 128,
+        seed: int = 1,
+        shingle_size: int = 3,
+        signature_bits: int = 16,
+        sketch: str = "one-permutation",
+    ) -> None:
         if signature_bits not in (16, 32):
             raise ValueError(f"signature_bits must be 16 or 32, got {signature_bits}")
         if sketch not in MINHASH_SKETCHES:
@@ -92,5 +107,7 @@ class MinHashLSH(Algorithm):
         from ..lsh import candidate_probability
 
         found = float(candidate_probability(self.threshold, self.bands, self.rows))
-        return (f"its {self.bands} bands x {self.rows} rows make a pair at similarity {self.threshold:g} a "
-                f"candidate with probability {found:.3f}")
+        return (
+            f"its {self.bands} bands x {self.rows} rows make a pair at similarity {self.threshold:g} a "
+            f"candidate with probability {found:.3f}"
+        )

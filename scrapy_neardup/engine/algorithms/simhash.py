@@ -55,28 +55,36 @@ class SimHashHamming(Algorithm):
     def check_threshold(cls, threshold: float | None) -> None:
         if threshold is not None and threshold < LOWEST_THRESHOLD:
             raise SettingProblem(
-                "NEARDUP_THRESHOLD", threshold,
+                "NEARDUP_THRESHOLD",
+                threshold,
                 f"a number in [{LOWEST_THRESHOLD}, 1.0] for NEARDUP_ALGORITHM = 'simhash': {threshold} would search "
                 f"{simhash_distance_for(threshold)} of its 64 bits, too few to tell pages that similar from "
-                "unrelated ones (precision 0.70 at 0.45 on real pages); use 'minhash' for lower thresholds")
+                "unrelated ones (precision 0.70 at 0.45 on real pages); use 'minhash' for lower thresholds",
+            )
 
     @classmethod
     def check_settings(cls, settings: AlgorithmSettings) -> None:
         distance = settings.simhash_max_distance
         if distance is not None and not 0 <= distance <= MOST_BITS:
-            raise SettingProblem("NEARDUP_SIMHASH_MAX_DISTANCE", distance,
-                                 f"an integer from 0 to {MOST_BITS} or None")
+            raise SettingProblem("NEARDUP_SIMHASH_MAX_DISTANCE", distance, f"an integer from 0 to {MOST_BITS} or None")
         if distance is None:
             distance = simhash_distance_for(settings.threshold)
         blocks = settings.simhash_blocks
         if blocks is not None and blocks <= distance:
-            raise SettingProblem("NEARDUP_SIMHASH_BLOCKS", blocks, f"more blocks than the Hamming distance searched "
-                                 f"({distance}); leave it None for {distance + 2}")
+            raise SettingProblem(
+                "NEARDUP_SIMHASH_BLOCKS",
+                blocks,
+                f"more blocks than the Hamming distance searched ({distance}); leave it None for {distance + 2}",
+            )
 
     @classmethod
     def from_settings(cls, settings: AlgorithmSettings) -> SimHashHamming:
-        return cls(threshold=settings.threshold, shingle_size=settings.shingle_size,
-                   max_distance=settings.simhash_max_distance, blocks=settings.simhash_blocks)
+        return cls(
+            threshold=settings.threshold,
+            shingle_size=settings.shingle_size,
+            max_distance=settings.simhash_max_distance,
+            blocks=settings.simhash_blocks,
+        )
 
     def __init__(
         self, threshold: float = 0.65, shingle_size: int = 2, max_distance: int | None = None, blocks: int | None = None
@@ -116,5 +124,7 @@ class SimHashHamming(Algorithm):
         return other
 
     def index_note(self) -> str:
-        return (f"its tables search {self.max_distance} bits, which finds every pair within the "
-                f"{simhash_distance_for(self.threshold)} bits of threshold {self.threshold:g}")
+        return (
+            f"its tables search {self.max_distance} bits, which finds every pair within the "
+            f"{simhash_distance_for(self.threshold)} bits of threshold {self.threshold:g}"
+        )

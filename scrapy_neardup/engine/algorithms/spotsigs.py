@@ -33,8 +33,7 @@ STOP_WORDS = frozenset(
     " el los las una es son fue en con por para del lo se que no il lo gli della delle sono era o os um uma "
     "da do dos das em"
     # Polish, Dutch
-    " i w z na do nie się jest to że jak od po są przez dla het een van en op voor niet met zijn"
-    .split()
+    " i w z na do nie się jest to że jak od po są przez dla het een van en op voor niet met zijn".split()
 )
 
 
@@ -63,9 +62,15 @@ class SpotSigs(Algorithm):
         self._stop = hash_tokens(sorted(STOP_WORDS))
 
     def params(self) -> dict[str, Any]:
-        return {"algorithm": self.name, "chain": self.chain, "num_perm": self.hasher.num_perm,
-                "seed": self.hasher.seed, "bands": self.bands, "rows": self.rows,
-                "stop_words": hashlib.sha1(" ".join(sorted(STOP_WORDS)).encode()).hexdigest()[:12]}
+        return {
+            "algorithm": self.name,
+            "chain": self.chain,
+            "num_perm": self.hasher.num_perm,
+            "seed": self.hasher.seed,
+            "bands": self.bands,
+            "rows": self.rows,
+            "stop_words": hashlib.sha1(" ".join(sorted(STOP_WORDS)).encode()).hexdigest()[:12],
+        }
 
     def spot_signatures(self, text: str) -> np.ndarray:
         hashes = words(text, self.chain + 1)
@@ -86,8 +91,9 @@ class SpotSigs(Algorithm):
     def fingerprint(self, text: str) -> Fingerprint:
         spots = self.spot_signatures(text)
         sig = self.hasher.signature(spots)
-        return Fingerprint(np.uint32(len(spots)).tobytes() + self.hasher.to_bytes(sig),
-                           band_keys(sig, self.bands, self.rows))
+        return Fingerprint(
+            np.uint32(len(spots)).tobytes() + self.hasher.to_bytes(sig), band_keys(sig, self.bands, self.rows)
+        )
 
     def similarity(self, a: bytes, b: bytes) -> float:
         size_a, size_b = int.from_bytes(a[:4], "little"), int.from_bytes(b[:4], "little")

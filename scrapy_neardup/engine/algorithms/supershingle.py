@@ -42,15 +42,29 @@ class SuperShingles(Algorithm):
         self.threshold = min_shared / groups
 
     def params(self) -> dict[str, Any]:
-        return {"algorithm": self.name, "m": self.m, "groups": self.groups, "min_shared": self.min_shared,
-                "seed": self.hasher.seed, "shingle_size": self.shingle_size}
+        return {
+            "algorithm": self.name,
+            "m": self.m,
+            "groups": self.groups,
+            "min_shared": self.min_shared,
+            "seed": self.hasher.seed,
+            "shingle_size": self.shingle_size,
+        }
 
     def fingerprint(self, text: str) -> Fingerprint:
         sig = self.hasher.signature(shingle_hashes(words(text, self.shingle_size), self.shingle_size))
         supers = band_keys(sig, self.groups, self.m // self.groups).view(np.uint64)
         subsets = combinations(range(self.groups), self.min_shared)
-        keys = [int(fmix64(np.array([sum(int(supers[i]) * (2 * j + 1) for j, i in enumerate(c)) & (2**64 - 1)],
-                                    dtype=np.uint64))[0]) for c in subsets]
+        keys = [
+            int(
+                fmix64(
+                    np.array(
+                        [sum(int(supers[i]) * (2 * j + 1) for j, i in enumerate(c)) & (2**64 - 1)], dtype=np.uint64
+                    )
+                )[0]
+            )
+            for c in subsets
+        ]
         return Fingerprint(supers.astype("<u8").tobytes(), salted_keys(keys, 0x5E9E7))
 
     def similarity(self, a: bytes, b: bytes) -> float:
