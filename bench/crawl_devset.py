@@ -163,11 +163,12 @@ class Timings:
         extract, work, reused, started = self.seconds["extract"], self.seconds["work"], self.reused, self.started
 
         def timed_settle(service, key, outcome):  # type: ignore[no-untyped-def]
-            if isinstance(outcome, tuple):  # the worker's own timing of the extraction and of its whole job
-                extract.append(outcome[0].extract_seconds)
-                work.append(outcome[0].work_seconds)
-                reused.append(outcome[0].reused)
-                started.append(outcome[0].work_started)
+            prepared = getattr(outcome, "prepared", None)  # an Outcome (not a worker's failure)
+            if prepared is not None:  # the worker's own timing of the extraction and of its whole job
+                extract.append(prepared.extract_seconds)
+                work.append(prepared.work_seconds)
+                reused.append(prepared.reused)
+                started.append(prepared.work_started)
             return settle(service, key, outcome)
 
         NearDupService._settle = timed_settle  # type: ignore[method-assign]

@@ -76,12 +76,14 @@ def test_a_store_that_could_not_be_opened_lets_no_response_through():
 
 
 def test_bodies_that_cannot_be_fingerprinted_are_skipped_before_a_worker():
-    service = NearDupService.for_crawler(crawler_with(NEARDUP_MAX_BODY_SIZE=100))
-    assert service.response_job(html(body=b"   \n")) == "empty"
-    assert service.response_job(html(body=b"<p>" + b"x" * 200 + b"</p>")) == "too_large"
-    assert service.response_job(html(body=b"%PDF-1.7 ...")) == "binary"
-    assert service.response_job(html(body=b"<p>\x00\x00</p>")) == "binary"
-    assert isinstance(service.response_job(html()), tuple)
+    from scrapy_neardup.crawl.screening import Job, response_job
+
+    assert response_job(html(body=b"   \n"), 100) == "empty"
+    assert response_job(html(body=b"<p>" + b"x" * 200 + b"</p>"), 100) == "too_large"
+    assert response_job(html(body=b"%PDF-1.7 ..."), 100) == "binary"
+    assert response_job(html(body=b"<p>\x00\x00</p>"), 100) == "binary"
+    job = response_job(html(), 100)
+    assert isinstance(job, Job) and job.is_html and job.url == "http://a.test/x"
 
 
 class Untaggable(scrapy.Item):

@@ -10,7 +10,7 @@ import re
 from crawlkit import ROOT
 
 from scrapy_neardup._config import DEFAULTS
-from scrapy_neardup.crawl.service import SKIP_REASONS
+from scrapy_neardup.crawl.reporting import SKIP_REASONS
 from scrapy_neardup.engine.algorithms import algorithm_names
 from scrapy_neardup.offline.cli import build_parser
 

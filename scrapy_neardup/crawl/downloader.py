@@ -17,7 +17,9 @@ from scrapy.utils.defer import maybe_deferred_to_future
 
 from ..engine.canonical import Declaration, link_header_canonical, may_fetch
 from ..engine.decisions import Declared
-from .service import NearDupService, Prepared, verdict_meta
+from .reporting import verdict_meta
+from .screening import response_job
+from .service import NearDupService, Prepared
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -78,13 +80,13 @@ class NearDupDownloaderMiddleware:
         if not self.check_pages or request.meta.get(META_DECLARED_BY) is not None:
             return response  # a declared page fetched first: its copy's check decides it
         if request.meta.get(META_ENABLED, True) is False:
-            service.skip("disabled", response.url)
+            service.report.skip("disabled", response.url)
             return response
         if not 200 <= response.status < 300:
-            service.skip("status", response.url)
+            service.report.skip("status", response.url)
             return response
         if not is_html(response):
-            service.skip("not_html", response.url)
+            service.report.skip("not_html", response.url)
             return response
         own_key = request.meta.get(META_KEY)
         key = str(own_key or response.url)
@@ -100,7 +102,7 @@ class NearDupDownloaderMiddleware:
 
         prepared, verdict = await service.check(
             key,
-            service.response_job(response),
+            response_job(response, self.config.max_body_size),
             url=response.url,
             declaration=declaration,
             own_key=bool(own_key),
@@ -143,7 +145,7 @@ class NearDupDownloaderMiddleware:
                 response = await maybe_deferred_to_future(engine.download(probe))
         except Exception as exc:  # noqa: BLE001 - forbidden by robots.txt, off the allowed domains, unreachable
             service.stats.inc_value("neardup/canonical/fetch_failed")
-            service.log_once(
+            service.report.log_once(
                 "canonical_fetch_failed",
                 f"the page {declared_url} that {key} declares canonical could "
                 f"not be fetched ({type(exc).__name__}: {exc}); {key} is checked on its own (such "
@@ -153,7 +155,7 @@ class NearDupDownloaderMiddleware:
         if not 200 <= response.status < 300 or not is_html(response):
             service.stats.inc_value("neardup/canonical/fetch_failed")
             return None
-        job = service.response_job(response)
+        job = response_job(response, self.config.max_body_size)
         if isinstance(job, str):
             return None
         prepared = await service.prepare(job)

@@ -14,6 +14,7 @@ import mmh3
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem, NotConfigured
 
+from .screening import text_job
 from .service import NearDupService
 from .spider import ItemTagger
 
@@ -40,12 +41,12 @@ class NearDupPipeline:
         adapter = ItemAdapter(item)
         text = adapter.get(self.field)
         if not isinstance(text, str):
-            self.service.skip("item_without_text", str(adapter.get("url", "")))
+            self.service.report.skip("item_without_text", str(adapter.get("url", "")))
             return item
         key = adapter.get("url")
         if not isinstance(key, str) or not key:
             key = "item:%032x" % mmh3.hash128(text, 0x17E5, signed=False)
-        _, verdict = await self.service.check(key, self.service.text_job(text))
+        _, verdict = await self.service.check(key, text_job(text))
         if verdict is None or not verdict.is_duplicate:
             return item
         if self.service.config.action == "drop":

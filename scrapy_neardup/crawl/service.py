@@ -8,7 +8,6 @@ and get the same instance, so a crawler has exactly one store connection. The st
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 import weakref
@@ -22,11 +21,7 @@ from scrapy.exceptions import CloseSpider, NotConfigured
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.project import data_path
 from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IReadDescriptor
-from twisted.internet.threads import deferToThreadPool
-from twisted.python.threadable import isInIOThread
 from twisted.python.threadpool import ThreadPool
-from zope.interface import implementer
 
 from .._config import Config, ConfigError, unknown_settings
 from ..engine.canonical import Declaration, chosen, declared_canonical
@@ -37,29 +32,17 @@ from ..engine.prepare import Prepared
 from ..engine.template import TemplateGuard
 from ..store import Store, StoreError, StoreMismatchError, StoreWriteError, redact_url
 from .bodies import IdenticalBodies, body_digest
-from .workers import (
-    IN_PROCESS,
-    ExtractionPool,
-    WorkerLost,
-    WorkerTimeout,
-    analyze_html,
-    analyze_text,
-    run_reader_callback,
-)
+from .reactor import in_thread, pool_reader, reply
+from .reporting import Reporter
+from .screening import Job
+from .workers import IN_PROCESS, ExtractionPool, WorkerLost, WorkerTimeout
 
 if TYPE_CHECKING:
-    from multiprocessing.connection import Connection
-
     from scrapy.crawler import Crawler
-    from scrapy.http import Response
     from scrapy.spiders import Spider
 
 logger = logging.getLogger("scrapy_neardup")
 
-#: Near-duplicate groups remembered for the end-of-crawl summary (the store keeps them all).
-MAX_REPORTED_GROUPS = 10_000
-#: Groups written out in the closing log line.
-LOGGED_GROUPS = 20
 #: Fetches the page a response declares canonical, before the response is decided: given the response's
 #: key and the declared URL, the :class:`Declared` page (or ``None`` to decide without it).
 Resolver = Callable[[str, str], Awaitable["Declared | None"]]
@@ -78,100 +61,6 @@ class Outcome:
     again: bool = False
 
 
-#: Why a document was not checked: the ``neardup/skipped/<reason>`` stats and their log wording.
-SKIP_REASONS = {
-    "binary": "the body is binary (NUL bytes or a PDF, image or archive signature)",
-    "disabled": "neardup_enabled is False in its meta",
-    "empty": "the body is empty",
-    "error": "fingerprinting failed unexpectedly",
-    "item_without_text": "the item has no text in NEARDUP_ITEM_FIELD",
-    "no_text": "it has no visible text",
-    "no_words": "its text has no words (only symbols, punctuation, emoji or invisible characters)",
-    "not_html": "it is not HTML",
-    "status": "its HTTP status is not 2xx",
-    "store_closed": "the store is not open",
-    "timeout": "its extraction took longer than NEARDUP_WORKER_TIMEOUT",
-    "worker_lost": "the worker process extracting it died",
-    "too_large": "the body is larger than NEARDUP_MAX_BODY_SIZE",
-    "too_little_text": "its text is shorter than NEARDUP_MIN_TEXT_LENGTH",
-}
-
-#: Why a page filed before was checked afresh: the ``neardup/rechecked/<reason>`` stats and their log wording.
-RECHECK_REASONS = {
-    "changed": "its content changed beyond the threshold (NEARDUP_RECHECK_CHANGED)",
-    "expired": "it was last fetched longer ago than NEARDUP_EXPIRATION_SECS",
-    "orphaned": "the page it was a near-duplicate of was removed from the store",
-}
-
-_services: weakref.WeakKeyDictionary[Any, NearDupService] = weakref.WeakKeyDictionary()
-#: Crawlers whose misspelt NEARDUP_* names were warned about.
-_warned: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-@implementer(IReadDescriptor)
-class _WorkerPipe:
-    """A worker's pipe as the reactor watches it, like a socket: the pool reads a result when it is there."""
-
-    def __init__(self, conn: Connection, on_readable: Any) -> None:
-        self.conn, self.on_readable = conn, on_readable
-        self.fd = conn.fileno()  # kept: the reactor asks for it again after the pipe is closed
-
-    def fileno(self) -> int:
-        return self.fd
-
-    def doRead(self) -> None:
-        # A callback error must not reach the reactor, which would stop watching this pipe for good.
-        run_reader_callback(self.on_readable)
-
-    def connectionLost(self, reason: Any) -> None:
-        pass
-
-    def logPrefix(self) -> str:
-        return "scrapy-neardup-worker"
-
-
-class ReactorIO:
-    """The workers' results read by the reactor (:class:`~scrapy_neardup.crawl.workers.PoolIO`): a page's
-    result wakes the reactor once, and it is decided there (a local store) or handed to the store thread."""
-
-    def __init__(self) -> None:
-        from twisted.internet import reactor
-
-        self.reactor: Any = reactor
-        self._pipes: dict[Connection, _WorkerPipe] = {}
-
-    def _in_reactor(self, fn: Any, *args: Any) -> None:
-        if isInIOThread():
-            fn(*args)
-        else:
-            self.reactor.callFromThread(fn, *args)
-
-    def watch(self, conn: Connection, on_readable: Any) -> None:
-        def add() -> None:
-            pipe = self._pipes[conn] = _WorkerPipe(conn, on_readable)
-            self.reactor.addReader(pipe)
-
-        self._in_reactor(add)
-
-    def release(self, conn: Connection) -> None:
-        def remove() -> None:
-            pipe = self._pipes.pop(conn, None)
-            if pipe is not None:
-                self.reactor.removeReader(pipe)
-            conn.close()
-
-        self._in_reactor(remove)
-
-    def stop(self) -> None:
-        pass
-
-
-def pool_reader() -> ReactorIO | None:
-    """Who reads the workers' results: the reactor, which watches their pipes where they are file
-    descriptors (POSIX); elsewhere (``None``) a thread of the pool reads them and hands each result over."""
-    return ReactorIO() if os.name == "posix" else None
-
-
 def _scrapy_version() -> tuple[int, ...]:
     import scrapy
 
@@ -183,33 +72,9 @@ def _scrapy_version() -> tuple[int, ...]:
 _CLOSE_FROM_OPENED = _scrapy_version() >= (2, 18)
 
 
-def _in_thread(pool: ThreadPool, fn: Any, *args: Any) -> Any:
-    """Run ``fn`` on ``pool``; awaitable under both the asyncio and the default reactor."""
-    from twisted.internet import reactor  # imported late: importing it at module level installs a reactor
-
-    return maybe_deferred_to_future(deferToThreadPool(reactor, pool, fn, *args))
-
-
-#: Byte-order marks of the encodings whose text is full of NUL bytes.
-_WIDE_BOMS = (b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")
-
-
-def _wide_encoding(body: bytes, content_type: bytes | None) -> bool:
-    """Whether the body is declared UTF-16 or UTF-32 (by a byte-order mark or the ``Content-Type``
-    charset): its NUL bytes are then text, not a sign of binary data."""
-    if body.startswith(_WIDE_BOMS):
-        return True
-    if content_type:
-        charset = content_type.lower().partition(b"charset=")[2].split(b";")[0].strip(b" \"'")
-        return charset.replace(b"-", b"").replace(b"_", b"").startswith((b"utf16", b"utf32", b"ucs2", b"ucs4"))
-    return False
-
-
-def _looks_binary(body: bytes, content_type: bytes | None = None) -> bool:
-    head = body[:2048]
-    if b"\x00" in head and not _wide_encoding(body, content_type):
-        return True
-    return head.startswith((b"%PDF", b"\x89PNG", b"GIF8", b"\xff\xd8\xff", b"PK\x03\x04", b"\x1f\x8b"))
+_services: weakref.WeakKeyDictionary[Any, NearDupService] = weakref.WeakKeyDictionary()
+#: Crawlers whose misspelt NEARDUP_* names were warned about.
+_warned: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 class _ReportedOnce(logging.Filter):
@@ -246,11 +111,7 @@ class NearDupService:
         self.guard: TemplateGuard | None = config.build_template_guard(self.algorithm)
         self.detector: Detector | None = None
         self._decisions: DecisionLoop | None = None
-        self.groups: dict[str, list[str]] = {}
-        self._logged_first_duplicate = False
-        self._logged_first_seen = False
-        self._logged_skip_reasons: set[str] = set()
-        self._logged_rechecks: set[str] = set()
+        self.report = Reporter(crawler, config.debug)
         self.workers = config.resolved_workers()
         self._extraction: ExtractionPool | None = None  # worker processes (NEARDUP_WORKERS >= 1)
         self._bodies: IdenticalBodies | None = None  # byte-identical responses share one job (with workers)
@@ -401,7 +262,7 @@ class NearDupService:
                     self.stats.set_value(f"neardup/workers/{name}", value)
         try:
             if store_thread is not None:
-                await _in_thread(store_thread, self._close_store, detector)
+                await in_thread(store_thread, self._close_store, detector)
             else:
                 self._close_store(detector)
         except Exception as exc:  # noqa: BLE001 - the crawl must still end, and say what was lost
@@ -421,59 +282,13 @@ class NearDupService:
             for pool in (store_thread, threads):
                 if pool is not None:
                     pool.stop()
-        self.log_summary(spider)
-
-    def log_summary(self, spider: Spider) -> None:
-        get = self.stats.get_value
-        skipped = {
-            k.rsplit("/", 1)[1]: v for k, v in self.stats.get_stats().items() if k.startswith("neardup/skipped/")
-        }
-        logger.info(
-            "scrapy-neardup: %d pages checked: %d unique, %d near-duplicates (%d dropped), %d seen before; "
-            "%d skipped%s",
-            get("neardup/checked", 0),
-            get("neardup/unique", 0),
-            get("neardup/duplicate", 0),
-            get("neardup/dropped", 0),
-            get("neardup/seen", 0),
-            sum(skipped.values()),
-            " (" + ", ".join(f"{k}: {v}" for k, v in sorted(skipped.items())) + ")" if skipped else "",
-            extra={"spider": spider},
-        )
-        if self.groups:
-            shown = sorted(self.groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:LOGGED_GROUPS]
-            lines = [f"  {canonical}\n" + "".join(f"    ~ {dup}\n" for dup in dups) for canonical, dups in shown]
-            more = len(self.groups) - len(shown)
-            logger.info(
-                "scrapy-neardup: %d near-duplicate groups found in this crawl%s:\n%s",
-                len(self.groups),
-                f" (the {len(shown)} largest shown)" if more > 0 else "",
-                "".join(lines).rstrip("\n"),
-                extra={"spider": spider},
-            )
+        self.report.log_summary(spider)
 
     # -- the work ----------------------------------------------------------------------------------
-    def response_job(self, response: Response) -> tuple[Any, ...] | str:
-        """What a worker needs to analyse a response (its body, URL and Content-Type), or the reason it
-        is skipped; the cheap checks run here, so a body that is skipped never crosses to a worker."""
-        body = response.body
-        if not body or body.isspace():  # isspace: no copy of the body, as strip() would make
-            return "empty"
-        if len(body) > self.config.max_body_size:
-            return "too_large"
-        content_type = response.headers.get(b"Content-Type")
-        if _looks_binary(body, content_type):
-            return "binary"
-        return (analyze_html, body, response.url, content_type.decode("latin-1") if content_type else None)
-
-    @staticmethod
-    def text_job(text: str) -> tuple[Any, ...]:
-        return (analyze_text, text)
-
     async def check(
         self,
         key: str,
-        job: tuple[Any, ...] | str,
+        job: Job | str,
         url: str | None = None,
         declaration: Declaration | None = None,
         own_key: bool = False,
@@ -483,9 +298,9 @@ class NearDupService:
         (the template guard) and check-and-insert it in the store, under ``key``.
 
         Returns what was prepared and the verdict, or ``None`` when the document was skipped or the store
-        failed (both counted and logged here). ``job`` is :meth:`response_job` or :meth:`text_job`; a
-        string is a reason to skip. ``declaration``: the canonical URL the response's ``Link`` header
-        declares (the page's own ``<link rel="canonical">`` comes back from the worker); with
+        failed (both counted and logged here). ``job`` is :func:`.screening.response_job` or
+        :func:`.screening.text_job`; a string is a reason to skip. ``declaration``: the canonical URL the
+        response's ``Link`` header declares (the page's own ``<link rel="canonical">`` comes back from the worker); with
         ``NEARDUP_CANONICAL`` it is weighed by the rules of :mod:`scrapy_neardup.engine.canonical`, unless
         ``own_key`` says the key was given (``neardup_key``). ``resolve`` may fetch the declared page first
         (the downloader middleware's, for a page of the same site): it is given the key and the declared URL
@@ -498,10 +313,10 @@ class NearDupService:
         nor its threads, which Scrapy's DNS resolver needs.
         """
         if isinstance(job, str):
-            self.skip(job, key)
+            self.report.skip(job, key)
             return Prepared(None, job), None
         if self.detector is None or self._store_thread is None:
-            self.skip("store_closed", key)
+            self.report.skip("store_closed", key)
             return Prepared(None, "store_closed"), None
         prepared = await self.prepare(job)
         if isinstance(prepared, BaseException) or prepared.fingerprint is None:
@@ -516,15 +331,15 @@ class NearDupService:
         outcome = await self._decided(prepared, key, url, declared)
         return self._settle(key, outcome)
 
-    async def prepare(self, job: tuple[Any, ...]) -> Prepared | BaseException:
+    async def prepare(self, job: Job) -> Prepared | BaseException:
         """Extract and fingerprint a document in a worker (or a thread of this process), nothing decided:
         what was prepared, or what went wrong (a lost worker, a timeout, an unexpected error)."""
         deferred: Deferred = Deferred()  # type: ignore[type-arg]
-        fn, *args = job
+        fn, *args = job.call()
         try:
             if self._extraction is not None:
                 extraction, copy_of = self._extraction, None
-                if self._bodies is not None and fn is analyze_html:
+                if self._bodies is not None and job.is_html:
                     body, page_url, content_type = args
                     future, first_url = self._bodies.share(
                         body_digest(body, content_type), page_url, lambda: extraction.submit(fn, *args)
@@ -563,14 +378,14 @@ class NearDupService:
             return None
         if detector.store.local or self._closing:
             return fn()
-        return await _in_thread(store_thread, fn)
+        return await in_thread(store_thread, fn)
 
     # -- prepare(): the reactor reads the worker's result, or an extraction thread --------------------
     def _analysed(
         self,
         done: Future,
         deferred: Deferred,  # type: ignore[type-arg]
-        copy_of: tuple[tuple[Any, ...], str] | None = None,
+        copy_of: tuple[Job, str] | None = None,
     ) -> None:
         """A worker's result for this page, or, with ``copy_of`` (the page's job, and the URL of the page
         the job was made for), the result of another response with the same bytes."""
@@ -580,16 +395,17 @@ class NearDupService:
             if copy_of is not None and not self._closing:  # the other page's job failed: this page's own
                 self._extract_alone(copy_of[0], deferred)
                 return
-            self._reply(deferred, exc)
+            reply(deferred, exc)
             return
         if copy_of is not None:
             prepared = self._as_copy(prepared, *copy_of)
-        self._reply(deferred, prepared)
+        reply(deferred, prepared)
 
-    def _as_copy(self, prepared: Prepared, job: tuple[Any, ...], first_url: str) -> Prepared:
+    def _as_copy(self, prepared: Prepared, job: Job, first_url: str) -> Prepared:
         """Another response's result for this one, with the same bytes: only a relative declared canonical
         depends on the page's URL, so it is read again against this page's URL."""
-        _, body, page_url, content_type = job
+        body, page_url, content_type = job.body, job.url, job.content_type
+        assert body is not None and page_url is not None
         canonical = prepared.declared_canonical
         if canonical is not None and page_url != first_url:
             canonical = declared_canonical(decode_html(body, content_type), page_url)
@@ -597,16 +413,16 @@ class NearDupService:
             prepared, reused=True, extract_seconds=0.0, work_seconds=0.0, work_started=0.0, declared_canonical=canonical
         )
 
-    def _extract_alone(self, job: tuple[Any, ...], deferred: Deferred) -> None:  # type: ignore[type-arg]
+    def _extract_alone(self, job: Job, deferred: Deferred) -> None:  # type: ignore[type-arg]
         """This page's own job, after the job of another response with its bytes failed (a lost worker is
         counted for the page it held, not for its copies)."""
-        fn, *args = job
+        fn, *args = job.call()
         try:
             if self._extraction is None:
                 raise RuntimeError("the extraction pool is closed")
             future = self._extraction.submit(fn, *args)
         except RuntimeError:
-            self._reply(deferred, WorkerLost("the extraction pool was stopped"))
+            reply(deferred, WorkerLost("the extraction pool was stopped"))
             return
         future.add_done_callback(lambda done: self._analysed(done, deferred))
 
@@ -614,9 +430,9 @@ class NearDupService:
         try:
             prepared = IN_PROCESS[fn](self.pipeline, *args)
         except Exception as exc:  # noqa: BLE001 - a page must never crash the crawl
-            self._reply(deferred, exc)
+            reply(deferred, exc)
             return
-        self._reply(deferred, prepared)
+        reply(deferred, prepared)
 
     # -- the decision: here for a local store, on the store thread for Redis ------------------------------
     async def _decided(self, prepared: Prepared, key: str, url: str | None, declared: Declared | None) -> Outcome:
@@ -641,15 +457,6 @@ class NearDupService:
             mine.prepared, mine.verdict, mine.refiled, tuple(d for d in made[:-1] if not d.again), mine.again
         )
 
-    @staticmethod
-    def _reply(deferred: Deferred, outcome: Any) -> None:  # type: ignore[type-arg]
-        if isInIOThread():  # decided where the worker's result was read: no hand-over
-            deferred.callback(outcome)
-            return
-        from twisted.internet import reactor
-
-        reactor.callFromThread(deferred.callback, outcome)
-
     def _settle(self, key: str, outcome: Outcome | BaseException) -> tuple[Prepared, Verdict | None]:
         """Reactor thread: count and log what became of a page (and of the declared page decided first)."""
         if isinstance(outcome, (WorkerLost, WorkerTimeout)):
@@ -664,7 +471,7 @@ class NearDupService:
                     reason,
                     extra={"spider": self.crawler.spider},
                 )
-            self.skip(reason, key, log=reason == "store_closed")
+            self.report.skip(reason, key, log=reason == "store_closed")
             return Prepared(None, reason), None
         if isinstance(outcome, BaseException):
             logger.warning(
@@ -673,13 +480,13 @@ class NearDupService:
                 exc_info=outcome,
                 extra={"spider": self.crawler.spider},
             )
-            self.skip("error", key, log=False)
+            self.report.skip("error", key, log=False)
             return Prepared(None, "error"), None
         prepared, result = outcome.prepared, outcome.result
         if prepared.reused:
             self.stats.inc_value("neardup/extract/reused")
         if prepared.fingerprint is None:
-            self.skip(prepared.skip_reason or "no_text", key)
+            self.report.skip(prepared.skip_reason or "no_text", key)
             return prepared, None
         if outcome.refiled:
             self.stats.inc_value("neardup/extract/refiled", outcome.refiled)
@@ -694,15 +501,15 @@ class NearDupService:
             )
         for before in outcome.before:  # the declared page, fetched and decided first
             self.stats.inc_value("neardup/canonical/fetched_first")
-            self.record(before.key, before.verdict)
+            self.report.record(before.key, before.verdict)
         if isinstance(result, Verdict):
             if not outcome.again:  # else counted when a copy brought it in
-                self.record(key, result)
+                self.report.record(key, result)
             return prepared, result
         if isinstance(result, StoreError):
             self.store_failed(key, result)
             return prepared, None
-        self.skip("store_closed", key)
+        self.report.skip("store_closed", key)
         return Prepared(None, "store_closed"), None
 
     def _close_store(self, detector: Detector) -> None:
@@ -744,89 +551,3 @@ class NearDupService:
             logger.warning(
                 "scrapy-neardup: store error on %s; passed on unchecked (NEARDUP_ON_STORE_ERROR = 'pass'): %s", key, exc
             )
-
-    def record(self, key: str, verdict: Verdict) -> None:
-        """Stats, log lines and the crawl's group report for a verdict (reactor thread)."""
-        self.stats.inc_value("neardup/checked")
-        self.stats.inc_value(f"neardup/{verdict.status}")
-        if verdict.rechecked is not None:
-            self.stats.inc_value(f"neardup/rechecked/{verdict.rechecked}")
-            first = verdict.rechecked not in self._logged_rechecks
-            if first or self.config.debug:
-                self._logged_rechecks.add(verdict.rechecked)
-                logger.log(
-                    logging.INFO if first else logging.DEBUG,
-                    "scrapy-neardup: %s was filed before, but %s: checked afresh, now %s%s",
-                    key,
-                    RECHECK_REASONS[verdict.rechecked],
-                    verdict.status,
-                    f" (such pages are counted in neardup/rechecked/{verdict.rechecked})" if first else "",
-                )
-        if verdict.status == "duplicate":
-            group = self.groups.get(verdict.canonical)
-            if group is not None:
-                group.append(key)
-            elif len(self.groups) < MAX_REPORTED_GROUPS:
-                self.groups[verdict.canonical] = [key]
-            if self.config.debug or not self._logged_first_duplicate:
-                logger.log(
-                    logging.INFO if not self._logged_first_duplicate else logging.DEBUG,
-                    "scrapy-neardup: %s is a near-duplicate of %s (similarity %.3f)%s",
-                    key,
-                    verdict.canonical,
-                    verdict.similarity,
-                    "" if self.config.debug else " - no further duplicates will be shown (see NEARDUP_DEBUG)",
-                )
-                self._logged_first_duplicate = True
-        elif verdict.status == "seen" and (self.config.debug or not self._logged_first_seen):
-            logger.log(
-                logging.INFO if not self._logged_first_seen else logging.DEBUG,
-                "scrapy-neardup: %s was filed before (%s)%s",
-                key,
-                "canonical" if verdict.canonical == key else f"a near-duplicate of {verdict.canonical}",
-                ""
-                if self.config.debug
-                else " - further pages seen before are counted in neardup/seen (see NEARDUP_DEBUG)",
-            )
-            self._logged_first_seen = True
-
-    def log_once(self, topic: str, message: str) -> None:
-        """``message`` at INFO the first time ``topic`` comes up in this crawl, then at DEBUG."""
-        first = topic not in self._logged_skip_reasons
-        if first or self.config.debug:
-            self._logged_skip_reasons.add(topic)
-            logger.log(
-                logging.INFO if first else logging.DEBUG,
-                "scrapy-neardup: %s",
-                message,
-                extra={"spider": self.crawler.spider},
-            )
-
-    def skip(self, reason: str, url: str = "", log: bool = True) -> None:
-        """Count a document that is passed on unchecked; say so once per reason at INFO, then at DEBUG
-        (``log=False``: the caller has logged it)."""
-        self.stats.inc_value(f"neardup/skipped/{reason}")
-        if not log:
-            return
-        first = reason not in self._logged_skip_reasons
-        if first or self.config.debug:
-            self._logged_skip_reasons.add(reason)
-            logger.log(
-                logging.INFO if first else logging.DEBUG,
-                "scrapy-neardup: %s passed on unchecked: %s%s",
-                url or "a document",
-                SKIP_REASONS.get(reason, reason),
-                f" (such documents are counted in neardup/skipped/{reason})" if first else "",
-            )
-
-
-def verdict_meta(verdict: Verdict) -> dict[str, Any]:
-    """The ``neardup`` meta value describing a verdict."""
-    return {
-        "status": verdict.status,
-        "key": verdict.key,
-        "canonical": verdict.canonical,
-        "similarity": round(verdict.similarity, 6),
-        "duplicate": verdict.is_duplicate,
-        "rechecked": verdict.rechecked,
-    }
