@@ -530,7 +530,7 @@ def test_ctrl_c_stops_the_batch_cli_cleanly_with_consistent_files(tmp_path):
     def read_stderr() -> None:
         while chunk := proc.stderr.read1(4096):
             err.extend(chunk)
-            decided = re.findall(rb"\r([\d,]+) documents, ", err)  # the progress line, rewritten in place
+            decided = re.findall(rb"\r([\d,]+) documents[ ,]", err)  # the progress line, rewritten in place
             if decided and int(decided[-1].replace(b",", b"")) >= 300:
                 progressing.set()
 
