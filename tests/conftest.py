@@ -14,9 +14,10 @@ sys.path.insert(0, HERE)
 from redis_server import RedisServer, kind_named, server_kinds  # noqa: E402
 
 #: Fixtures whose tests run once per Redis server kind.
-_REDIS_FIXTURES = ("redis_kind", "redis_server", "redis_cluster")
+_REDIS_FIXTURES = ("redis_kind", "redis_server", "redis_cluster", "shared_cluster")
 
 _redis: dict[str, RedisServer] = {}
+_clusters: dict = {}
 _prefixes: dict[str, str] = {}
 
 
@@ -79,6 +80,8 @@ def make_store(kind, tmp_path, name="store", redis_kind=None):
 def pytest_sessionfinish(session, exitstatus):
     for server in _redis.values():
         server.stop()
+    for cluster in _clusters.values():
+        cluster.stop()
 
 
 @pytest.fixture
@@ -93,6 +96,19 @@ def redis_server(tmp_path, redis_kind):
     server = RedisServer(str(tmp_path / "redis"), persistent=True, kind=kind_named(redis_kind)).start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def shared_cluster(tmp_path_factory, redis_kind):
+    """A real Redis Cluster of this test's server kind (three masters with a replica each) shared by the tests
+    that leave its nodes running (each uses key prefixes of its own); a test that kills a node takes
+    ``redis_cluster``."""
+    from redis_cluster import RedisCluster
+
+    if redis_kind not in _clusters:
+        folder = tmp_path_factory.mktemp(f"cluster-{redis_kind}")
+        _clusters[redis_kind] = RedisCluster(str(folder), masters=3, replicas=1, kind=kind_named(redis_kind)).start()
+    return _clusters[redis_kind]
 
 
 @pytest.fixture

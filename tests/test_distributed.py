@@ -317,8 +317,10 @@ def test_second_process_on_one_sqlite_file_gets_a_clear_error(site, tmp_path):
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
-def test_three_processes_on_a_redis_cluster_keep_what_one_process_keeps(site, redis_cluster, tmp_path):
-    assert_parts_keep_what_one_process_keeps(site, tmp_path, redis_cluster.url, 3, "c")
+def test_three_processes_on_a_redis_cluster_keep_what_one_process_keeps(site, shared_cluster, tmp_path):
+    assert_parts_keep_what_one_process_keeps(
+        site, tmp_path, shared_cluster.url, 3, "c", NEARDUP_REDIS_KEY="three:{%(spider)s}"
+    )
 
 
 def test_a_cluster_master_killed_mid_crawl_is_replaced_and_the_crawl_goes_on(site, redis_cluster, tmp_path):
@@ -343,7 +345,7 @@ def test_a_cluster_master_killed_mid_crawl_is_replaced_and_the_crawl_goes_on(sit
     fresh.close()
 
 
-def test_processes_filing_near_duplicates_at_once_on_a_cluster_keep_one_canonical(redis_cluster):
+def test_processes_filing_near_duplicates_at_once_on_a_cluster_keep_one_canonical(shared_cluster):
     """Four processes file the four copies of each of 40 texts at the same instant, on a cluster of three
     masters: check-and-insert across shards leaves one canonical per text. One spider's keys are spread:
     each master serves 21 or 22 of the 64 groups, whatever the prefix, and holds about a third of the keys."""
@@ -354,13 +356,13 @@ def test_processes_filing_near_duplicates_at_once_on_a_cluster_keep_one_canonica
     from scrapy_neardup.store.redis import _Layout
 
     prefix = f"race:{{{uuid.uuid4().hex}}}"
-    assert_racing_processes_keep_one_canonical_per_group(redis_cluster.url, prefix=prefix)
-    router = ClusterClient(host="127.0.0.1", port=redis_cluster.nodes[0].port)
+    assert_racing_processes_keep_one_canonical_per_group(shared_cluster.url, prefix=prefix)
+    router = ClusterClient(host="127.0.0.1", port=shared_cluster.nodes[0].port)
     served = Counter(router.get_node_from_key(f"{tag}:r").port for tag in _Layout(prefix).tags)
     router.close()
     assert sorted(served.values()) == [21, 21, 22], served
     counts = []
-    for node in redis_cluster.nodes:
+    for node in shared_cluster.nodes:
         client = redis.Redis(host="127.0.0.1", port=node.port)
         if client.info("replication")["role"] == "master":
             counts.append(client.dbsize())
@@ -369,18 +371,18 @@ def test_processes_filing_near_duplicates_at_once_on_a_cluster_keep_one_canonica
     assert all(0.27 <= c / sum(counts) <= 0.40 for c in counts), counts
 
 
-def test_maintenance_reaches_every_master_of_a_cluster(redis_cluster):
+def test_maintenance_reaches_every_master_of_a_cluster(shared_cluster):
     """Export, reset, expiry and purge read and delete the spider's keys on all three masters."""
     from scrapy_neardup.store.redis import RedisStore
 
-    store = RedisStore(redis_cluster.url, prefix="upkeep:{x}")
+    store = RedisStore(shared_cluster.url, prefix="upkeep:{x}")
     store.open({"format_version": 1})
     for i in range(300):
         store.add(f"http://x/{i}", b"s" * 16, [i * 7919 + j for j in range(10)])
     assert store.count() == 300 and len(list(store.iter_records())) == 300
     assert len(store._group_keys()) > 64
     store.close()
-    store = RedisStore(redis_cluster.url, prefix="upkeep:{x}")
+    store = RedisStore(shared_cluster.url, prefix="upkeep:{x}")
     store.open({"format_version": 1}, reset=True)
     assert store.count() == 0 and store._group_keys() == []
     store.add("http://y/", b"s" * 16, [1, 2])
