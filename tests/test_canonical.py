@@ -237,6 +237,7 @@ def test_tag_mode_gives_the_same_groups_in_any_order_and_again(tmp_path):
             assert code == 0, err
             records = {site.path(r["url"]): r for r in map(json.loads, out.splitlines())}
             assert all(r["status"] != "unknown" for r in records.values()), records  # every page is filed
+            assert all(r["canonical"] != r["url"] for r in records.values()), records  # never its own copy
             group = {p: site.path(r["canonical"]) if r["canonical"] else p for p, r in records.items()}
             assert all(group[c] == "/a" for c in ("/a?utm_source=feed", "/amp/a", "/print/a")), group
             assert group["/d-print"] == "/d" and group["/a"] == "/a", group
