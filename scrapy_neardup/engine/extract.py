@@ -171,7 +171,7 @@ def quiet_trafilatura() -> None:
         trafilatura_logger.setLevel(logging.ERROR)
 
 
-def main_text(html: Any, url: str | None = None, fast: bool = True, favor: str = "recall") -> str:
+def main_text(html: Any, url: str | None = None, fast: bool = False, favor: str = "recall") -> str:
     """trafilatura's main text (no comments; tables kept), or ``""`` when it finds none or fails. ``html``:
     the page, or its tree as :func:`parse_for_extraction` made it (trafilatura works on a copy).
 
@@ -221,7 +221,7 @@ def extract(
     *,
     use_main: bool = True,
     min_length: int = 200,
-    fast: bool = True,
+    fast: bool = False,
     favor: str = "recall",
     with_page_text: bool = False,
 ) -> Extraction:

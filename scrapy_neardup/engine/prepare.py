@@ -105,7 +105,7 @@ class DocumentPipeline:
         *,
         use_main: bool = True,
         min_text_length: int = 200,
-        fast: bool = True,
+        fast: bool = False,
         favor: str = "recall",
         with_page_text: bool = False,
         find_canonical: bool = False,

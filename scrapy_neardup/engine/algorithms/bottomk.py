@@ -30,8 +30,14 @@ class BottomK(Algorithm):
         )
 
     def __init__(
-        self, threshold: float = 0.45, k: int = 128, seed: int = 1, shingle_size: int = 2, index_values: int = 24
+        self,
+        threshold: float | None = None,
+        k: int = 128,
+        seed: int = 1,
+        shingle_size: int = 2,
+        index_values: int = 24,
     ) -> None:
+        threshold = self.DEFAULT_THRESHOLD if threshold is None else threshold
         self.threshold = threshold
         self.shingle_size = shingle_size
         self.index_values = index_values

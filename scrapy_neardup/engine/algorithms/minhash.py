@@ -52,10 +52,10 @@ class MinHashLSH(Algorithm):
 
     def __init__(
         self,
-        threshold: float = 0.5,
+        threshold: float | None = None,
         num_perm: int = 128,
         seed: int = 1,
-        shingle_size: int = 3,
+        shingle_size: int = 2,
         signature_bits: int = 16,
         sketch: str = "one-permutation",
     ) -> None:
@@ -63,6 +63,9 @@ class MinHashLSH(Algorithm):
             raise ValueError(f"signature_bits must be 16 or 32, got {signature_bits}")
         if sketch not in MINHASH_SKETCHES:
             raise ValueError(f"sketch must be one of {', '.join(MINHASH_SKETCHES)}, got {sketch!r}")
+        # The product's defaults (NEARDUP_THRESHOLD None: DEFAULT_THRESHOLD; word 2-shingles), so that code and
+        # tests that build an algorithm directly run what a crawl runs.
+        threshold = self.DEFAULT_THRESHOLD if threshold is None else threshold
         self.threshold = threshold
         self.shingle_size = shingle_size
         self.signature_bits = signature_bits

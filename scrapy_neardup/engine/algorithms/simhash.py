@@ -87,8 +87,13 @@ class SimHashHamming(Algorithm):
         )
 
     def __init__(
-        self, threshold: float = 0.65, shingle_size: int = 2, max_distance: int | None = None, blocks: int | None = None
+        self,
+        threshold: float | None = None,
+        shingle_size: int = 2,
+        max_distance: int | None = None,
+        blocks: int | None = None,
     ) -> None:
+        threshold = self.DEFAULT_THRESHOLD if threshold is None else threshold
         self.max_distance = simhash_distance_for(threshold) if max_distance is None else max_distance
         self.threshold = threshold if max_distance is None else simhash_jaccard(self.max_distance)
         self.shingle_size = shingle_size

@@ -54,7 +54,8 @@ class SpotSigs(Algorithm):
     def from_settings(cls, settings: AlgorithmSettings) -> SpotSigs:
         return cls(settings.threshold, num_perm=settings.minhash_num_perm, seed=settings.minhash_seed)
 
-    def __init__(self, threshold: float = 0.45, chain: int = 2, num_perm: int = 128, seed: int = 1) -> None:
+    def __init__(self, threshold: float | None = None, chain: int = 2, num_perm: int = 128, seed: int = 1) -> None:
+        threshold = self.DEFAULT_THRESHOLD if threshold is None else threshold
         self.threshold = threshold
         self.chain = chain
         self.hasher = MinHasher(num_perm, seed)
