@@ -23,7 +23,8 @@ from urllib.parse import urlsplit
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from scrapy_neardup._config import Config  # noqa: E402
-from scrapy_neardup.engine.template import PAGE_TEXTS_DIFFER, page_sketcher  # noqa: E402
+from scrapy_neardup.engine.prepare import page_sketcher  # noqa: E402
+from scrapy_neardup.engine.template import PAGE_TEXTS_DIFFER  # noqa: E402
 from scrapy_neardup.offline.evaluation import _extract_job, load_manifest  # noqa: E402
 
 

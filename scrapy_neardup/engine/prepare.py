@@ -13,12 +13,36 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
+import mmh3
 import numpy as np
 
 from .algorithms.base import Algorithm, Fingerprint, NoWords
 from .canonical import declared_canonical
 from .extract import Extraction, decode_html, extract
-from .template import page_sketcher, text_key
+
+#: mmh3 seed of the main-text hash; fixed so that every process agrees on it.
+_SEED = 0x7E3A
+
+#: The guard's own page-text sketch: MinHash with this many permutations and this seed.
+SKETCH_PERM = 64
+SKETCH_SEED = 0x5EED
+
+
+def text_key(text: str) -> int:
+    """A 128-bit hash of a text, case and white space folded: equal for identical main texts."""
+    return mmh3.hash128(" ".join(text.casefold().split()), _SEED)
+
+
+def page_sketcher(algorithm=None):  # type: ignore[no-untyped-def]
+    """The MinHash the guard compares page texts with: ``algorithm`` itself when it already is MinHash of
+    word 2-shingles (its page fingerprint then serves as the sketch, computed once), else a fixed one of
+    ``SKETCH_PERM`` permutations. Either estimates the same Jaccard, so ``PAGE_TEXTS_DIFFER`` means one
+    thing whatever fingerprints the pages."""
+    from .algorithms.minhash import MinHashLSH
+
+    if type(algorithm) is MinHashLSH and algorithm.shingle_size == 2:
+        return algorithm
+    return MinHashLSH(threshold=0.5, num_perm=SKETCH_PERM, seed=SKETCH_SEED, shingle_size=2)
 
 
 @dataclass(frozen=True)

@@ -37,36 +37,13 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import mmh3
+from .prepare import Prepared, page_sketcher
 
 if TYPE_CHECKING:
     from .algorithms.base import Algorithm, Fingerprint
-    from .prepare import Prepared
 
-#: mmh3 seed of the main-text hash; fixed so that every process agrees on it.
-_SEED = 0x7E3A
 #: Page texts less similar than this (estimated Jaccard of word 2-shingles) are different pages.
 PAGE_TEXTS_DIFFER = 0.25
-#: The guard's own page-text sketch: MinHash with this many permutations and this seed.
-SKETCH_PERM = 64
-SKETCH_SEED = 0x5EED
-
-
-def text_key(text: str) -> int:
-    """A 128-bit hash of a text, case and white space folded: equal for identical main texts."""
-    return mmh3.hash128(" ".join(text.casefold().split()), _SEED)
-
-
-def page_sketcher(algorithm=None):  # type: ignore[no-untyped-def]
-    """The MinHash the guard compares page texts with: ``algorithm`` itself when it already is MinHash of
-    word 2-shingles (its page fingerprint then serves as the sketch, computed once), else a fixed one of
-    ``SKETCH_PERM`` permutations. Either estimates the same Jaccard, so ``PAGE_TEXTS_DIFFER`` means one
-    thing whatever fingerprints the pages."""
-    from .algorithms.minhash import MinHashLSH
-
-    if type(algorithm) is MinHashLSH and algorithm.shingle_size == 2:
-        return algorithm
-    return MinHashLSH(threshold=0.5, num_perm=SKETCH_PERM, seed=SKETCH_SEED, shingle_size=2)
 
 
 @dataclass

@@ -399,7 +399,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
 
     all_pairs = None
     if args.all_pairs:
-        from ..engine.allpairs import AllPairs
+        from .allpairs import AllPairs
 
         all_pairs = AllPairs(config.build_algorithm())
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..minhash import BottomKSketch
+from ..minwise import BottomKSketch
 from ..text import shingle_hashes
 from .base import Algorithm, AlgorithmSettings, Fingerprint, salted_keys, words
 

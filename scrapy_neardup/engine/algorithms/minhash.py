@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..lsh import band_keys, optimal_bands
-from ..minhash import MinHasher, OnePermutationHasher
+from ..minwise import MinHasher, OnePermutationHasher
 from ..text import shingle_hashes
 from .base import Algorithm, AlgorithmSettings, Fingerprint, SettingProblem, words
 

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ..simhash import HammingTables, SimHasher
+from ..hamming import HammingTables, SimHasher
 from ..text import shingle_hashes
 from .base import Algorithm, AlgorithmSettings, Fingerprint, SettingProblem, words
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..lsh import band_keys, optimal_bands
-from ..minhash import MinHasher
+from ..minwise import MinHasher
 from ..text import fmix64, hash_tokens
 from .base import Algorithm, AlgorithmSettings, Fingerprint, words
 

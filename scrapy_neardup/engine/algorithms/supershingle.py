@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..lsh import band_keys
-from ..minhash import MinHasher
+from ..minwise import MinHasher
 from ..text import fmix64, shingle_hashes
 from .base import Algorithm, AlgorithmSettings, Fingerprint, salted_keys, words
 

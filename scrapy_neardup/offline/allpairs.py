@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..engine.algorithms.base import Algorithm
 from ..store.memory import MemoryStore
-from .algorithms.base import Algorithm
 
 
 class AllPairs:
