@@ -28,9 +28,9 @@ from bench_batch import real_corpus  # noqa: E402  (bench/ is the script's own f
 
 from scrapy_neardup._config import Config
 from scrapy_neardup.engine import text as T
+from scrapy_neardup.engine.hamming import SimHasher
 from scrapy_neardup.engine.lsh import band_keys
 from scrapy_neardup.engine.minwise import MinHasher, OnePermutationHasher
-from scrapy_neardup.engine.hamming import SimHasher
 
 
 def median_seconds(fn: Callable[[], object], repeat: int) -> float:

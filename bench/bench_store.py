@@ -42,8 +42,8 @@ sys.path.insert(0, ROOT)
 from scrapy_neardup.engine.algorithms.minhash import MinHashLSH  # noqa: E402
 from scrapy_neardup.engine.algorithms.simhash import SimHashHamming  # noqa: E402
 from scrapy_neardup.engine.detector import Detector  # noqa: E402
-from scrapy_neardup.engine.lsh import band_keys_many  # noqa: E402
 from scrapy_neardup.engine.hamming import SimHasher  # noqa: E402
+from scrapy_neardup.engine.lsh import band_keys_many  # noqa: E402
 from scrapy_neardup.store import store_from_url  # noqa: E402
 
 BATCH = 1000

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scrapy_neardup.engine.hamming import HammingTables, SimHasher
 from scrapy_neardup.engine.lsh import band_keys, candidate_probability, error_areas, optimal_bands
 from scrapy_neardup.engine.minwise import BottomKSketch, MinHasher, OnePermutationHasher, splitmix64
-from scrapy_neardup.engine.hamming import HammingTables, SimHasher
 from scrapy_neardup.engine.text import fmix64, jaccard, shingle_hashes, shingle_set, token_hashes
 
 
