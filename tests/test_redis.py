@@ -75,7 +75,7 @@ def assert_racing_processes_keep_one_canonical_per_group(url, prefix=None, group
         assert len(unique) == 1, mine
         assert all(r[2] == unique[0][0] for r in mine if r[1] == "duplicate"), mine
     store = RedisStore(url, prefix=prefix)
-    store._connect()
+    store.connect()
     assert store.count() == groups * workers
     store.close()
 

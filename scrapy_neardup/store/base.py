@@ -178,13 +178,13 @@ class Store(ABC):
 
     def open(self, meta: Mapping[str, Any], reset: bool = False) -> None:
         """Open the backend, then check ``meta`` against what the store recorded (or record it)."""
-        self._connect()
+        self.connect()
         if reset:
-            self._clear()
-        stored = self._read_meta()
+            self.clear()
+        stored = self.read_meta()
         wanted = {k: json.dumps(v, sort_keys=True) for k, v in meta.items()}
         if stored is None or (not stored and self.count() == 0):
-            self._write_meta(wanted)
+            self.write_meta(wanted)
         else:
             check_meta(stored, wanted, self.location)
         self._opened()
@@ -193,8 +193,8 @@ class Store(ABC):
         """Open a store for maintenance (count, show, remove, expire) whatever parameters it was written
         with, and return them. Nothing is created: a location holding no store is a :class:`StoreError`."""
         self._create = False
-        self._connect()
-        stored = self._read_meta()
+        self.connect()
+        stored = self.read_meta()
         if not stored:
             raise StoreError(f"{self.location} holds no scrapy-neardup store")
         self._opened()
@@ -203,24 +203,24 @@ class Store(ABC):
         except ValueError as exc:
             raise StoreError(f"malformed parameters in the store at {self.location}: {exc}") from None
 
-    #: Whether :meth:`_connect` may create the store (not when it is opened for maintenance).
+    #: Whether :meth:`connect` may create the store (not when it is opened for maintenance).
     _create = True
 
     def _opened(self) -> None:
         """Called once the store is open and its parameters accepted (a backend upgrades its layout here)."""
 
     @abstractmethod
-    def _connect(self) -> None: ...
+    def connect(self) -> None: ...
 
     @abstractmethod
-    def _clear(self) -> None:
+    def clear(self) -> None:
         """Delete every document, bucket and the recorded meta."""
 
     @abstractmethod
-    def _read_meta(self) -> dict[str, str] | None: ...
+    def read_meta(self) -> dict[str, str] | None: ...
 
     @abstractmethod
-    def _write_meta(self, meta: Mapping[str, str]) -> None: ...
+    def write_meta(self, meta: Mapping[str, str]) -> None: ...
 
     @abstractmethod
     def count(self) -> int:

@@ -47,16 +47,16 @@ class MemoryStore(Store):
         # 0.2 at a million MinHash pages with 29 bands, each one signature comparison).
         self._buckets = LevelIndex(key_bits=32)  # bucket key -> canonical ids
 
-    def _connect(self) -> None:
+    def connect(self) -> None:
         pass
 
-    def _clear(self) -> None:
+    def clear(self) -> None:
         self.__init__()  # type: ignore[misc]
 
-    def _read_meta(self) -> dict[str, str] | None:
+    def read_meta(self) -> dict[str, str] | None:
         return self._meta
 
-    def _write_meta(self, meta: Mapping[str, str]) -> None:
+    def write_meta(self, meta: Mapping[str, str]) -> None:
         self._meta = dict(meta)
 
     def count(self) -> int:

@@ -959,7 +959,7 @@ class RedisStore(Store):
         self._mean_bin = 0.0  # mean length of the bucket bins the last lookup met
 
     # -- plumbing ----------------------------------------------------------------------------------
-    def _connect(self) -> None:
+    def connect(self) -> None:
         redis = self._redis_module
         if self.cluster:
             from redis.cluster import ClusterNode, RedisCluster
@@ -1162,7 +1162,7 @@ class RedisStore(Store):
         """Every key of the store's groups (a SCAN of every master)."""
         return self._call(lambda: list(self.client.scan_iter(match=self.layout.pattern, count=10_000)))
 
-    def _clear(self) -> None:
+    def clear(self) -> None:
         own = [self._key(n) for n in ("meta", "seq", "count", "flight", "keys", "docs", "b")]  # and layout 2's
         keys = self._group_keys()
         self._call(self.client.delete, *own)
@@ -1177,7 +1177,7 @@ class RedisStore(Store):
 
             self._call(unlink)
 
-    def _read_meta(self) -> dict[str, str] | None:
+    def read_meta(self) -> dict[str, str] | None:
         raw = self._call(self.client.hgetall, self._key("meta"))
         if not raw:
             return None
@@ -1215,7 +1215,7 @@ class RedisStore(Store):
         except UnicodeDecodeError:
             raise StoreError(f"malformed parameters in the Redis store ({self._key('meta')} is not UTF-8)") from None
 
-    def _write_meta(self, meta: Mapping[str, str]) -> None:
+    def write_meta(self, meta: Mapping[str, str]) -> None:
         # One script: when several processes open an empty store at once, the first one's meta is
         # written whole, and every other process is checked against it, never against half of it.
         args: list[str] = [_LAYOUT_FIELD, self.layout.params()]
@@ -1652,7 +1652,7 @@ class RedisStore(Store):
         """Rewrite a store of layout 2 (``P:keys``, ``P:docs``, ``P:b``: one hash each) in this layout, keeping
         its ids, verdicts and last-seen times; how many documents it holds. Run it with no crawl on the
         store. Safe to run again after a failure: every step is idempotent, and the old keys go last."""
-        self._connect()
+        self.connect()
         meta = self._call(self.client.hgetall, self._key("meta"))
         if not meta:
             raise StoreError(f"{self.location} holds no scrapy-neardup store")

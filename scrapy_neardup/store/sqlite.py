@@ -208,7 +208,7 @@ class SqliteStore(Store):
         self._next_id = 1
 
     # -- lifecycle ---------------------------------------------------------------------------------
-    def _connect(self) -> None:
+    def connect(self) -> None:
         try:
             directory = os.path.dirname(self.path)
             if not self._create and not os.path.exists(self.path):
@@ -364,7 +364,7 @@ class SqliteStore(Store):
 
     # -- meta --------------------------------------------------------------------------------------
     @_translated
-    def _clear(self) -> None:
+    def clear(self) -> None:
         self.db.execute("DELETE FROM buckets")
         self.db.execute("DELETE FROM staged")
         self._reset_staged()
@@ -375,7 +375,7 @@ class SqliteStore(Store):
         self._commit()
 
     @_translated_read
-    def _read_meta(self) -> dict[str, str] | None:
+    def read_meta(self) -> dict[str, str] | None:
         rows = dict(self.db.execute("SELECT name, value FROM meta").fetchall())
         if not rows:
             return None
@@ -389,7 +389,7 @@ class SqliteStore(Store):
         return rows
 
     @_translated
-    def _write_meta(self, meta: Mapping[str, str]) -> None:
+    def write_meta(self, meta: Mapping[str, str]) -> None:
         self.db.execute("DELETE FROM meta")
         self.db.executemany(
             "INSERT INTO meta (name, value) VALUES (?, ?)", sorted({**meta, _LAYOUT_NAME: _LAYOUT}.items())
