@@ -168,32 +168,6 @@ def test_masters_serving_runs_of_slots_serve_as_many_groups_as_their_share(maste
         assert all(abs(h - 64 / masters) < 1 for h in held), (prefix, held)
 
 
-def test_a_store_of_layout_3_is_read_with_its_own_group_tags(tmp_path, redis_kind):
-    """A store filed by layout 3 (group tags ``{B:g}`` where CRC16 put them) opens, finds its documents and
-    files new ones under its own tags, and keeps saying layout 3."""
-    import json
-
-    from conftest import shared_redis
-
-    server = shared_redis(tmp_path.parent, redis_kind)
-    prefix = f"l3:{{{uuid.uuid4().hex}}}"
-    old = RedisStore(server.url, prefix=prefix)
-    old.layout = _Layout(prefix, version=3)  # what the earlier release would have written
-    old.open({"format_version": 1})
-    old.add("http://a/", b"sig-a", [7, 8])
-    filed = {k[: k.index(b"}") + 1].decode() for k in old._group_keys()}
-    old.close()
-    assert filed and filed <= set(_Layout(prefix, version=3).tags)
-    store = RedisStore(server.url, prefix=prefix)
-    store.open({"format_version": 1})
-    assert store.layout.version == 3 and json.loads(store.client.hget(f"{prefix}:meta", "redis_layout"))["version"] == 3
-    assert [c.key for c in store.lookup([8])[0]] == ["http://a/"] and store.get("http://a/").signature == b"sig-a"
-    store.add("http://b/", b"sig-b", [9])
-    assert [c.key for c in store.lookup([9])[0]] == ["http://b/"] and store.count() == 2
-    assert {k[: k.index(b"}") + 1].decode() for k in store._group_keys()} <= set(_Layout(prefix, version=3).tags)
-    store.close()
-
-
 def test_default_prefix_has_the_spider_as_hash_tag():
     from scrapy.settings import Settings
 
@@ -331,76 +305,26 @@ def test_errors_are_told_by_their_class_not_their_text():
     assert classify(errors.ResponseError("ERR NOSCRIPT-like text in a value"), False) == "fatal"
 
 
-def test_a_store_of_layout_2_is_refused_with_what_to_do(tmp_path, redis_kind):
-    """A store written before layout 3 (one hash of records, keys and buckets each, all on one slot) is
-    refused at open in one message naming the upgrade command and NEARDUP_RESET; nothing is changed."""
+def test_a_store_of_another_layout_is_refused_with_what_to_do(tmp_path, redis_kind):
+    """A store written by a development version (no layout recorded, or layout 3) is refused at open in one
+    message naming NEARDUP_RESET; nothing is changed."""
     import redis
     from conftest import shared_redis
 
     server = shared_redis(tmp_path.parent, redis_kind)
-    prefix = f"old:{{{uuid.uuid4().hex}}}"
     client = redis.Redis.from_url(server.url)
-    client.hset(f"{prefix}:meta", mapping={"format_version": "2", "algorithm": '"x"'})
-    client.hset(f"{prefix}:keys", "http://a/", 1)
-    store = RedisStore(server.url, prefix=prefix)
-    with pytest.raises(StoreError, match="layout 2.*store URL upgrade.*NEARDUP_RESET"):
-        store.open({"format_version": 2, "algorithm": "x"})
-    assert client.hlen(f"{prefix}:keys") == 1 and client.hget(f"{prefix}:meta", "redis_layout") is None
-
-
-def test_store_upgrade_rewrites_a_layout_2_store_keeping_every_verdict(tmp_path, redis_kind):
-    """``scrapy-neardup store URL upgrade`` (a real process) on a store as layout 2 wrote it: records of
-    versions 1 and 2, a near-duplicate, buckets in one hash. Afterwards the store opens with the same
-    parameters, every record reads as before and the canonical is found by its buckets."""
-    import struct
-    import subprocess
-    import sys
-
-    import redis
-    from conftest import shared_redis
-
-    server = shared_redis(tmp_path.parent, redis_kind)
-    prefix = f"up:{{{uuid.uuid4().hex}}}"
-    client = redis.Redis.from_url(server.url)
-    meta = {"format_version": "2", "algorithm": '"x"', "records_seen_since": "1700000000"}
-    client.hset(f"{prefix}:meta", mapping=meta)
-
-    def v2(key, sig, canonical, sim, seen):
-        return struct.pack("<BQfIH", 2, canonical, sim, seen, len(sig)) + sig + key.encode()
-
-    client.hset(
-        f"{prefix}:docs",
-        mapping={
-            1: v2("http://a/", b"sig-a", 0, 1.0, 1_750_000_000),
-            2: v2("http://a/print", b"", 1, 0.9, 1_750_000_100),
-            3: struct.pack("<BQfH", 1, 0, 1.0, 5) + b"sig-c" + "http://c/é".encode(),
-        },
-    )  # version 1: no last seen
-    client.hset(f"{prefix}:keys", mapping={"http://a/": 1, "http://a/print": 2, "http://c/é": 3})
-    client.hset(
-        f"{prefix}:b",
-        mapping={struct.pack("<q", 7): struct.pack("<q", 1), struct.pack("<q", -9): struct.pack("<qq", 1, 3)},
-    )
-    client.set(f"{prefix}:seq", 3)
-    cmd = [sys.executable, "-m", "scrapy_neardup.offline.cli", "store", server.url, "--redis-key", prefix, "upgrade"]
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=str(tmp_path))
-    assert done.returncode == 0, done.stderr
-    assert "3 documents rewritten in layout 4" in done.stdout
-    store = RedisStore(server.url, prefix=prefix)
-    store.open({"format_version": 2, "algorithm": "x"})  # the parameters are kept
-    assert store.count() == 3
-    a, dup, c = store.get("http://a/"), store.get("http://a/print"), store.get("http://c/é")
-    assert (a.signature, a.seen) == (b"sig-a", 1_750_000_000)
-    assert (dup.canonical, dup.similarity, dup.canonical_signature) == ("http://a/", pytest.approx(0.9), b"sig-a")
-    assert (c.signature, c.seen) == (b"sig-c", 1_700_000_000)
-    assert [x.key for x in store.lookup([7])[0]] == ["http://a/"]
-    assert sorted(x.key for x in store.lookup([-9])[0]) == ["http://a/", "http://c/é"]
-    assert not client.exists(f"{prefix}:docs", f"{prefix}:keys", f"{prefix}:b")
-    store.add("http://d/", b"sig-d", [7])  # new ids follow the old ones
-    assert store._id_of("http://d/") == 4
-    store.close()
-    again = subprocess.run(cmd, capture_output=True, text=True, cwd=str(tmp_path))
-    assert again.returncode != 0 and "layout 3 or later already" in again.stderr and again.stderr.count("\n") == 1
+    for layout in (None, '{"version": 3, "group_bits": 6, "bucket_bin_bits": 12, "key_bin_bits": 8}'):
+        prefix = f"old:{{{uuid.uuid4().hex}}}"
+        client.hset(
+            f"{prefix}:meta",
+            mapping={"format_version": "2", "algorithm": '"x"', **({"redis_layout": layout} if layout else {})},
+        )
+        client.hset(f"{prefix}:keys", "http://a/", 1)
+        store = RedisStore(server.url, prefix=prefix)
+        with pytest.raises(StoreError, match="NEARDUP_RESET"):
+            store.open({"format_version": 2, "algorithm": "x"})
+        assert client.hlen(f"{prefix}:keys") == 1
+    client.close()
 
 
 def _file_and_die(url, prefix, signature, buckets):

@@ -4,7 +4,7 @@ scrapy-neardup dedup INPUT... -o PAIRS.tsv        near-duplicate pairs of crawl 
 scrapy-neardup evaluate MANIFEST                  precision/recall/F1 on a labelled set
 scrapy-neardup tune --threshold T                 the LSH bands x rows for a threshold
 scrapy-neardup lexicon INPUT... -o LEXICON.txt    an I-Match lexicon from a collection
-scrapy-neardup store STORE_URL count|show|remove|expire|purge|upgrade
+scrapy-neardup store STORE_URL count|show|remove|expire|purge
                                                   a crawl's store: look up, remove and age records
 """
 
@@ -270,11 +270,6 @@ def build_parser() -> argparse.ArgumentParser:
             help="leave the removed documents' index entries and orphaned near-duplicates for "
             "a later purge (the purge is a pass over the whole store)",
         )
-    actions.add_parser(
-        "upgrade",
-        help="rewrite a Redis store of layout 2 (before 2026-11-24) in layout 3, keeping "
-        "every record (no crawl may use it meanwhile)",
-    )
     actions.add_parser("purge", help="delete what removals left behind: index entries and orphaned near-duplicates")
 
     tune = sub.add_parser(
@@ -726,24 +721,6 @@ def cmd_store(args: argparse.Namespace) -> int:
         }
     )
     store = config.build_store(args.spider or "", data_dir=".scrapy")
-    if args.action == "upgrade":
-        if not hasattr(store, "upgrade"):
-            raise SystemExit(
-                f"scrapy-neardup: store upgrade: {redact_url(url)} is not a Redis store (only Redis "
-                "stores of layout 2 need one)"
-            )
-        from ..store.redis import LAYOUT
-
-        started = time.monotonic()
-        try:
-            held = store.upgrade()
-        finally:
-            store.close()
-        print(
-            f"upgraded {redact_url(url)}: {held} documents rewritten in layout {LAYOUT} in "
-            f"{time.monotonic() - started:.1f} s"
-        )
-        return 0
     store.open_existing()
     try:
         if args.action == "count":

@@ -207,7 +207,7 @@ class Store(ABC):
     _create = True
 
     def _opened(self) -> None:
-        """Called once the store is open and its parameters accepted (a backend upgrades its layout here)."""
+        """Called once the store is open and its parameters accepted (a backend's own checks go here)."""
 
     @abstractmethod
     def connect(self) -> None: ...

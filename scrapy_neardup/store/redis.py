@@ -74,8 +74,7 @@ deletes both. Every step may be retried whole when its reply was lost: the claim
 own work, and an append made twice leaves a duplicate 7-byte entry, read as one candidate.
 
 Removal deletes a document's key entry and record; its bucket entries stay (skipped) until :meth:`purge`.
-Ids are never reused. Stores of layout 2 (one hash per kind, every key on one slot) are refused at open
-with what to do: ``scrapy-neardup store URL upgrade`` rewrites one in place.
+Ids are never reused. A store of another layout is refused at open, with what to do.
 """
 
 from __future__ import annotations
@@ -124,11 +123,9 @@ def _optional(name: str) -> Any:
 #: hiredis, where installed: redis-py packs and parses in Python without it.
 _hiredis: Any = _optional("hiredis")
 
-#: Version of the Redis layout (``P:meta`` field ``redis_layout``) of a new store. Layout 3, the same but
-#: for its group tags (``{B:g}`` for every group, wherever CRC16 puts it), is read as it is; layout 2 stores
-#: are refused at open.
+#: Version of the Redis layout (``P:meta`` field ``redis_layout``): the one this version writes and reads.
 LAYOUT = 4
-READ_LAYOUTS = (3, 4)
+READ_LAYOUTS = (4,)
 #: Redis Cluster's hash slots (a key's slot: CRC16/XMODEM of its hash tag, mod 16384).
 CLUSTER_SLOTS = 16384
 RECORD_VERSION = 3
@@ -575,22 +572,6 @@ def unpack_record(data: bytes, where: str = "") -> tuple[str, bytes, int, float,
     return key, data[start : start + sig_len], canonical_id, similarity, float(seen)
 
 
-def _unpack_layout_2(data: bytes, seen_since: float, where: str) -> tuple[str, bytes, int, float, float]:
-    """A record of layout 2: u8 version (1 or 2), u64 canonical id, f32 similarity, [u32 last seen: version 2],
-    u16 signature length, signature, key. Version 1 records count as seen at ``seen_since``."""
-    header = struct.Struct("<BQfIH" if data[:1] == b"\x02" else "<BQfH")
-    if data[:1] not in (b"\x01", b"\x02") or len(data) < header.size:
-        raise StoreError(f"unknown or malformed record of layout 2 in the Redis store{where}")
-    fields = header.unpack_from(data)
-    canonical_id, similarity, sig_len = fields[1], fields[2], fields[-1]
-    seen = float(fields[3]) if len(fields) == 5 else seen_since
-    sig = data[header.size : header.size + sig_len]
-    try:
-        return data[header.size + sig_len :].decode("utf-8"), sig, canonical_id, similarity, seen
-    except UnicodeDecodeError:
-        raise StoreError(f"malformed record of layout 2 in the Redis store{where} (its key is not UTF-8)") from None
-
-
 def _lower_entry(delta: bytes, rest: int, doc: int) -> bool:
     """Whether ``delta`` (7-byte bucket entries) holds an entry of bucket prefix ``rest`` with an id below
     ``doc``."""
@@ -716,10 +697,7 @@ def group_tags(base: str, groups: int, version: int = LAYOUT) -> tuple[str, ...]
     least ``n`` that puts it in the first sixteenth of the ``g``-th of ``groups`` equal runs of slots: every
     group has a slot of its own, and masters that each serve a run of slots (what ``redis-cli --cluster
     create`` makes) serve their share of the groups, rounded up or down (a split of slots rounds a group's
-    run to its start). Layout 3 took ``{B:g}`` where CRC16 put it: two groups could share a slot, and one
-    master of three held 36% of the data."""
-    if version == 3:
-        return tuple(f"{{{base}:{g}}}" for g in range(groups))
+    run to its start)."""
     run = CLUSTER_SLOTS // groups
     window = run // 16
     tags = []
@@ -1163,7 +1141,7 @@ class RedisStore(Store):
         return self._call(lambda: list(self.client.scan_iter(match=self.layout.pattern, count=10_000)))
 
     def clear(self) -> None:
-        own = [self._key(n) for n in ("meta", "seq", "count", "flight", "keys", "docs", "b")]  # and layout 2's
+        own = [self._key(n) for n in ("meta", "seq", "count", "flight")]
         keys = self._group_keys()
         self._call(self.client.delete, *own)
         for i in range(0, len(keys), self._BATCH):  # a key a command: a cluster refuses a DEL across slots
@@ -1183,21 +1161,20 @@ class RedisStore(Store):
             return None
         meta = self._decode_meta(raw.items())
         self._use_layout(meta.pop(_LAYOUT_FIELD, None))
-        meta.pop("records_seen_since", None)
         return meta
 
     def _use_layout(self, stored: str | None) -> None:
         if stored is None:
             raise StoreError(
-                f"The Redis store at {self.location} has layout 2 (written by scrapy-neardup 0.x before 2026-11-24: "
-                "every key on one shard, 2.5 KB per page). Run `scrapy-neardup store URL upgrade --redis-key "
-                f"'{self.prefix}'` to rewrite it in layout {LAYOUT}, or set NEARDUP_RESET = True to start afresh."
+                f"The Redis store at {self.location} has a layout this version does not read (written by a "
+                f"development version of scrapy-neardup); set NEARDUP_RESET = True to start afresh in layout {LAYOUT}"
             )
         try:
             params = json.loads(stored)
             if params.get("version") not in READ_LAYOUTS:
-                raise ValueError(
-                    f"layout {params.get('version')}, this version reads layouts {' and '.join(map(str, READ_LAYOUTS))}"
+                raise StoreError(
+                    f"The Redis store at {self.location} has layout {params.get('version')}; this version reads "
+                    f"layout {LAYOUT} (a store of a development version): set NEARDUP_RESET = True to start afresh"
                 )
             self.layout = _Layout(
                 self.prefix,
@@ -1646,58 +1623,6 @@ class RedisStore(Store):
         self._scripts("claim", {g: [b"", blob, b""] for g, (_, blob) in split.items()})
         self._write({self.layout.record_group(doc): [struct.pack("<II", doc, len(record)) + record]}, {}, {})
         return True
-
-    # -- layout 2 --------------------------------------------------------------------------------------
-    def upgrade(self) -> int:
-        """Rewrite a store of layout 2 (``P:keys``, ``P:docs``, ``P:b``: one hash each) in this layout, keeping
-        its ids, verdicts and last-seen times; how many documents it holds. Run it with no crawl on the
-        store. Safe to run again after a failure: every step is idempotent, and the old keys go last."""
-        self.connect()
-        meta = self._call(self.client.hgetall, self._key("meta"))
-        if not meta:
-            raise StoreError(f"{self.location} holds no scrapy-neardup store")
-        if _LAYOUT_FIELD.encode() in meta:
-            raise StoreError(f"the Redis store at {self.location} has layout 3 or later already: nothing to upgrade")
-        docs = self._key("docs")
-        records: dict[int, tuple[str, bytes, int, float, float]] = {}
-        since = float(meta.get(b"records_seen_since", b"0") or 0) or time.time()
-        for raw_id, raw in self._call(lambda: list(self.client.hscan_iter(docs, count=10_000))):
-            records[int(raw_id)] = _unpack_layout_2(raw, since, f" ({docs} field {raw_id!r})")
-        buckets: dict[int, list[int]] = defaultdict(list)
-        for field, ids in self._call(lambda: list(self.client.hscan_iter(self._key("b"), count=10_000))):
-            (bucket,) = struct.unpack("<q", field)
-            for (doc,) in struct.iter_unpack("<q", ids):
-                if doc in records and not records[doc][2]:
-                    buckets[doc].append(bucket)
-        order = sorted(records)
-        for i in range(0, len(order), self._BATCH):
-            writes: dict[int, list[bytes]] = defaultdict(list)
-            claims: dict[int, list[bytes]] = defaultdict(list)
-            appends: dict[int, list[bytes]] = defaultdict(list)
-            for doc in order[i : i + self._BATCH]:
-                key, sig, canonical_id, sim, seen = records[doc]
-                record = pack_record(key, sig or None, canonical_id, sim, seen)
-                writes[self.layout.record_group(doc)].append(struct.pack("<II", doc, len(record)) + record)
-                where = self.layout.key(key)
-                claims[where[0]].append(self._key_entry(where, doc, 0))
-                if buckets[doc]:
-                    groups, bins, rests = self.layout.buckets(buckets[doc])
-                    for g, (_, blob) in _by_group(groups, _rows(bins, rests, doc, 0xFFFFFFFF)).items():
-                        appends[g].append(blob)
-            self._scripts(
-                "claim",
-                {
-                    g: [b"".join(claims.get(g, [])), b"".join(appends.get(g, [])), b""]
-                    for g in set(claims) | set(appends)
-                },
-            )
-            self._write(writes, {}, {})
-        self._call(self.client.set, self._key("count"), len(records))
-        self._call(self.client.hset, self._key("meta"), _LAYOUT_FIELD, self.layout.params())
-        self._call(self.client.hdel, self._key("meta"), "records_seen_since")
-        for name in ("keys", "docs", "b"):
-            self._call(self.client.delete, self._key(name))
-        return len(records)
 
     # -- reading it all ------------------------------------------------------------------------------
     def _bins(self, kind: bytes) -> dict[int, list[int]]:

@@ -98,14 +98,10 @@ CREATE TABLE IF NOT EXISTS buckets (bucket INTEGER NOT NULL, doc INTEGER NOT NUL
     WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS staged (doc INTEGER PRIMARY KEY, buckets BLOB NOT NULL);
 """
-#: Recorded in ``meta`` beside the detector's parameters. Version 2 added ``staged``, version 3 ``docs.seen``;
-#: a version of scrapy-neardup that does not know the recorded layout refuses the file instead of silently
-#: missing staged documents or leaving last-seen times unset. Older layouts are upgraded in place once the
-#: store is open with matching parameters (layout 1: ``staged`` is simply empty; layout 2: ``seen`` is
-#: added, set to the time of the upgrade for the documents already filed).
+#: Recorded in ``meta`` beside the detector's parameters: a version of scrapy-neardup that does not know the
+#: recorded layout refuses the file instead of silently missing staged documents or last-seen times.
 _LAYOUT_NAME = "sqlite_layout"
 _LAYOUT = "3"
-_UPGRADABLE = (None, "2")
 #: The highest document id handed out, kept once documents have been removed (ids are never reused).
 _HIGH_WATER = "doc_id_high_water"
 #: ``meta`` names that belong to the layout, not to the parameters a store is checked against.
@@ -381,7 +377,7 @@ class SqliteStore(Store):
             return None
         layout = rows.pop(_LAYOUT_NAME, None)
         rows.pop(_HIGH_WATER, None)
-        if layout != _LAYOUT and layout not in _UPGRADABLE:
+        if layout != _LAYOUT:
             raise StoreError(
                 f"The SQLite store {self.path} has layout {layout}; this version of scrapy-neardup reads layout "
                 f"{_LAYOUT}. Set NEARDUP_RESET = True to empty it, or use another NEARDUP_STORE_URL."
@@ -395,18 +391,6 @@ class SqliteStore(Store):
             "INSERT INTO meta (name, value) VALUES (?, ?)", sorted({**meta, _LAYOUT_NAME: _LAYOUT}.items())
         )
         self._commit()
-
-    @_translated
-    def _opened(self) -> None:
-        """Upgrade an older layout in place (see :data:`_LAYOUT`), committed at once."""
-        db = self.db
-        if "seen" not in {row[1] for row in db.execute("PRAGMA table_info(docs)")}:
-            # A constant default is stored once in the schema, not written into every row: instant.
-            db.execute(f"ALTER TABLE docs ADD COLUMN seen INTEGER DEFAULT {int(time.time())}")
-        row = db.execute("SELECT value FROM meta WHERE name = ?", (_LAYOUT_NAME,)).fetchone()
-        if row is None or row[0] != _LAYOUT:
-            db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (_LAYOUT_NAME, _LAYOUT))
-            self._commit()
 
     # -- documents ---------------------------------------------------------------------------------
     def count(self) -> int:
