@@ -69,6 +69,12 @@ def main() -> int:
 
     if "site-packages" not in scrapy_neardup.__file__:
         fail(f"scrapy_neardup was imported from {scrapy_neardup.__file__}, not from an installed wheel")
+    # Package data: the Redis store's Lua scripts, read by name at run time.
+    from scrapy_neardup.store import redis as redis_store
+
+    for name in ("alloc", "claim", "lookup", "write_meta"):
+        if len(redis_store._lua(name)) < 100:
+            fail(f"the wheel lacks the Redis script {name}.lua")
     workdir = tempfile.mkdtemp(prefix="neardup-wheel-")
 
     class Handler(BaseHTTPRequestHandler):

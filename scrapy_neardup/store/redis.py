@@ -140,189 +140,50 @@ GROUP_BITS, BUCKET_BIN_BITS, KEY_BIN_BITS = 6, 12, 8
 RECORDS_PER_BIN = 64
 
 # --- Lua ---------------------------------------------------------------------------------------------
-# A group script's body sees the group's tag '{B:g}' as ARGV[1] (see _for_groups: a call runs it for
-# several groups); KEYS[1] is a key of the first group, what a cluster routes the call by. Blobs pack
-# fixed-size entries; struct is Redis's Lua struct library.
-_FIND = """
-local function find_entry(s, needle, width, from)
-  local pos = from
-  while true do
-    local at = string.find(s, needle, pos, true)
-    if not at then return nil end
-    if (at - 1) % width == 0 then return at end
-    pos = at + 1
-  end
-end
-local function record_bin(tag, id) return tag .. ':r:' .. struct.pack('<I4', math.floor(id / 64)) end
-local function u32(s, i)  -- the little-endian u32 at position i
-  local a, b, c, d = string.byte(s, i, i + 3)
-  return a + b * 256 + c * 65536 + d * 16777216
-end
--- Add to `names` the bins named by a blob's entries of `width` bytes: a u16 bin number (of `kind`, ':b:'
--- or ':k:') or, for kind ':r:', a u32 document id, at the start of each entry. Returns the names in order.
-local function want(names, tag, kind, blob, width)
-  local list, sub = {}, string.sub
-  for i = 1, string.len(blob), width do
-    local name
-    if kind == ':r:' then name = record_bin(tag, u32(blob, i)) else name = tag .. kind .. sub(blob, i, i + 1) end
-    names[name] = true
-    list[#list + 1] = name
-  end
-  return list
-end
--- The values of `names` (a set: name -> true) into `cache`, in as few MGETs as Lua's stack allows.
-local function prefetch(cache, names)
-  local batch = {}
-  local function fetch()
-    local values = redis.call('MGET', unpack(batch))
-    for i = 1, #batch do cache[batch[i]] = values[i] or '' end
-    batch = {}
-  end
-  for name in pairs(names) do
-    if cache[name] == nil then
-      batch[#batch + 1] = name
-      if #batch == 4000 then fetch() end
-    end
-  end
-  if #batch > 0 then fetch() end
-end
-local function record_at(bin, slot)  -- 1-based position of the entry of `slot` in a record bin, or nil
-  local pos, len = 1, string.len(bin)
-  while pos + 2 <= len do
-    local size = struct.unpack('<I2', string.sub(bin, pos + 1, pos + 2))
-    if string.byte(bin, pos) == slot then return pos, size end
-    pos = pos + 3 + size
-  end
-  return nil
-end
-"""
+# The scripts are files of this package (scrapy_neardup/store/lua/*.lua), shipped with the wheel. A group
+# script's body sees the group's tag '{B:g}' as ARGV[1] (see _for_groups: a call runs it for several
+# groups); KEYS[1] is a key of the first group, what a cluster routes the call by. Blobs pack fixed-size
+# entries; struct is Redis's Lua struct library.
+
+
+def _lua(name: str) -> str:
+    """The text of script ``name`` (``lua/<name>.lua`` beside this module)."""
+    from importlib.resources import files
+
+    return files(__package__).joinpath("lua").joinpath(f"{name}.lua").read_text(encoding="utf-8")
+
+
+_FIND = _lua("find")
 
 # ARGV: tag, key queries (10 bytes each: u16 key bin, 8-byte key hash), bucket queries (5 bytes each: u16
 # bin, 3-byte rest). Reply: {u32 id per key query (0: none), per bucket query u32 bin length and u16 number
 # of ids found, the ids found (u32 each, query after query)}.
-_LOOKUP = """
-local tag, kq, bq = ARGV[1], ARGV[2], ARGV[3]
-local cache, ids, found, hits, names = {}, {}, {}, {}, {}
-local knames, bnames = want(names, tag, ':k:', kq, 10), want(names, tag, ':b:', bq, 5)
-prefetch(cache, names)
-for q = 1, string.len(kq), 10 do
-  local name = knames[(q + 9) / 10]
-  local at = find_entry(cache[name], string.sub(kq, q + 2, q + 9), 12, 1)
-  ids[#ids + 1] = at and string.sub(cache[name], at + 8, at + 11) or struct.pack('<I4', 0)
-end
-for q = 1, string.len(bq), 5 do
-  local bin, rest, n = cache[bnames[(q + 4) / 5]], string.sub(bq, q + 2, q + 4), 0
-  local at = find_entry(bin, rest, 7, 1)
-  while at do
-    hits[#hits + 1] = string.sub(bin, at + 3, at + 6)
-    n = n + 1
-    at = find_entry(bin, rest, 7, at + 7)
-  end
-  found[#found + 1] = struct.pack('<I4I2', string.len(bin), n)
-end
-return {table.concat(ids), table.concat(found), table.concat(hits)}
-"""
+_LOOKUP = _lua("lookup")
 
 # ARGV: tag, now (4 bytes; empty: no touch), queries (5 bytes each: u32 id, u8 touch). Reply: per query u32
 # length and the record (length 0: no record). A touched record's last-seen time is set to now in place
 # (the reply has the record as it was).
-_RECORDS = """
-local tag, now, q = ARGV[1], ARGV[2], ARGV[3]
-local cache, out, names = {}, {}, {}
-want(names, tag, ':r:', q, 5)
-prefetch(cache, names)
-for i = 1, string.len(q), 5 do
-  local id = struct.unpack('<I4', string.sub(q, i, i + 3))
-  local name = record_bin(tag, id)
-  local at, size = record_at(cache[name], id % 64)
-  if at then
-    out[#out + 1] = struct.pack('<I4', size) .. string.sub(cache[name], at + 3, at + 2 + size)
-    if string.byte(q, i + 4) == 1 and string.len(now) == 4 and size >= 15 then
-      redis.call('SETRANGE', name, at + 2 + 9, now)
-    end
-  else
-    out[#out + 1] = struct.pack('<I4', 0)
-  end
-end
-return table.concat(out)
-"""
+_RECORDS = _lua("records")
 
 # KEYS[1]: P:meta. ARGV: P, n, now (ms), lease (ms). Reply: {first id, the first ids of the batches with
 # lower ids in flight that have not appended to their buckets yet}. A batch in flight is "last deadline",
 # then " a" once it has appended; "void expiry" once a waiter took it for dead (dropped after expiry).
-_ALLOC = """
-local p, n, now, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local last = redis.call('INCRBY', p .. ':seq', n)
-local first = last - n + 1
-local flight = redis.call('HGETALL', p .. ':flight')
-local lower = {}
-for i = 1, #flight, 2 do
-  local v = flight[i + 1]
-  if string.sub(v, 1, 4) == 'void' then
-    if tonumber(string.sub(v, 6)) < now then redis.call('HDEL', p .. ':flight', flight[i]) end
-  elseif tonumber(flight[i]) < first and string.sub(v, -2) ~= ' a' then
-    lower[#lower + 1] = flight[i]
-  end
-end
-redis.call('HSET', p .. ':flight', first, last .. ' ' .. (now + lease))
-return {first, lower}
-"""
+_ALLOC = _lua("alloc")
 
 # KEYS[1]: P:meta. ARGV: P, now (ms), what ('appended': until they have appended; 'done': until they have
 # left), then first ids of batches. Reply: those still to wait for. One past its lease deadline is marked
 # void (its owner's commit will fail) and no longer waited for.
-_WAIT = """
-local p, now, what, pending = ARGV[1], tonumber(ARGV[2]), ARGV[3], {}
-for i = 4, #ARGV do
-  local v = redis.call('HGET', p .. ':flight', ARGV[i])
-  if v and string.sub(v, 1, 4) ~= 'void' then
-    local deadline = tonumber(string.match(v, '^%d+ (%d+)'))
-    if deadline < now then
-      redis.call('HSET', p .. ':flight', ARGV[i], 'void ' .. (now + 3600000))
-    elseif what == 'done' or string.sub(v, -2) ~= ' a' then
-      pending[#pending + 1] = ARGV[i]
-    end
-  end
-end
-return pending
-"""
+_WAIT = _lua("wait")
 
 # KEYS[1]: P:meta. ARGV: P, first id. The batch has appended to its buckets (waiters for that may go on).
-_APPENDED = """
-local v = redis.call('HGET', ARGV[1] .. ':flight', ARGV[2])
-if v and string.sub(v, 1, 4) ~= 'void' and string.sub(v, -2) ~= ' a' then
-  redis.call('HSET', ARGV[1] .. ':flight', ARGV[2], v .. ' a')
-end
-return 0
-"""
+_APPENDED = _lua("appended")
 
 # KEYS[1]: P:meta. ARGV: P, then ids. Reply: the first ids of the batches in flight that hold any of them.
-_HOLDERS = """
-local flight, out = redis.call('HGETALL', ARGV[1] .. ':flight'), {}
-for i = 1, #flight, 2 do
-  local v = flight[i + 1]
-  if string.sub(v, 1, 4) ~= 'void' then
-    local first, last = tonumber(flight[i]), tonumber(string.match(v, '^(%d+)'))
-    for j = 2, #ARGV do
-      local id = tonumber(ARGV[j])
-      if id >= first and id <= last then out[#out + 1] = flight[i]; break end
-    end
-  end
-end
-return out
-"""
+_HOLDERS = _lua("holders")
 
 # KEYS[1]: P:meta. ARGV: P, first id, documents filed. Reply: 1 committed (or committed by an earlier try
 # whose reply was lost), 0 the batch was made void.
-_COMMIT = """
-local p, first = ARGV[1], ARGV[2]
-local v = redis.call('HGET', p .. ':flight', first)
-if not v then return 1 end
-redis.call('HDEL', p .. ':flight', first)
-if string.sub(v, 1, 4) == 'void' then return 0 end
-redis.call('INCRBY', p .. ':count', tonumber(ARGV[3]))
-return 1
-"""
+_COMMIT = _lua("commit")
 
 # ARGV: tag, claims (18 bytes each: u16 key bin, 8-byte hash, u32 id, u32 id it may replace (0: none)),
 # appends (13 bytes each: u16 bin, 3-byte rest, u32 id, u32 bin length seen at lookup or 0xFFFFFFFF), checks (u32 ids of
@@ -330,50 +191,7 @@ return 1
 # appends whose bins others appended to since the lookup (changed bins, below), per check '1' | '0'}.
 # Entries are APPENDed, not rewritten: one native call per entry (a retried step whose first reply was lost
 # appends an entry twice: 7 bytes, read once as a candidate).
-_CLAIM = """
-local tag, claims, appends, checks = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local out_c, out_a, out_k = {}, {}, {}
-local none, sub, call, unpack_u32 = struct.pack('<I4', 0), string.sub, redis.call, struct.unpack
-for i = 1, string.len(claims), 18 do
-  local name = tag .. ':k:' .. sub(claims, i, i + 1)
-  local bin, hash, id = call('GET', name) or '', sub(claims, i + 2, i + 9), sub(claims, i + 10, i + 13)
-  local at = find_entry(bin, hash, 12, 1)
-  if not at then
-    call('APPEND', name, hash .. id); out_c[#out_c + 1] = '1'
-  else
-    local holder = sub(bin, at + 8, at + 11)
-    if holder == id then
-      out_c[#out_c + 1] = '1'
-    elseif holder == sub(claims, i + 14, i + 17) then
-      call('SETRANGE', name, at + 7, id); out_c[#out_c + 1] = '1'
-    else
-      out_c[#out_c + 1] = 'K'
-    end
-  end
-end
-local head, n, k = tag .. ':b:', 0, 0
-for i = 1, string.len(appends), 13 do
-  local name = head .. sub(appends, i, i + 1)
-  local upto = call('APPEND', name, sub(appends, i + 2, i + 8)) - 7
-  local seen = unpack_u32('<I4', appends, i + 9)
-  if seen ~= upto and seen ~= 4294967295 then  -- (filed without a lookup: nothing to compare)
-    n = n + 1
-    if seen > upto then
-      out_a[n] = struct.pack('<I4I4', k, 4294967295)
-    else
-      out_a[n] = struct.pack('<I4I4', k, upto - seen) .. call('GETRANGE', name, seen, upto - 1)
-    end
-  end
-  k = k + 1
-end
-for i = 1, string.len(checks), 4 do
-  local id = u32(checks, i)
-  local rbin = call('GET', record_bin(tag, id)) or ''
-  local at, size = record_at(rbin, id % 64)
-  out_k[#out_k + 1] = (at and size >= 15 and sub(rbin, at + 4, at + 7) == none) and '1' or '0'
-end
-return {table.concat(out_c), table.concat(out_a), table.concat(out_k)}
-"""
+_CLAIM = _lua("claim")
 
 # Changed bins, what _CLAIM's appends and _DELTA reply: what other documents appended to bins since a
 # lookup, as one string: for each append (or read) whose bin has more, in order, its u32 index (0-based),
@@ -381,131 +199,22 @@ return {table.concat(out_c), table.concat(out_a), table.concat(out_k)}
 # those bytes. Most have none.
 
 # ARGV: tag, reads (6 bytes each: u16 bin, u32 length seen at lookup). Reply: changed bins (above).
-_DELTA = """
-local tag, reads, out, n, cache, names = ARGV[1], ARGV[2], {}, 0, {}, {}
-want(names, tag, ':b:', reads, 6)
-prefetch(cache, names)
-for i = 1, string.len(reads), 6 do
-  local bin = cache[tag .. ':b:' .. string.sub(reads, i, i + 1)]
-  local from = struct.unpack('<I4', reads, i + 2)
-  if from < string.len(bin) then
-    n = n + 1
-    out[n] = struct.pack('<I4I4', (i - 1) / 6, string.len(bin) - from) .. string.sub(bin, from + 1)
-  end
-end
-return table.concat(out)
-"""
+_DELTA = _lua("delta")
 
 # ARGV: tag, records to write (u32 id, u32 length, record: each replaces the id's record, if any), ids whose
 # records are deleted (u32 each), key entries to release (14 bytes each: u16 key bin, 8-byte hash, u32 id:
 # deleted if that id still holds it). Reply: {records deleted, key entries released}.
-_WRITE = """
-local tag, writes, drops, releases = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local sub, call, dropped, released = string.sub, redis.call, 0, 0
--- record bin name -> {cut = {slot -> 'w' (written) | 'd' (deleted)}, add = {slot -> entry}, slots = {in order}}
-local edits, order = {}, {}
-local function edit(id)
-  local name = record_bin(tag, id)
-  if not edits[name] then edits[name] = {cut = {}, add = {}, slots = {}}; order[#order + 1] = name end
-  return edits[name]
-end
-local pos = 1
-while pos <= string.len(writes) do
-  local id, size = struct.unpack('<I4I4', sub(writes, pos, pos + 7))
-  local e = edit(id)
-  if not e.add[id % 64] then e.slots[#e.slots + 1] = id % 64 end
-  e.cut[id % 64] = 'w'
-  e.add[id % 64] = string.char(id % 64) .. struct.pack('<I2', size) .. sub(writes, pos + 8, pos + 7 + size)
-  pos = pos + 8 + size
-end
-for i = 1, string.len(drops), 4 do
-  local id = u32(drops, i)
-  edit(id).cut[id % 64] = 'd'
-end
--- Each record bin read and written once: its kept entries, then the new ones (exact size: SET, not APPEND).
-for _, name in ipairs(order) do
-  local e, bin, kept, at = edits[name], call('GET', name) or '', {}, 1
-  while at + 2 <= string.len(bin) do
-    local size = struct.unpack('<I2', sub(bin, at + 1, at + 2))
-    local cut = e.cut[string.byte(bin, at)]
-    if cut == 'd' then dropped = dropped + 1 elseif not cut then kept[#kept + 1] = sub(bin, at, at + 2 + size) end
-    at = at + 3 + size
-  end
-  for _, slot in ipairs(e.slots) do
-    if e.cut[slot] == 'w' then kept[#kept + 1] = e.add[slot] end
-  end
-  local value = table.concat(kept)
-  if string.len(value) == 0 then call('DEL', name) else call('SET', name, value) end
-end
-for i = 1, string.len(releases), 14 do
-  local name = tag .. ':k:' .. sub(releases, i, i + 1)
-  local bin = call('GET', name) or ''
-  local at = find_entry(bin, sub(releases, i + 2, i + 9), 12, 1)
-  if at and sub(bin, at + 8, at + 11) == sub(releases, i + 10, i + 13) then
-    local rest = sub(bin, 1, at - 1) .. sub(bin, at + 12)
-    if string.len(rest) == 0 then call('DEL', name) else call('SET', name, rest) end
-    released = released + 1
-  end
-end
-return {dropped, released}
-"""
+_WRITE = _lua("write")
 
 # ARGV: tag, before (Unix seconds), record bin numbers (u32 each). Deletes the records last seen before
 # `before`, atomically (a fetch may have touched one since it was listed). Reply: their ids and records.
-_EXPIRE = """
-local tag, before, nums, out = ARGV[1], tonumber(ARGV[2]), ARGV[3], {}
-for i = 1, string.len(nums), 4 do
-  local name = tag .. ':r:' .. string.sub(nums, i, i + 3)
-  local bin = redis.call('GET', name) or ''
-  local kept, pos, changed = {}, 1, false
-  while pos + 2 <= string.len(bin) do
-    local size = struct.unpack('<I2', string.sub(bin, pos + 1, pos + 2))
-    local entry = string.sub(bin, pos, pos + 2 + size)
-    if size >= 15 and struct.unpack('<I4', string.sub(entry, 13, 16)) < before then
-      local id = struct.unpack('<I4', string.sub(nums, i, i + 3)) * 64 + string.byte(entry, 1)
-      out[#out + 1] = struct.pack('<I4I4', id, size) .. string.sub(entry, 4)
-      changed = true
-    else
-      kept[#kept + 1] = entry
-    end
-    pos = pos + 3 + size
-  end
-  if changed then
-    if #kept == 0 then redis.call('DEL', name) else redis.call('SET', name, table.concat(kept)) end
-  end
-end
-return table.concat(out)
-"""
+_EXPIRE = _lua("expire")
 
 # ARGV: tag, a u16 bin number and the ids (u32 each) whose entries go, as one string. Reply: entries
 # dropped. A bin left empty is deleted.
-_PURGE = """
-local tag, dropped = ARGV[1], 0
-do
-  local arg = ARGV[2]
-  local name = tag .. ':b:' .. string.sub(arg, 1, 2)
-  local gone = {}
-  for j = 3, string.len(arg), 4 do gone[string.sub(arg, j, j + 3)] = true end
-  local bin, kept = redis.call('GET', name) or '', {}
-  for pos = 1, string.len(bin), 7 do
-    if gone[string.sub(bin, pos + 3, pos + 6)] then
-      dropped = dropped + 1
-    else
-      kept[#kept + 1] = string.sub(bin, pos, pos + 6)
-    end
-  end
-  if #kept == 0 then redis.call('DEL', name) elseif dropped > 0 then redis.call('SET', name, table.concat(kept)) end
-end
-return dropped
-"""
+_PURGE = _lua("purge")
 
-_WRITE_META = """
-local key = KEYS[1]
-if redis.call('EXISTS', key) == 0 then
-  for i = 1, #ARGV, 2 do redis.call('HSET', key, ARGV[i], ARGV[i + 1]) end
-end
-return redis.call('HGETALL', key)
-"""
+_WRITE_META = _lua("write_meta")
 
 
 def _for_groups(body: str) -> str:
