@@ -9,7 +9,7 @@ share of near-duplicates that keep no signature and are in no bucket (the store'
 ``used_memory`` after the load less before it, divided by the pages. The layouts:
 
 * ``store``: the Redis store (layout 4: string bins in 64 hash-tagged groups, see
-  ``scrapy_neardup/store/redis.py``), loaded through ``RedisStore.add_many``; ``store-cluster``: the same on
+  ``scrapy_neardup/store/redis/``), loaded through ``RedisStore.add_many``; ``store-cluster``: the same on
   a Redis Cluster of three masters (``tests/redis_cluster.py``), memory summed over the masters, with the
   share of the spider's keys each master holds;
 * ``layout-2``: the store before (format 2): ``P:keys`` URL -> id, ``P:docs`` id -> record, ``P:b``
