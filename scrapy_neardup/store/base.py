@@ -144,6 +144,32 @@ class Added(IntEnum):
     KNOWN = -1
 
 
+class BatchFiling:
+    """The rules of filing a batch in order, for a backend that files it alone (memory, SQLite; the Redis
+    store's scripts apply the same rules across processes): a key filed before, or earlier in the batch, is
+    ``KNOWN``; a canonical filing that shares a bucket with an earlier canonical filing of the batch is
+    ``STALE`` (that document may be its near-duplicate: the detector looks again and finds it); a
+    near-duplicate whose canonical is gone is ``STALE``; anything else is ``FILED``."""
+
+    def __init__(self) -> None:
+        self._keys: set[str] = set()
+        self._buckets: set[int] = set()
+
+    def decide(self, key: str, known: bool, buckets: Sequence[int], canonical_alive: bool | None) -> Added:
+        """What becomes of one filing: ``canonical_alive`` is ``None`` for a canonical filing, else whether its
+        canonical is still filed as a canonical page. A ``FILED`` answer counts the filing as made."""
+        if known or key in self._keys:
+            return Added.KNOWN
+        if canonical_alive is None:
+            if not self._buckets.isdisjoint(buckets):
+                return Added.STALE
+            self._buckets.update(buckets)
+        elif not canonical_alive:
+            return Added.STALE
+        self._keys.add(key)
+        return Added.FILED
+
+
 @dataclass(frozen=True)
 class Lookup:
     """What :meth:`Store.lookup_many` found for one document.

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Added, Candidate, DocRecord, Filing, Lookup, Query, Store, key_hash
+from .base import Added, BatchFiling, Candidate, DocRecord, Filing, Lookup, Query, Store, key_hash
 from .compact import BlobArray, LevelIndex
 
 #: ``_canonical`` of a removed document (-1 marks a canonical one, >= 0 a near-duplicate's canonical).
@@ -154,31 +154,20 @@ class MemoryStore(Store):
         known = self._ids_of([item[0] for item in items])
         canonical_ids = self._ids_of([item[3] for item in items if item[3] is not None])
         out: list[Added] = []
-        filed_now: set[str] = set()
-        filed_buckets: set[int] = set()
+        rules = BatchFiling()
         new: list[tuple[str, np.ndarray | None]] = []
         first = len(self._keys)
         next_canonical = iter(canonical_ids)
         for (key, signature, buckets, canonical, similarity, *_), doc in zip(items, known):
             canonical_id = None if canonical is None else next(next_canonical)
-            if doc >= 0 or key in filed_now:
-                out.append(Added.KNOWN)
+            keys = np.asarray(buckets, dtype=np.int64) if canonical is None else None
+            alive = None if canonical_id is None else canonical_id >= 0 and self._canonical[canonical_id] == -1
+            outcome = rules.decide(key, doc >= 0, keys.tolist() if keys is not None else (), alive)
+            out.append(outcome)
+            if outcome != Added.FILED:
                 continue
-            if canonical is None:
-                keys = np.asarray(buckets, dtype=np.int64)
-                if not filed_buckets.isdisjoint(keys.tolist()):
-                    out.append(Added.STALE)  # an earlier document of this batch may be its near-duplicate
-                    continue
-                filed_buckets.update(keys.tolist())
-            else:
-                if canonical_id is None or canonical_id < 0 or self._canonical[canonical_id] != -1:
-                    out.append(Added.STALE)  # its canonical is gone (removed): look again
-                    continue
-                keys = None
             self._append(key, signature, canonical_id, similarity)
-            filed_now.add(key)
             new.append((key, keys))
-            out.append(Added.FILED)
         if new:
             ids = np.arange(first, len(self._keys), dtype=np.int32)
             self._key_index.add_many(np.fromiter((key_hash(k) for k, _ in new), dtype=np.int64, count=len(new)), ids)

@@ -69,7 +69,19 @@ from typing import Any
 
 import numpy as np
 
-from .base import Added, Candidate, DocRecord, Filing, Lookup, Query, Store, StoreError, StoreWriteError, key_hash
+from .base import (
+    Added,
+    BatchFiling,
+    Candidate,
+    DocRecord,
+    Filing,
+    Lookup,
+    Query,
+    Store,
+    StoreError,
+    StoreWriteError,
+    key_hash,
+)
 from .compact import LevelIndex
 
 try:
@@ -501,27 +513,19 @@ class SqliteStore(Store):
             if record.canonical is None and not record.orphaned
         }
         out: list[Added] = []
-        filed_now: set[str] = set()
-        filed_buckets: set[int] = set()
+        rules = BatchFiling()
         new_docs: list[tuple[int, int, str, int | None, float, bytes | None, int]] = []
         new_buckets: list[tuple[int, list[int]]] = []
         now = int(time.time())
         for key, signature, buckets, canonical, similarity, *_ in items:
-            if key in known or key in filed_now:
-                out.append(Added.KNOWN)
-                continue
-            bucket_list = _bucket_ids(buckets)
-            if canonical is None:
-                if not filed_buckets.isdisjoint(bucket_list):
-                    out.append(Added.STALE)  # an earlier document of this batch may be its near-duplicate
-                    continue
-                filed_buckets.update(bucket_list)
-            elif canonical not in canonical_ids:
-                out.append(Added.STALE)  # its canonical is gone (removed): look again
+            bucket_list = _bucket_ids(buckets) if canonical is None else []
+            alive = None if canonical is None else canonical in canonical_ids
+            outcome = rules.decide(key, key in known, bucket_list, alive)
+            if outcome != Added.FILED:
+                out.append(outcome)
                 continue
             doc = self._next_id
             self._next_id += 1
-            filed_now.add(key)
             if canonical is None:
                 new_docs.append((doc, key_hash(key), key, None, similarity, signature, now))
                 new_buckets.append((doc, bucket_list))
