@@ -15,7 +15,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, TextResponse
 from scrapy.utils.defer import maybe_deferred_to_future
 
-from ..engine.canonical import Declaration, link_header_canonical, may_fetch
+from ..engine.canonical import Declaration, chosen, link_header_canonical, may_fetch
 from ..engine.decisions import Declared
 from .reporting import verdict_meta
 from .screening import response_job
@@ -114,7 +114,7 @@ class NearDupDownloaderMiddleware:
         request.meta[META_VERDICT] = verdict_meta(verdict)
         if verdict.is_duplicate:
             if self.config.canonical and not own_key:
-                self._follow_declared(request, response, prepared, verdict.canonical)
+                self._follow_declared(request, chosen(declaration, prepared.declared_canonical), verdict.canonical)
             if self.config.action == "drop":
                 service.stats.inc_value("neardup/dropped")
                 raise IgnoreRequest(f"near-duplicate of {verdict.canonical} (similarity {verdict.similarity:.3f})")
@@ -169,15 +169,12 @@ class NearDupDownloaderMiddleware:
             self._kept.popitem(last=False)
         return Declared(response.url, prepared)
 
-    def _follow_declared(self, request: Request, response: Response, prepared: Prepared, canonical: str) -> None:
+    def _follow_declared(self, request: Request, declaration: Declaration | None, canonical: str) -> None:
         """A copy judged a near-duplicate of the very page it declares canonical: that page is requested in its
         place (the copy's callback and meta carried over, as a redirect would), through the scheduler, so that
         it reaches the spider once even when the spider never links to it; the dupefilter drops the request
         when the spider asked for that page itself."""
-        declared = prepared.declared_canonical
-        header = response.headers.getlist(b"Link")
-        if header:
-            declared = link_header_canonical([v.decode("latin-1") for v in header], response.url) or declared
+        declared = None if declaration is None else declaration.url
         if declared is None or self.config.canonical_fetch == "none":
             self._kept.pop(canonical, None)
             return

@@ -83,10 +83,15 @@ class DecisionLoop:
         refiled = 0
         if declared is not None and declared.key == key:
             declared = None
+        prefer = None  # the group of the declared page, once it is filed (one store read)
         if declared is not None:
             decided += self.flush()  # the declared page may be waiting still
             self.declarations.note(key, declared.key)
-            decided += self._declared_first(prepared, declared)
+            prefer = self.detector.group_of(declared.key)
+            if prefer is None:
+                made = self._declared_first(prepared, declared)
+                decided += made
+                prefer = next((d.verdict.canonical for d in made if d.key == declared.key), None)
         if self.guard is not None:
             prepared, refile = self.guard.decide(key, url, prepared)
             if refile:
@@ -99,7 +104,6 @@ class DecisionLoop:
         also = tuple(
             f.signature for f in (fetched.fingerprint, fetched.page_fingerprint) if f is not None and f is not fp
         )
-        prefer = None if declared is None else self.detector.group_of(declared.key)
         check = Check(key, fp.signature, fp.buckets, also, prefer, self.declarations.declarers_of(key))
         self._waiting.append(_Waiting(check, prepared, refiled, None if declared is None else declared.key))
         if declared is not None or len(self._waiting) >= self.batch:
@@ -107,12 +111,10 @@ class DecisionLoop:
         return decided
 
     def _declared_first(self, prepared: Prepared, declared: Declared) -> list[Decision]:
-        """Decide the declared page first when it was had, is not filed yet, and this page matches it: a
-        copy brings its original in (a declaration the content does not bear out brings in nothing)."""
+        """Decide the declared page (not filed yet) first when it was had and this page matches it: a copy
+        brings its original in (a declaration the content does not bear out brings in nothing)."""
         theirs = declared.prepared
         if theirs is None or theirs.fingerprint is None or prepared.fingerprint is None:
-            return []
-        if self.detector.group_of(declared.key) is not None:
             return []
         if self.detector.matches(prepared.fingerprint.signature, theirs.fingerprint.signature) is None:
             return []
