@@ -26,11 +26,12 @@ from collections.abc import Callable
 import mmh3
 from bench_batch import real_corpus  # noqa: E402  (bench/ is the script's own folder)
 
-from scrapy_neardup._config import Config
+from scrapy_neardup.assembly import build_algorithm, build_pipeline
 from scrapy_neardup.engine import text as T
 from scrapy_neardup.engine.hamming import SimHasher
 from scrapy_neardup.engine.lsh import band_keys
 from scrapy_neardup.engine.minwise import MinHasher, OnePermutationHasher
+from scrapy_neardup.settings import Config
 
 
 def median_seconds(fn: Callable[[], object], repeat: int) -> float:
@@ -77,7 +78,7 @@ def main() -> int:
     texts = [json.loads(line)["text"] for line in lines]
     n = len(texts)
     megabytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
-    algorithm = Config.from_settings({"NEARDUP_THRESHOLD": 0.8, "NEARDUP_SHINGLE_SIZE": 5}).build_algorithm()
+    algorithm = build_algorithm(Config.from_settings({"NEARDUP_THRESHOLD": 0.8, "NEARDUP_SHINGLE_SIZE": 5}))
     bands, rows = algorithm.bands, algorithm.rows  # type: ignore[attr-defined]
     one, many, sim = OnePermutationHasher(128, 1), MinHasher(128, 1), SimHasher()
     normal = [T.normalize(t) for t in texts]
@@ -86,9 +87,9 @@ def main() -> int:
     shingles = [T.shingle_hashes(t, 5) for t in tokens]
     sketches = [one.signature(s) for s in shingles]
     encoded = [t.encode("utf-8") for t in texts]
-    pipeline = Config.from_settings(
-        {"NEARDUP_THRESHOLD": 0.8, "NEARDUP_SHINGLE_SIZE": 5, "NEARDUP_MIN_TEXT_LENGTH": 1}
-    ).build_pipeline()
+    pipeline = build_pipeline(
+        Config.from_settings({"NEARDUP_THRESHOLD": 0.8, "NEARDUP_SHINGLE_SIZE": 5, "NEARDUP_MIN_TEXT_LENGTH": 1})
+    )
     steps: list[tuple[str, Callable[[], object]]] = [
         ("read and decode the JSON lines", lambda: [json.loads(line.decode("utf-8")) for line in lines]),
         ("normalise (NFKC, case fold)", lambda: [T.normalize(t) for t in texts]),

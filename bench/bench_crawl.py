@@ -250,9 +250,10 @@ def extraction_floor(pages: dict[str, bytes], base: str, limit: int) -> float:
     over the pages with distinct bodies (a byte-identical copy reuses its first copy's job in a crawl:
     ``NEARDUP_BODY_CACHE_SIZE``)."""
     from scrapy_neardup import Config
+    from scrapy_neardup.assembly import build_pipeline
     from scrapy_neardup.engine.extract import decode_html
 
-    pipeline = Config.from_settings({}).build_pipeline()
+    pipeline = build_pipeline(Config.from_settings({}))
     items = list(distinct_bodies(pages).items())[: limit or None]
     started = time.process_time()
     for path, body in items:

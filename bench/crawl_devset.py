@@ -152,7 +152,7 @@ class Timings:
     def install(self) -> None:
         from scrapy_neardup.crawl.downloader import NearDupDownloaderMiddleware
         from scrapy_neardup.crawl.service import NearDupService
-        from scrapy_neardup.crawl.workers import ExtractionPool
+        from scrapy_neardup.workers import ExtractionPool
 
         self.wrap(NearDupService, "check", "check")
         self.wrap(NearDupService, "_decide_and_file", "store")  # the store thread: template guard and store
@@ -223,19 +223,20 @@ class Timings:
 def back_to_back(settings: dict, dataset: str, manifest: list[dict]) -> dict[str, dict[str, float]]:
     """The plugin's steps beyond extraction run here, page after page (see the module's docstring); per-page
     seconds, summarised as :meth:`Timings.summary` does."""
-    from scrapy_neardup._config import Config
+    from scrapy_neardup.assembly import build_pipeline, build_template_guard, open_detector
     from scrapy_neardup.engine.canonical import declared_canonical
     from scrapy_neardup.engine.decisions import DecisionLoop
     from scrapy_neardup.engine.extract import decode_html
     from scrapy_neardup.offline.evaluation import read_page
+    from scrapy_neardup.settings import Config
     from scrapy_neardup.store import store_from_url
 
     config = Config.from_settings({k: v for k, v in settings.items() if k.startswith("NEARDUP_")})
-    pipeline = config.build_pipeline()
+    pipeline = build_pipeline(config)
     folder = tempfile.TemporaryDirectory()
     store = store_from_url(f"sqlite:///{os.path.join(folder.name, 'back-to-back.sqlite')}")
-    _, detector, _ = config.open_detector(store)
-    loop = DecisionLoop(detector, config.build_template_guard(detector.algorithm))
+    _, detector, _ = open_detector(config, store)
+    loop = DecisionLoop(detector, build_template_guard(config, detector.algorithm))
     clock = time.perf_counter
     worker, decision = [], []
     try:

@@ -20,13 +20,14 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from scrapy_neardup import Config  # noqa: E402
+from scrapy_neardup.assembly import build_pipeline  # noqa: E402
 from scrapy_neardup.engine.extract import decode_html, quiet_trafilatura  # noqa: E402
 from scrapy_neardup.offline.evaluation import load_manifest, read_page  # noqa: E402
 
 
 def job(pages: list[tuple[bytes, str]], results: object) -> None:
     quiet_trafilatura()
-    pipeline = Config.from_settings({}).build_pipeline()
+    pipeline = build_pipeline(Config.from_settings({}))
     pipeline.from_html(decode_html(pages[0][0], "text/html"), pages[0][1])  # imports and caches warm
     started = time.process_time()
     for body, url in pages:

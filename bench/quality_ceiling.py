@@ -27,9 +27,10 @@ import sys
 from collections import Counter, defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from scrapy_neardup._config import Config  # noqa: E402
+from scrapy_neardup.assembly import build_pipeline, build_template_guard  # noqa: E402
 from scrapy_neardup.engine.text import shingle_set  # noqa: E402
 from scrapy_neardup.offline.evaluation import _extract_job, error_report, load_manifest, score  # noqa: E402
+from scrapy_neardup.settings import Config  # noqa: E402
 
 THRESHOLDS = (0.3, 0.35, 0.4, 0.45, 0.5)
 
@@ -37,7 +38,7 @@ THRESHOLDS = (0.3, 0.35, 0.4, 0.45, 0.5)
 def shingle_sets(manifest_path: str, workers: int) -> tuple[list[dict], list[set[int] | None]]:
     """The default pipeline's text of every page, as exact shingle sets (``None``: page skipped)."""
     config = Config.from_settings({"NEARDUP_ENABLED": True})
-    pipeline = config.build_pipeline()
+    pipeline = build_pipeline(config)
     manifest = load_manifest(manifest_path)
     base = os.path.dirname(os.path.abspath(manifest_path))
     jobs = [
@@ -54,7 +55,7 @@ def shingle_sets(manifest_path: str, workers: int) -> tuple[list[dict], list[set
     ]
     with multiprocessing.Pool(workers) as pool:
         extracted = [got for got, _ in pool.map(_extract_job, jobs, chunksize=8)]
-    guard = config.build_template_guard()
+    guard = build_template_guard(config)
     index = {row["url"]: i for i, row in enumerate(manifest)}
     sets: list[set[int] | None] = []
     for row, got in zip(manifest, extracted):

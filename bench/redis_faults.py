@@ -35,7 +35,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 from redis_server import RedisServer, server_kinds  # noqa: E402
 
-from scrapy_neardup._config import Config  # noqa: E402
+from scrapy_neardup.assembly import build_algorithm, new_detector  # noqa: E402
+from scrapy_neardup.settings import Config  # noqa: E402
 from scrapy_neardup.store import StoreError  # noqa: E402
 from scrapy_neardup.store.redis import RedisStore  # noqa: E402
 
@@ -75,7 +76,7 @@ def run(kind, fault: str, fingerprints, workdir: str) -> dict:
     store = RedisStore(
         server.url, prefix="faults:{bench}", retries=config.redis_retries, timeout_secs=config.redis_timeout_secs
     )
-    detector = config.detector(config.build_algorithm(), store)
+    detector = new_detector(config, build_algorithm(config), store)
     detector.open()
     failed, longest, fired = 0, 0.0, threading.Event()
     started = time.perf_counter()
@@ -107,7 +108,7 @@ def main() -> int:
     parser.add_argument("--docs", type=int, default=3000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    algorithm = Config.from_settings({"NEARDUP_ENABLED": True}).build_algorithm()
+    algorithm = build_algorithm(Config.from_settings({"NEARDUP_ENABLED": True}))
     fingerprints = [
         (f"http://bench/{i}", fp.signature, fp.buckets)
         for i, fp in enumerate(map(algorithm.fingerprint, texts(args.docs, 1)))

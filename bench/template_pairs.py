@@ -22,10 +22,11 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from scrapy_neardup._config import Config  # noqa: E402
+from scrapy_neardup.assembly import build_algorithm  # noqa: E402
 from scrapy_neardup.engine.prepare import page_sketcher  # noqa: E402
 from scrapy_neardup.engine.template import PAGE_TEXTS_DIFFER  # noqa: E402
 from scrapy_neardup.offline.evaluation import _extract_job, load_manifest  # noqa: E402
+from scrapy_neardup.settings import Config  # noqa: E402
 
 
 def main() -> int:
@@ -49,7 +50,7 @@ def main() -> int:
     ]
     with multiprocessing.Pool(args.workers) as pool:
         extracted = [got for got, _ in pool.map(_extract_job, jobs, chunksize=8)]
-    sketcher = page_sketcher(config.build_algorithm())  # what a crawl at the defaults compares with
+    sketcher = page_sketcher(build_algorithm(config))  # what a crawl at the defaults compares with
     groups: dict[tuple[str, str], list[tuple[dict, str]]] = defaultdict(list)
     for row, got in zip(manifest, extracted):
         if got.method == "main" and got.page_text:

@@ -18,8 +18,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from scrapy_neardup._config import Config  # noqa: E402
 from scrapy_neardup.offline.evaluation import evaluate_configurations  # noqa: E402
+from scrapy_neardup.settings import Config  # noqa: E402
 
 SWEEPS = {
     "minhash": [0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7, 0.8],

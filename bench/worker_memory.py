@@ -2,7 +2,7 @@
 
     python dev.py bench bench/worker_memory.py ../shared/neardup-dev --passes 2
 
-Runs one worker's job (:func:`scrapy_neardup.crawl.workers.analyze_html`, after the worker's own start-up) in
+Runs one worker's job (:func:`scrapy_neardup.workers.analyze_html`, after the worker's own start-up) in
 this process over every page of the set, ``--passes`` times, and prints the resident set size after the
 start-up and every ``--every`` pages, as one JSON object. Growth past the first pass is what
 ``NEARDUP_WORKER_MAX_TASKS`` (recycling) is there to bound.
@@ -17,9 +17,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from scrapy_neardup._config import Config  # noqa: E402
-from scrapy_neardup.crawl.workers import analyze_html, init_worker  # noqa: E402
 from scrapy_neardup.offline.evaluation import load_manifest, read_page  # noqa: E402
+from scrapy_neardup.settings import Config  # noqa: E402
+from scrapy_neardup.workers import analyze_html, init_worker  # noqa: E402
 
 
 def rss_mb() -> float:

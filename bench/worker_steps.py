@@ -19,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from scrapy_neardup._config import Config  # noqa: E402
+from scrapy_neardup.assembly import build_algorithm  # noqa: E402
 from scrapy_neardup.engine.extract import (  # noqa: E402
     TEMPLATE_MAX_SHARE,
     _visible_text,
@@ -29,6 +29,7 @@ from scrapy_neardup.engine.extract import (  # noqa: E402
     parse_for_extraction,
 )
 from scrapy_neardup.offline.evaluation import load_manifest, read_page  # noqa: E402
+from scrapy_neardup.settings import Config  # noqa: E402
 
 
 def main() -> int:
@@ -36,7 +37,7 @@ def main() -> int:
     parser.add_argument("dataset")
     args = parser.parse_args()
     config = Config.from_settings({})
-    algorithm = config.build_algorithm()
+    algorithm = build_algorithm(config)
     manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
     spent = dict.fromkeys(("decode", "parse", "main_text", "page_text", "main_fingerprint", "page_fingerprint"), 0.0)
     with_page = 0

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from ._config import Config, ConfigError
     from .addon import Addon
     from .crawl.downloader import NearDupDownloaderMiddleware
     from .crawl.items import NearDupPipeline
     from .crawl.spider import NearDupSpiderMiddleware
+    from .settings import Config, ConfigError
 
 __all__ = [
     "Addon",
@@ -31,8 +31,8 @@ __all__ = [
 
 _EXPORTS = {
     "Addon": ".addon",
-    "Config": "._config",
-    "ConfigError": "._config",
+    "Config": ".settings",
+    "ConfigError": ".settings",
     "NearDupDownloaderMiddleware": ".crawl.downloader",
     "NearDupPipeline": ".crawl.items",
     "NearDupSpiderMiddleware": ".crawl.spider",

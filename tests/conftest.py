@@ -124,8 +124,8 @@ def redis_cluster(tmp_path, redis_kind):
 @pytest.fixture
 def pool():
     """A pool of one real extraction worker process, at the defaults, with a timeout of 5 s."""
-    from scrapy_neardup._config import Config
-    from scrapy_neardup.crawl.workers import ExtractionPool
+    from scrapy_neardup.settings import Config
+    from scrapy_neardup.workers import ExtractionPool
 
     extraction = ExtractionPool(Config.from_settings({}), 1, timeout=5.0)
     extraction.start()

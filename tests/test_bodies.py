@@ -115,7 +115,7 @@ def test_a_copy_waiting_on_a_killed_workers_job_is_extracted_on_its_own(tmp_path
 
 # -- the cache alone, with a real worker process (conftest's pool) ---------------------------------------
 def test_the_cache_shares_running_and_finished_jobs_and_forgets_failed_ones(pool):
-    from scrapy_neardup.crawl.workers import WorkerLost, analyze_html
+    from scrapy_neardup.workers import WorkerLost, analyze_html
 
     bodies = IdenticalBodies(2)
     page = article_page(1).encode()

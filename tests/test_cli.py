@@ -295,7 +295,8 @@ def test_dedup_makes_the_template_decisions_of_a_crawl_whatever_the_workers(tmp_
 def test_all_pairs_reports_every_pair_above_the_threshold(tmp_path):
     import random
 
-    from scrapy_neardup._config import Config
+    from scrapy_neardup.assembly import build_pipeline
+    from scrapy_neardup.settings import Config
 
     rng = random.Random(7)
     docs = []
@@ -313,7 +314,7 @@ def test_all_pairs_reports_every_pair_above_the_threshold(tmp_path):
     star, everything = tmp_path / "star.tsv", tmp_path / "all.tsv"
     run_cli("dedup", str(src), "-o", str(star))
     run_cli("dedup", str(src), "-o", str(everything), "--all-pairs")
-    pipeline = Config.from_settings({"NEARDUP_ENABLED": True}).build_pipeline()
+    pipeline = build_pipeline(Config.from_settings({"NEARDUP_ENABLED": True}))
     fps = {u: pipeline.from_text(t).fingerprint.signature for u, t in docs}
     order = [u for u, _ in docs]
     brute = {}

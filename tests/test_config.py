@@ -2,6 +2,7 @@ import pytest
 from scrapy.settings import Settings
 
 from scrapy_neardup import Config, ConfigError
+from scrapy_neardup.assembly import build_algorithm, build_pipeline, build_store
 
 
 def config(**values):
@@ -12,14 +13,14 @@ def test_defaults():
     c = config()
     assert (c.enabled, c.algorithm, c.action, c.threshold, c.shingle_size) == (False, "minhash", "drop", 0.45, 2)
     assert not c.extract_fast
-    assert c.extract_favor == "recall" and c.build_pipeline().favor == "recall"
-    assert config(EXTRACT_FAVOR="precision").build_pipeline().favor == "precision"
-    assert c.build_algorithm().params()["num_perm"] == 128
-    assert c.build_algorithm().params()["sketch"] == "one-permutation"
+    assert c.extract_favor == "recall" and build_pipeline(c).favor == "recall"
+    assert build_pipeline(config(EXTRACT_FAVOR="precision")).favor == "precision"
+    assert build_algorithm(c).params()["num_perm"] == 128
+    assert build_algorithm(c).params()["sketch"] == "one-permutation"
     # The older sketch records exactly what stores made before the setting recorded, so they still open.
-    assert "sketch" not in config(MINHASH_SKETCH="permutations").build_algorithm().params()
+    assert "sketch" not in build_algorithm(config(MINHASH_SKETCH="permutations")).params()
     s = config(ALGORITHM="simhash")
-    assert s.threshold == 0.65 and s.build_algorithm().max_distance == 13 and s.shingle_size == 2
+    assert s.threshold == 0.65 and build_algorithm(s).max_distance == 13 and s.shingle_size == 2
 
 
 def test_values_from_the_command_line_are_strings():
@@ -31,7 +32,7 @@ def test_values_from_the_command_line_are_strings():
 
 
 def test_misspelt_settings_are_named_with_the_closest_real_one():
-    from scrapy_neardup._config import unknown_settings
+    from scrapy_neardup.settings import unknown_settings
 
     lines = unknown_settings(Settings({"NEARDUP_TRESHOLD": 0.5, "NEARDUP_WHATEVER": 1, "NEARDUP_THRESHOLD": 0.5}))
     assert lines == [
@@ -86,7 +87,7 @@ def test_combinations_are_checked():
         config(ALGORITHM="simhash", SIMHASH_MAX_DISTANCE=3, SIMHASH_BLOCKS=3)
     with pytest.raises(ConfigError, match=r"NEARDUP_THRESHOLD = 1.0 .*\(0, 1\) for NEARDUP_ALGORITHM = 'minhash'"):
         config(THRESHOLD=1.0)
-    assert config(ALGORITHM="simhash", THRESHOLD=1.0).build_algorithm().max_distance == 0
+    assert build_algorithm(config(ALGORITHM="simhash", THRESHOLD=1.0)).max_distance == 0
     with pytest.raises(ConfigError, match=r"NEARDUP_THRESHOLD = 1.0 .*\(0, 1\) for NEARDUP_ALGORITHM = 'spotsigs'"):
         config(ALGORITHM="spotsigs", THRESHOLD=1.0)
     # A threshold SimHash's 64 bits cannot serve is refused with the reason and the range it serves.
@@ -97,14 +98,14 @@ def test_combinations_are_checked():
         r"too few .* use 'minhash' for lower thresholds",
     ):
         config(ALGORITHM="simhash", THRESHOLD=0.45)
-    assert config(ALGORITHM="simhash", THRESHOLD=0.55).build_algorithm().max_distance == 15
+    assert build_algorithm(config(ALGORITHM="simhash", THRESHOLD=0.55)).max_distance == 15
     with pytest.raises(ConfigError, match=r"NEARDUP_SIMHASH_MAX_DISTANCE = 16 is not allowed: an integer from 0 to 15"):
         config(ALGORITHM="simhash", SIMHASH_MAX_DISTANCE=16)
 
 
 def test_simhash_threshold_maps_to_hamming_distance():
-    assert config(ALGORITHM="simhash", THRESHOLD=0.9).build_algorithm().max_distance == 6
-    explicit = config(ALGORITHM="simhash", SIMHASH_MAX_DISTANCE=4).build_algorithm()
+    assert build_algorithm(config(ALGORITHM="simhash", THRESHOLD=0.9)).max_distance == 6
+    explicit = build_algorithm(config(ALGORITHM="simhash", SIMHASH_MAX_DISTANCE=4))
     assert explicit.max_distance == 4 and explicit.threshold == pytest.approx(0.9623, abs=1e-4)
     # The threshold is a Jaccard similarity: 0.9 searches the distances whose Jaccard estimate is >= 0.9.
     from scrapy_neardup.engine.algorithms.simhash import simhash_distance_for, simhash_jaccard
@@ -123,8 +124,8 @@ def test_default_store_is_one_sqlite_file_per_spider(tmp_path):
 def test_every_algorithm_comes_from_the_registry_with_its_own_defaults():
     from dataclasses import fields
 
-    from scrapy_neardup._config import Config
     from scrapy_neardup.engine.algorithms import algorithm_class, algorithm_names
+    from scrapy_neardup.settings import Config
 
     names = algorithm_names()
     assert names[0] == "minhash" and len(names) == 7
@@ -136,13 +137,21 @@ def test_every_algorithm_comes_from_the_registry_with_its_own_defaults():
             continue  # needs a lexicon file; built in test_literature and test_cli
         built = config(**settings)
         assert built.threshold == kind.DEFAULT_THRESHOLD and built.shingle_size == kind.DEFAULT_SHINGLE_SIZE
-        assert type(built.build_algorithm()) is kind
+        assert type(build_algorithm(built)) is kind
     with pytest.raises(KeyError):
         algorithm_class("base")
-    # The dataclass's own defaults are those of the settings: one set of defaults, not two.
-    plain, parsed = Config(), Config.from_settings({})
-    for field in fields(Config):
-        assert getattr(plain, field.name) == getattr(parsed, field.name), field.name
+    # One set of defaults: the settings table's. Config has a field a setting and no default of its own.
+    from dataclasses import MISSING
+
+    from scrapy_neardup.settings import SETTINGS
+
+    settings_fields = {f.name: f for f in fields(Config) if f.name != "stored_index"}
+    assert set(settings_fields) == {s.field for s in SETTINGS}
+    assert all(f.default is MISSING for f in settings_fields.values())
+    parsed = Config.from_settings({})
+    for setting in SETTINGS:
+        if setting.default is not None:
+            assert getattr(parsed, setting.field) == setting.default, setting.name
 
 
 class _CountingStore:
@@ -153,7 +162,7 @@ def test_a_store_backend_of_ones_own_is_named_by_neardup_store_class(tmp_path):
     from scrapy_neardup.store import MemoryStore
 
     built = config(STORE_CLASS="scrapy_neardup.store.memory.MemoryStore", STORE_URL="custom://anything")
-    store = built.build_store("news", str(tmp_path))
+    store = build_store(built, "news", str(tmp_path))
     assert type(store) is MemoryStore  # built by the class named, whatever the URL's scheme
     with pytest.raises(
         ConfigError,

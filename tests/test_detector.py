@@ -117,28 +117,29 @@ def _copies(n, seed):
     ],
 )
 def test_a_store_made_for_another_threshold_is_kept_when_its_index_can_serve(tmp_path, algorithm, old, new, adopted):
-    from scrapy_neardup._config import Config
+    from scrapy_neardup.assembly import build_algorithm, open_detector
+    from scrapy_neardup.settings import Config
     from scrapy_neardup.store import SqliteStore
 
     path = str(tmp_path / "s.sqlite3")
     texts = _copies(4, 1)
     before = Config.from_settings({"NEARDUP_ENABLED": True, "NEARDUP_ALGORITHM": algorithm, "NEARDUP_THRESHOLD": old})
-    _, detector, note = before.open_detector(SqliteStore(path))
+    _, detector, note = open_detector(before, SqliteStore(path))
     assert note == ""
     detector.check("http://a/0", texts[0])
     detector.close()
     after = Config.from_settings({"NEARDUP_ENABLED": True, "NEARDUP_ALGORITHM": algorithm, "NEARDUP_THRESHOLD": new})
     if not adopted:
         with pytest.raises(StoreMismatchError, match=r"max_distance: stored 3, configured 6 \(NEARDUP_THRESHOLD"):
-            after.open_detector(SqliteStore(path))
+            open_detector(after, SqliteStore(path))
         return
-    config, detector, note = after.open_detector(SqliteStore(path))
+    config, detector, note = open_detector(after, SqliteStore(path))
     assert "indexed for another threshold" in note and f"compared at threshold {new:g}" in note
-    assert detector.algorithm.threshold == after.build_algorithm().threshold  # verified at the new threshold
+    assert detector.algorithm.threshold == build_algorithm(after).threshold  # verified at the new threshold
     assert detector.store.count() == 1
     # The stored page is still found, through its own index, by a copy of it.
     assert detector.check("http://a/copy", texts[0]).canonical == "http://a/0"
-    assert config.build_algorithm().params() == detector.algorithm.params()  # what the workers will use
+    assert build_algorithm(config).params() == detector.algorithm.params()  # what the workers will use
     detector.close()
 
 
@@ -186,13 +187,14 @@ def test_one_threshold_means_one_jaccard_similarity_for_minhash_and_simhash():
     algorithm. Pairs of real-length texts at known exact Jaccard: both algorithms estimate it, and both
     decide alike at a threshold of 0.7 for pairs clearly on either side (the scale SimHash had before,
     1 - distance/64, read a Jaccard of 0.5 as about 0.75 and accepted such pairs)."""
-    from scrapy_neardup._config import Config
+    from scrapy_neardup.assembly import build_algorithm
     from scrapy_neardup.engine.text import shingle_set
+    from scrapy_neardup.settings import Config
 
     def algorithm(name):
-        return Config.from_settings(
-            {"NEARDUP_ENABLED": True, "NEARDUP_ALGORITHM": name, "NEARDUP_THRESHOLD": 0.7}
-        ).build_algorithm()
+        return build_algorithm(
+            Config.from_settings({"NEARDUP_ENABLED": True, "NEARDUP_ALGORITHM": name, "NEARDUP_THRESHOLD": 0.7})
+        )
 
     minhash, simhash = algorithm("minhash"), algorithm("simhash")
     errors = {"minhash": [], "simhash": []}

@@ -9,10 +9,10 @@ import re
 
 from crawlkit import ROOT
 
-from scrapy_neardup._config import DEFAULTS
 from scrapy_neardup.crawl.reporting import SKIP_REASONS
 from scrapy_neardup.engine.algorithms import algorithm_names
 from scrapy_neardup.offline.cli import build_parser
+from scrapy_neardup.settings import SETTINGS
 
 
 def read(name: str) -> str:
@@ -32,18 +32,28 @@ def shown(value: object) -> list[str]:
         return [json.dumps(value)]
     if isinstance(value, bool) or value is None:
         return [str(value)]
+    if isinstance(value, float):
+        return [str(value), f"{value:g}"]
     if isinstance(value, int) and value >= 1024 * 1024:
         return [str(value), f"{value:,}", f"{value // (1024 * 1024)} MiB", f"{value // (1024 * 1024)} MB"]
     return [str(value)]
 
 
-def test_every_setting_is_documented_with_its_default():
+def test_every_setting_is_documented_with_its_type_default_and_choices():
     documented = sections(read("reference.md"))
-    for name, default in DEFAULTS.items():
-        section = next((body for heading, body in documented.items() if name in heading.split(" / ")), None)
-        assert section is not None, f"{name} has no section in docs/reference.md"
+    types = {"bool": "bool", "int": "int", "float": "float", "str": "str", "file": "str"}
+    for setting in SETTINGS:
+        section = next((body for heading, body in documented.items() if setting.name in heading.split(" / ")), None)
+        assert section is not None, f"{setting.name} has no section in docs/reference.md"
         head = section.split("\n\n")[0]
-        assert "default" in head and any(f"`{s}`" in head or s in head for s in shown(default)), (name, default)
+        assert f"`{types[setting.kind]}`" in head, (setting.name, setting.kind)
+        assert ("or `None`" in head) == setting.optional, (setting.name, "None allowed?", setting.optional)
+        assert "default" in head and any(f"`{s}`" in head or s in head for s in shown(setting.default)), (
+            setting.name,
+            setting.default,
+        )
+        for choice in setting.allowed_choices:
+            assert f'`"{choice}"`' in section, (setting.name, choice)
 
 
 def test_every_stat_skip_reason_and_algorithm_is_documented():

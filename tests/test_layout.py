@@ -1,5 +1,5 @@
-"""The package's rooms, and the one direction its imports go: ``crawl`` and ``offline`` use ``_config``, which
-uses ``engine`` and ``store``; the engine and the stores import neither Scrapy nor the rooms above them, and
+"""The package's rooms, and the one direction its imports go: ``crawl`` and ``offline`` use ``assembly`` (which
+wires what ``settings`` parses) and ``workers`` (the extraction runtime), which use ``engine`` and ``store``; the engine and the stores import neither Scrapy nor the rooms above them, and
 the offline side does not import the Scrapy side."""
 
 from __future__ import annotations
@@ -49,18 +49,34 @@ def test_imports_point_one_way():
             "twisted",
             "scrapy_neardup.crawl",
             "scrapy_neardup.offline",
-            "scrapy_neardup._config",
+            "scrapy_neardup.settings",
+            "scrapy_neardup.assembly",
+            "scrapy_neardup.workers",
         ),
         "scrapy_neardup.store": (
             "scrapy",
             "twisted",
             "scrapy_neardup.crawl",
             "scrapy_neardup.offline",
-            "scrapy_neardup._config",
+            "scrapy_neardup.settings",
+            "scrapy_neardup.assembly",
+            "scrapy_neardup.workers",
             "scrapy_neardup.engine",
         ),
         "scrapy_neardup.offline": ("scrapy", "twisted", "scrapy_neardup.crawl"),
-        "scrapy_neardup._config": ("scrapy_neardup.crawl", "scrapy_neardup.offline"),
+        "scrapy_neardup.settings": (  # Scrapy's Settings is named for type checking only
+            "scrapy_neardup.crawl",
+            "scrapy_neardup.offline",
+            "scrapy_neardup.assembly",
+            "scrapy_neardup.workers",
+        ),
+        "scrapy_neardup.assembly": (
+            "scrapy",
+            "scrapy_neardup.crawl",
+            "scrapy_neardup.offline",
+            "scrapy_neardup.workers",
+        ),
+        "scrapy_neardup.workers": ("scrapy", "twisted", "scrapy_neardup.crawl", "scrapy_neardup.offline"),
     }
     checked = 0
     for module, path in modules().items():

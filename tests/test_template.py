@@ -4,9 +4,10 @@ import pytest
 from crawlkit import crawl_pages
 from sitegen import article_page, print_page, template_page
 
-from scrapy_neardup._config import Config, ConfigError
+from scrapy_neardup.assembly import build_pipeline, build_template_guard
 from scrapy_neardup.engine.detector import Detector
 from scrapy_neardup.engine.template import TemplateGuard
+from scrapy_neardup.settings import Config, ConfigError
 from scrapy_neardup.store import MemoryStore
 
 
@@ -16,7 +17,7 @@ def prepared(pipeline, html, url):
 
 def test_different_articles_around_one_block_make_it_a_template():
     config = Config.from_settings({})
-    pipeline, guard = config.build_pipeline(), config.build_template_guard()
+    pipeline, guard = build_pipeline(config), build_template_guard(config)
     first = prepared(pipeline, template_page(0), "http://site.example/story-0")
     second = prepared(pipeline, template_page(1), "http://site.example/story-1")
     assert first.main_key == second.main_key  # the failure itself: two stories, one extracted text
@@ -36,7 +37,7 @@ def test_different_articles_around_one_block_make_it_a_template():
 
 def test_copies_on_one_host_are_never_a_template_whatever_their_number():
     config = Config.from_settings({})
-    pipeline, guard = config.build_pipeline(), config.build_template_guard()
+    pipeline, guard = build_pipeline(config), build_template_guard(config)
     urls = ["/a/7", "/category/a/7", "/amp/7", "/a/7?page=1", "/a/7?page=2", "/mirror/a/7"]
     pages = [article_page(7) for _ in urls]
     pages[2] = article_page(7, extra="<aside><p>Advertisement: buy copper lanterns today at the market.</p></aside>")
@@ -54,7 +55,7 @@ def test_a_page_that_is_mostly_its_article_carries_nothing_for_the_guard():
     """Only a main text that is at most half of its page can be a template block: any other page gets no
     page fingerprint and no main-text key, and the guard passes it as it is."""
     config = Config.from_settings({})
-    pipeline, guard = config.build_pipeline(), config.build_template_guard()
+    pipeline, guard = build_pipeline(config), build_template_guard(config)
     words = "copper lanterns lit the harbour while the council debated the new tide tables".split()
     paragraphs = "".join(f"<p>{' '.join(words[i:] + words[:i])} in spring {i}.</p>" for i in range(len(words)))
     html = f"<html><head><title>Lanterns</title></head><body><article>{paragraphs}</article></body></html>"
@@ -67,7 +68,7 @@ def test_a_page_that_is_mostly_its_article_carries_nothing_for_the_guard():
 def test_refiled_first_article_still_finds_its_copy():
     """Pages decided before the guard fired stay comparable with those decided after it."""
     config = Config.from_settings({})
-    pipeline, guard = config.build_pipeline(), config.build_template_guard()
+    pipeline, guard = build_pipeline(config), build_template_guard(config)
     store = MemoryStore()
     detector = Detector(pipeline.algorithm, store)
     detector.open()
@@ -87,7 +88,7 @@ def test_refiled_first_article_still_finds_its_copy():
 
 def test_memory_is_bounded():
     config = Config.from_settings({})
-    pipeline = config.build_pipeline()
+    pipeline = build_pipeline(config)
     guard = TemplateGuard(repeats=2, max_groups=10)
     page = prepared(pipeline, template_page(0), "http://h.example/")
     for i in range(100):
@@ -96,8 +97,8 @@ def test_memory_is_bounded():
 
 
 def test_guard_off_reads_no_page_text():
-    pipeline = Config.from_settings({"NEARDUP_TEMPLATE_REPEATS": 0}).build_pipeline()
-    assert Config.from_settings({"NEARDUP_TEMPLATE_REPEATS": 0}).build_template_guard() is None
+    pipeline = build_pipeline(Config.from_settings({"NEARDUP_TEMPLATE_REPEATS": 0}))
+    assert build_template_guard(Config.from_settings({"NEARDUP_TEMPLATE_REPEATS": 0})) is None
     got = prepared(pipeline, template_page(0), "http://site.example/story-0")
     assert got.page_fingerprint is None and got.main_key is None  # the guard's inputs are not made at all
 

@@ -200,7 +200,7 @@ def page_result(pool, fn, *args, timeout=60):
 def test_a_real_segfault_costs_one_page(pool):
     from crawlkit import segfault
 
-    from scrapy_neardup.crawl.workers import WorkerLost, analyze_html
+    from scrapy_neardup.workers import WorkerLost, analyze_html
 
     with pytest.raises(WorkerLost, match="SIGSEGV"):
         page_result(pool, segfault)
@@ -229,7 +229,7 @@ def test_pages_wait_for_a_busy_pool_and_a_death_costs_only_the_page_its_worker_h
     that page fails, naming the signal, and the two waiting pages are extracted by its replacement."""
     from crawlkit import sleepy
 
-    from scrapy_neardup.crawl.workers import WorkerLost
+    from scrapy_neardup.workers import WorkerLost
 
     first, second, third = pool.submit(sleepy, 5), pool.submit(sleepy, 0.01), pool.submit(sleepy, 0.02)
     wait_until(lambda: pool.running() and pool.running()[0][2][1] == (5,), timeout=10, what="the first page taken")
@@ -244,8 +244,8 @@ def test_pages_wait_for_a_busy_pool_and_a_death_costs_only_the_page_its_worker_h
 def test_workers_are_recycled_after_max_tasks_and_stop_cleanly():
     from crawlkit import sleepy
 
-    from scrapy_neardup._config import Config
-    from scrapy_neardup.crawl.workers import ExtractionPool
+    from scrapy_neardup.settings import Config
+    from scrapy_neardup.workers import ExtractionPool
 
     extraction = ExtractionPool(Config.from_settings({}), 1, max_tasks=2)
     extraction.start()
@@ -263,7 +263,7 @@ def test_workers_are_recycled_after_max_tasks_and_stop_cleanly():
 def test_a_page_past_the_timeout_fails_and_the_worker_is_replaced(pool):
     from crawlkit import sleepy
 
-    from scrapy_neardup.crawl.workers import WorkerTimeout
+    from scrapy_neardup.workers import WorkerTimeout
 
     pool.timeout = 0.3
     with pytest.raises(WorkerTimeout):
@@ -277,7 +277,7 @@ def test_when_no_worker_can_be_started_pages_fail_instead_of_waiting(pool):
     a page submitted meanwhile fails too, and once workers can start again pages are extracted."""
     from crawlkit import sleepy
 
-    from scrapy_neardup.crawl.workers import WorkerLost
+    from scrapy_neardup.workers import WorkerLost
 
     held, waiting = pool.submit(sleepy, 5), pool.submit(sleepy, 0.01)
     wait_until(lambda: pool.running(), timeout=10, what="the first page taken")
@@ -302,8 +302,8 @@ def test_when_no_worker_can_be_started_pages_fail_instead_of_waiting(pool):
 def test_a_workers_result_says_when_its_job_began_on_this_processs_clock(pool):
     """``work_started`` is read from the machine's monotonic clock in the worker: it falls between the page's
     hand-over and its result here, so the trip to the worker can be told from the trip back."""
-    from scrapy_neardup.crawl.workers import analyze_html
     from scrapy_neardup.engine.prepare import Prepared
+    from scrapy_neardup.workers import analyze_html
 
     page_result(pool, analyze_html, article_page(2).encode(), "http://a.example/2", "text/html")  # started
     handed = time.perf_counter()

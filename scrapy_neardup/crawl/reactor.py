@@ -14,7 +14,7 @@ from twisted.python.threadable import isInIOThread
 from twisted.python.threadpool import ThreadPool
 from zope.interface import implementer
 
-from .workers import run_reader_callback
+from ..workers import run_reader_callback
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -43,7 +43,7 @@ class _WorkerPipe:
 
 
 class ReactorIO:
-    """The workers' results read by the reactor (:class:`~scrapy_neardup.crawl.workers.PoolIO`): a page's
+    """The workers' results read by the reactor (:class:`~scrapy_neardup.workers.PoolIO`): a page's
     result wakes the reactor once, and it is decided there (a local store) or handed to the store thread."""
 
     def __init__(self) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .workers import analyze_html, analyze_text
+from ..workers import analyze_html, analyze_text
 
 if TYPE_CHECKING:
     from scrapy.http import Response

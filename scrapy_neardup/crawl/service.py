@@ -23,19 +23,20 @@ from scrapy.utils.project import data_path
 from twisted.internet.defer import Deferred
 from twisted.python.threadpool import ThreadPool
 
-from .._config import Config, ConfigError, unknown_settings
+from ..assembly import build_pipeline, build_store, build_template_guard, open_detector
 from ..engine.canonical import Declaration, chosen, declared_canonical
 from ..engine.decisions import Decision, DecisionLoop, Declared
 from ..engine.detector import Detector, Verdict
 from ..engine.extract import decode_html, quiet_trafilatura
 from ..engine.prepare import Prepared
 from ..engine.template import TemplateGuard
+from ..settings import Config, ConfigError, unknown_settings
 from ..store import Store, StoreError, StoreMismatchError, StoreWriteError, redact_url
+from ..workers import IN_PROCESS, ExtractionPool, WorkerLost, WorkerTimeout
 from .bodies import IdenticalBodies, body_digest
 from .reactor import in_thread, pool_reader, reply
 from .reporting import Reporter
 from .screening import Job
-from .workers import IN_PROCESS, ExtractionPool, WorkerLost, WorkerTimeout
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -106,9 +107,9 @@ class NearDupService:
         self.crawler = crawler
         self.config = config
         self.stats = crawler.stats
-        self.pipeline = config.build_pipeline()
+        self.pipeline = build_pipeline(config)
         self.algorithm = self.pipeline.algorithm
-        self.guard: TemplateGuard | None = config.build_template_guard(self.algorithm)
+        self.guard: TemplateGuard | None = build_template_guard(config, self.algorithm)
         self.detector: Detector | None = None
         self._decisions: DecisionLoop | None = None
         self.report = Reporter(crawler, config.debug)
@@ -156,8 +157,8 @@ class NearDupService:
         url = config.resolve_store_url(spider.name, data_path("", createdir=False))
         store: Store | None = None
         try:
-            store = config.build_store(spider.name, data_path("", createdir=False))  # no redis-py: fails here
-            adopted, detector, note = config.open_detector(store, reset=config.reset)
+            store = build_store(config, spider.name, data_path("", createdir=False))  # no redis-py: fails here
+            adopted, detector, note = open_detector(config, store, reset=config.reset)
             expired = self._expire(store) if config.expiration_secs else 0
             initial = store.count()
         except Exception as exc:  # noqa: BLE001 - whatever failed, no page may go through unchecked
@@ -189,9 +190,9 @@ class NearDupService:
             # the guard and the decisions use the store's index from now on.
             logger.warning("scrapy-neardup: %s", note, extra={"spider": spider})
             self.config = config = adopted
-            self.pipeline = config.build_pipeline()
+            self.pipeline = build_pipeline(config)
             self.algorithm = detector.algorithm
-            self.guard = config.build_template_guard(self.algorithm)
+            self.guard = build_template_guard(config, self.algorithm)
         self.detector = detector
         self._decisions = DecisionLoop(detector, self.guard)
         self._store_thread = ThreadPool(0, 1, name="scrapy-neardup-store")

@@ -172,6 +172,11 @@ def chosen(given: Declaration | None, in_html: str | None) -> Declaration | None
     return given
 
 
+#: Which declared pages are had before the copy that declares them is decided (``NEARDUP_CANONICAL_FETCH``): on
+#: the same site as the copy, on any site, or none.
+CANONICAL_FETCH_POLICIES = ("site", "all", "none")
+
+
 def may_fetch(policy: str, page_url: str, declared_url: str) -> bool:
     """Whether a declared page is had before its copy is decided (``NEARDUP_CANONICAL_FETCH``): ``site``,
     when both are on one site (:func:`same_site`); ``all``, always; ``none``, never."""

@@ -76,6 +76,9 @@ _BREAK_TAGS = frozenset(
 )
 
 
+#: What trafilatura favours when unsure (its ``favor_recall`` / ``favor_precision``, or neither): more text or less.
+TRAFILATURA_FAVORS = ("recall", "balanced", "precision")
+
 #: A main text is a candidate for a template block only when it is at most this share of the page's text;
 #: above it, the main text is most of the page, which is what an article (or a copy of one) looks like.
 TEMPLATE_MAX_SHARE = 0.5

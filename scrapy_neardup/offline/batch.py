@@ -1,15 +1,14 @@
 """Offline near-duplicate detection over crawl dumps: the engine of ``scrapy-neardup dedup``.
 
-Documents stream from the readers; extraction and fingerprinting (the costly, independent part) run in a
-pool of worker processes, in input order; the decision runs in this process against the store, exactly as
-in a crawl. Memory holds the index (in the store) and a bounded window of documents in flight, not the input.
+Documents stream from the readers; extraction and fingerprinting (the costly, independent part) run in the
+extraction runtime's worker processes (:mod:`scrapy_neardup.workers`, the crawl's), in input order; the
+decision runs in this process against the store, exactly as in a crawl. Memory holds the index (in the
+store) and a bounded window of documents in flight, not the input.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import signal
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -17,14 +16,16 @@ from dataclasses import dataclass, field, replace
 from itertools import chain, islice
 from typing import NamedTuple, Union
 
-from .._config import Config
+from ..assembly import build_algorithm, build_pipeline, build_store, build_template_guard, new_detector, open_detector
 from ..engine.algorithms.base import Fingerprint
 from ..engine.canonical import Declaration, chosen, declared_canonical, may_fetch
 from ..engine.decisions import Decision, DecisionLoop, Declared
 from ..engine.detector import Verdict
 from ..engine.extract import decode_html, quiet_trafilatura
 from ..engine.prepare import DocumentPipeline, Prepared
+from ..settings import Config
 from ..store import Store
+from ..workers import ExtractionPool, in_order, init_worker, worker_pipeline
 from .inputs import BadLine, Document, DocumentReader, RawLine, parse_line
 
 #: Documents decided per store round trip.
@@ -56,26 +57,31 @@ class Ready(NamedTuple):
 _Result = Union[Ready, Unreadable]
 
 
-def _init_worker(config: Config, in_worker: bool = True) -> None:
-    global _worker_pipeline
-    if in_worker:  # Ctrl-C reaches the whole process group: the parent decides what it means
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    quiet_trafilatura()
-    _worker_pipeline = config.build_pipeline()
-
-
 def _prepare_in_worker(item: Document | RawLine) -> _Result:
-    assert _worker_pipeline is not None
+    """A document (a JSON line parsed first) to what the decision needs, in the process that runs it."""
     if isinstance(item, RawLine):
         try:
             item = parse_line(item)
         except BadLine as exc:
             return Unreadable(str(exc))
-    return Ready(item.url, prepare(_worker_pipeline, item).to_wire(), item.declared)
+    return Ready(item.url, prepare(worker_pipeline(), item).to_wire(), item.declared)
 
 
-def _prepare_batch_in_worker(items: list[Document | RawLine]) -> list[_Result]:
+def prepare_batch(items: list[Document | RawLine]) -> list[_Result]:
+    """Worker task: a batch of documents (:data:`WORKER_BATCH_DOCS`)."""
     return [_prepare_in_worker(item) for item in items]
+
+
+def _lost(item: Document | RawLine, why: BaseException) -> _Result:
+    """What a document whose extraction ended its worker (a native crash, the timeout) becomes: a document
+    with no fingerprint (skip reason ``error``), reported, never silently dropped."""
+    if isinstance(item, RawLine):
+        try:
+            item = parse_line(item)
+        except BadLine as exc:
+            return Unreadable(str(exc))
+    print(f"scrapy-neardup: {item.url}: extraction failed and the document is skipped ({why})", file=sys.stderr)
+    return Ready(item.url, Prepared(None, "error").to_wire(), item.declared)
 
 
 def _worker_batches(documents: Iterable[Document | RawLine]) -> Iterator[list[Document | RawLine]]:
@@ -158,7 +164,7 @@ class DeclaredAhead:
                 return None
             if self._pipeline is None:
                 quiet_trafilatura()
-                self._pipeline = self.config.build_pipeline()
+                self._pipeline = build_pipeline(self.config)  # this process's own: the workers' is theirs
             prepared = self._prepared[url] = prepare(self._pipeline, doc)
         return Declared(url, prepared)
 
@@ -233,26 +239,38 @@ class BatchDeduplicator:
         if config.store_url is None and config.store_class is None:
             config = replace(config, store_url="memory://")
         self.config = config
-        self.store: Store = config.build_store(spider, data_dir=".scrapy")
-        self.detector = config.detector(config.build_algorithm(), self.store)
-        self.guard = config.build_template_guard(self.detector.algorithm)
+        self.store: Store = build_store(config, spider, data_dir=".scrapy")
+        self.detector = new_detector(config, build_algorithm(config), self.store)
+        self.guard = build_template_guard(config, self.detector.algorithm)
         self.workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
         self.reset = reset
 
     def _results(self, documents: Iterable[Document | RawLine]) -> Iterator[_Result]:
-        """Prepared documents in input order: in worker processes fed whole batches, or in this process
-        for one worker or an input of a single batch (where starting a pool would cost more than it saves)."""
+        """Prepared documents in input order: in the extraction runtime's worker processes fed whole batches,
+        or in this process for one worker or an input of a single batch (where starting a pool would cost
+        more than it saves). A batch whose worker died or timed out is done again one document a task, so
+        only the document that caused it is lost (skip reason ``error``)."""
         batches = _worker_batches(documents)
         head = list(islice(batches, 2))
         if self.workers == 1 or len(head) < 2:
-            _init_worker(self.config, in_worker=False)
+            init_worker(self.config, in_worker=False)
             for batch in chain(head, batches):
-                yield from map(_prepare_in_worker, batch)
+                yield from prepare_batch(batch)
             return
-        ctx = multiprocessing.get_context("spawn" if sys.platform == "darwin" else None)
-        with ctx.Pool(self.workers, initializer=_init_worker, initargs=(self.config,)) as pool:
-            for results in pool.imap(_prepare_batch_in_worker, chain(head, batches)):
-                yield from results
+        pool = ExtractionPool(
+            self.config, self.workers, timeout=self.config.worker_timeout, max_tasks=self.config.worker_max_tasks
+        )
+        pool.start()
+        try:
+            for (batch,), done in in_order(pool, prepare_batch, ((b,) for b in chain(head, batches)), 2 * self.workers):
+                if done.exception() is None:
+                    yield from done.result()
+                    continue
+                for (item,), alone in in_order(pool, prepare_batch, (([item],) for item in batch), 2 * self.workers):
+                    error = alone.exception()
+                    yield from alone.result() if error is None else [_lost(item, error)]
+        finally:
+            pool.close()
 
     def _declared(
         self, url: str, given: Declaration | None, prepared: Prepared, ahead: DeclaredAhead | None
@@ -283,10 +301,10 @@ class BatchDeduplicator:
         is given each decided document's key and fingerprint, in input order (``dedup --all-pairs``)."""
         stats = stats if stats is not None else BatchStats()
         started = time.perf_counter()
-        self.config, self.detector, note = self.config.open_detector(self.store, reset=self.reset)
+        self.config, self.detector, note = open_detector(self.config, self.store, reset=self.reset)
         if note:
             print(f"scrapy-neardup: {note.replace('NEARDUP_RESET = True', '--reset')}", file=sys.stderr)
-            self.guard = self.config.build_template_guard(self.detector.algorithm)
+            self.guard = build_template_guard(self.config, self.detector.algorithm)
         loop = DecisionLoop(self.detector, self.guard, batch=BATCH)
         ahead = DeclaredAhead.scan(self.config, documents) if isinstance(documents, DocumentReader) else None
 

@@ -18,7 +18,10 @@ import tempfile
 from typing import Any
 
 from .._version import __version__
+from ..assembly import build_algorithm, build_pipeline, build_store
 from ..engine.algorithms import algorithm_names
+from ..engine.cluster import CLUSTER_MODES
+from ..settings import BY_NAME, default_of
 
 
 def _settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -76,7 +79,7 @@ def tsv_field(url: str) -> str:
 
 
 def _config(settings: dict[str, Any]):  # type: ignore[no-untyped-def]
-    from .._config import Config, ConfigError
+    from ..settings import Config, ConfigError
 
     try:
         return Config.from_settings(settings)  # a plain mapping: the CLI does not import Scrapy
@@ -85,30 +88,40 @@ def _config(settings: dict[str, Any]):  # type: ignore[no-untyped-def]
 
 
 def _add_algorithm_options(parser: argparse.ArgumentParser) -> None:
+    """The options that stand for settings: their choices and defaults are the settings table's."""
+
     group = parser.add_argument_group("algorithm (defaults as in the Scrapy settings)")
-    group.add_argument("--algorithm", choices=algorithm_names(), help="default: minhash")
+    group.add_argument("--algorithm", choices=algorithm_names(), help=f"default: {default_of('NEARDUP_ALGORITHM')}")
     group.add_argument("--lexicon", help="I-Match lexicon file (with --algorithm imatch)")
     group.add_argument(
         "--threshold",
         type=float,
-        help="Jaccard similarity threshold, one scale for every algorithm (default: 0.45 minhash, 0.65 simhash)",
+        help="Jaccard similarity threshold, one scale for every algorithm (default: each algorithm's own, "
+        "0.45 for minhash, 0.65 for simhash)",
     )
-    group.add_argument("--num-perm", type=int, help="MinHash permutations (default: 128)")
-    group.add_argument("--seed", type=int, help="MinHash seed (default: 1)")
+    group.add_argument(
+        "--num-perm", type=int, help=f"MinHash permutations (default: {default_of('NEARDUP_MINHASH_NUM_PERM')})"
+    )
+    group.add_argument("--seed", type=int, help=f"MinHash seed (default: {default_of('NEARDUP_MINHASH_SEED')})")
     group.add_argument(
         "--sketch",
-        choices=("one-permutation", "permutations"),
+        choices=BY_NAME["NEARDUP_MINHASH_SKETCH"].allowed_choices,
         help="how MinHash draws its minima: one permutation with densification, or num_perm "
-        "permutations as stores made before the sketch setting did (default: one-permutation)",
+        f"permutations (default: {default_of('NEARDUP_MINHASH_SKETCH')})",
     )
     group.add_argument("--shingle-size", type=int, help="words per shingle (default: 2; 1 for imatch and exact)")
     group.add_argument("--max-distance", type=int, help="SimHash Hamming distance (default: from --threshold)")
-    group.add_argument("--min-text-length", type=int, help="shortest text fingerprinted, in characters (default: 200)")
+    group.add_argument(
+        "--min-text-length",
+        type=int,
+        help=f"shortest text fingerprinted, in characters (default: {default_of('NEARDUP_MIN_TEXT_LENGTH')})",
+    )
     group.add_argument(
         "--template-repeats",
         type=int,
         help="pages of one host with the same main text and different page texts from which "
-        "it is taken as template and the page text used instead; 0: off (default: 2)",
+        f"it is taken as template and the page text used instead; 0: off (default: "
+        f"{default_of('NEARDUP_TEMPLATE_REPEATS')})",
     )
     group.add_argument(
         "--no-extract", action="store_true", help="fingerprint the whole page text, not the main content"
@@ -116,8 +129,9 @@ def _add_algorithm_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--extract-fast", action="store_true", help="trafilatura's fast mode (no fallback extractors)")
     group.add_argument(
         "--extract-favor",
-        choices=("recall", "balanced", "precision"),
-        help="what trafilatura favours when unsure: more text or less (default: recall)",
+        choices=BY_NAME["NEARDUP_EXTRACT_FAVOR"].allowed_choices,
+        help="what trafilatura favours when unsure: more text or less "
+        f"(default: {default_of('NEARDUP_EXTRACT_FAVOR')})",
     )
 
 
@@ -164,8 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dedup.add_argument(
         "--cluster-mode",
-        choices=("strict", "components"),
-        default="strict",
+        choices=CLUSTER_MODES,
+        default=CLUSTER_MODES[0],
         help="strict: every member resembles the canonical; components: connected components (default: strict)",
     )
     dedup.add_argument("--store", default="memory://", help="store URL, as NEARDUP_STORE_URL (default: memory://)")
@@ -396,7 +410,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     if args.all_pairs:
         from .allpairs import AllPairs
 
-        all_pairs = AllPairs(config.build_algorithm())
+        all_pairs = AllPairs(build_algorithm(config))
 
     def on_fingerprint(key, fp):  # type: ignore[no-untyped-def]
         assert all_pairs is not None
@@ -534,7 +548,7 @@ def cmd_lexicon(args: argparse.Namespace) -> int:
     from .inputs import DocumentReader, check_inputs
 
     # The text the lexicon is applied to: the crawl's extraction, with the same settings.
-    pipeline = _config({"NEARDUP_ENABLED": True, "NEARDUP_EXTRACT": not args.no_extract}).build_pipeline()
+    pipeline = build_pipeline(_config({"NEARDUP_ENABLED": True, "NEARDUP_EXTRACT": not args.no_extract}))
 
     def texts():  # type: ignore[no-untyped-def]
         for doc in DocumentReader(args.inputs):
@@ -720,7 +734,7 @@ def cmd_store(args: argparse.Namespace) -> int:
             **({"NEARDUP_REDIS_KEY": args.redis_key} if args.redis_key is not None else {}),
         }
     )
-    store = config.build_store(args.spider or "", data_dir=".scrapy")
+    store = build_store(config, args.spider or "", data_dir=".scrapy")
     store.open_existing()
     try:
         if args.action == "count":

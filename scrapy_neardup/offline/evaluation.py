@@ -12,9 +12,14 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..assembly import build_pipeline, build_template_guard
 from ..engine.cluster import UnionFind
+from ..workers import ExtractionPool, in_order, worker_pipeline
+
+if TYPE_CHECKING:
+    from ..engine.extract import Extraction
 
 
 @dataclass(frozen=True)
@@ -169,20 +174,27 @@ def read_page(path: str) -> bytes:
     return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
 
 
-def _extract_job(job: tuple[str, str, bool, int, bool, str, bool]) -> tuple[Any, float, str | None]:
-    """A page's extraction, its seconds, and the URL its ``<link rel="canonical">`` declares."""
+class PageText(NamedTuple):
+    """A page's extraction, its seconds (decoding included), and the URL it declares canonical."""
+
+    extraction: Extraction
+    seconds: float
+    declared: str | None
+
+
+def extract_page(path: str, url: str) -> PageText:
+    """Worker task (:mod:`scrapy_neardup.workers`): a dataset page's text as the worker's pipeline extracts
+    it, and its declaration."""
     import time
 
     from ..engine.canonical import declared_canonical
-    from ..engine.extract import decode_html, extract
+    from ..engine.extract import decode_html
 
-    path, url, use_main, min_length, fast, favor, with_page_text = job
     body = read_page(path)
     started = time.perf_counter()
-    got = extract(
-        body, url, use_main=use_main, min_length=min_length, fast=fast, favor=favor, with_page_text=with_page_text
-    )
-    return got, time.perf_counter() - started, declared_canonical(decode_html(body), url)
+    html = decode_html(body)
+    got = worker_pipeline().text_of(html, url)
+    return PageText(got, time.perf_counter() - started, declared_canonical(html, url))
 
 
 def evaluate_configurations(
@@ -196,7 +208,6 @@ def evaluate_configurations(
 ) -> list[dict[str, Any]]:
     """Score each ``(name, Config)`` on a labelled set; pages are extracted once per extraction setting.
     With ``judged_path`` (:func:`load_judged`), each row also has ``judged``: the score on those pairs."""
-    import multiprocessing
     import os
     import time
     from dataclasses import replace
@@ -223,17 +234,26 @@ def evaluate_configurations(
             config.uses_template_guard,
         )
         if setting not in extracted:
-            jobs = [(os.path.join(base, r["file"]), r["url"], *setting) for r in manifest]
-            with multiprocessing.Pool(max(1, workers or os.cpu_count() or 1)) as pool:
-                results = pool.map(_extract_job, jobs, chunksize=8)
-            extracted[setting] = ([r[0] for r in results], [r[1] for r in results], [r[2] for r in results])
+            pages = [(os.path.join(base, r["file"]), r["url"]) for r in manifest]
+            processes = max(1, workers or os.cpu_count() or 1)
+            pool = ExtractionPool(config, processes, timeout=config.worker_timeout)
+            pool.start()
+            try:
+                results = [done.result() for _, done in in_order(pool, extract_page, pages, 4 * processes)]
+            finally:
+                pool.close()
+            extracted[setting] = (
+                [r.extraction for r in results],
+                [r.seconds for r in results],
+                [r.declared for r in results],
+            )
         texts, extract_secs, declared = extracted[setting]
-        pipeline = config.build_pipeline()
+        pipeline = build_pipeline(config)
         algorithm = pipeline.algorithm
         store = MemoryStore()
         detector = Detector(algorithm, store)
         detector.open()
-        loop = DecisionLoop(detector, config.build_template_guard(algorithm))
+        loop = DecisionLoop(detector, build_template_guard(config, algorithm))
         pairs = []
         started = time.perf_counter()
 
@@ -301,10 +321,10 @@ def lexicon_for_manifest(manifest_path: str, limit: int | None = None, config: A
     import os
     import tempfile
 
-    from .._config import Config
     from ..engine.algorithms.imatch import IMatch
+    from ..settings import Config
 
-    pipeline = (config or Config.from_settings({"NEARDUP_ENABLED": True})).build_pipeline()
+    pipeline = build_pipeline(config or Config.from_settings({"NEARDUP_ENABLED": True}))
     manifest = load_manifest(manifest_path)[:limit] if limit else load_manifest(manifest_path)
     base = os.path.dirname(os.path.abspath(manifest_path))
     texts = (pipeline.text_of(read_page(os.path.join(base, r["file"])), r["url"]).text for r in manifest)

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 
 #: The algorithm a crawl uses unless told otherwise.
 DEFAULT_ALGORITHM = "minhash"
+#: How MinHash draws its minima, by stored name (``NEARDUP_MINHASH_SKETCH``): one permutation with
+#: densification (the default), or Broder's ``num_perm`` independent permutations.
+MINHASH_SKETCH_NAMES = ("one-permutation", "permutations")
 #: Modules of this package that are not algorithms.
 _NOT_ALGORITHMS = frozenset({"base"})
 

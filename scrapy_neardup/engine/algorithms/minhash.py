@@ -9,14 +9,11 @@ from typing import Any
 from ..lsh import band_keys, optimal_bands
 from ..minwise import MinHasher, OnePermutationHasher
 from ..text import shingle_hashes
-from .base import Algorithm, AlgorithmSettings, Fingerprint, SettingProblem, words
+from . import MINHASH_SKETCH_NAMES
+from .base import Algorithm, AlgorithmSettings, Fingerprint, words
 
-#: MinHash sketches by their stored name: one permutation with densification (the default), or Broder's
-#: ``num_perm`` independent permutations (the only sketch of stores made before this setting existed).
-MINHASH_SKETCHES: dict[str, type[MinHasher]] = {
-    "one-permutation": OnePermutationHasher,
-    "permutations": MinHasher,
-}
+#: MinHash sketches by their stored name (:data:`~scrapy_neardup.engine.algorithms.MINHASH_SKETCH_NAMES`).
+MINHASH_SKETCHES: dict[str, type[MinHasher]] = dict(zip(MINHASH_SKETCH_NAMES, (OnePermutationHasher, MinHasher)))
 
 
 class MinHashLSH(Algorithm):
@@ -40,15 +37,6 @@ class MinHashLSH(Algorithm):
             shingle_size=settings.shingle_size,
             sketch=settings.minhash_sketch,
         )
-
-    @classmethod
-    def check_settings(cls, settings: AlgorithmSettings) -> None:
-        if settings.minhash_sketch not in MINHASH_SKETCHES:
-            raise SettingProblem(
-                "NEARDUP_MINHASH_SKETCH",
-                settings.minhash_sketch,
-                "one of " + ", ".join(repr(s) for s in MINHASH_SKETCHES),
-            )
 
     def __init__(
         self,

@@ -1,4 +1,11 @@
-"""Extraction and fingerprinting in worker processes, so that a native crash costs a page, not a crawl.
+"""The extraction runtime of every front end (the crawl, ``dedup``, ``evaluate``): extraction and
+fingerprinting in worker processes, so that a native crash costs a page, not a run.
+
+One pool (:class:`ExtractionPool`), one initializer (:func:`init_worker`: the document pipeline the
+settings describe, built once per worker), and tasks that are module-level functions taking their pipeline
+from :func:`worker_pipeline`: :func:`analyze_html` and :func:`analyze_text` for the crawl, the batch and
+evaluation tasks in :mod:`scrapy_neardup.offline`. A caller without a pool (``NEARDUP_WORKERS = 0``, a
+small batch) calls :func:`init_worker` in its own process and runs the same tasks there.
 
 trafilatura and lxml are C code: a parser fault (trafilatura's extraction on several threads of one
 process aborted a crawl with a glibc ``double free``, see docs/reference.md) kills the process it happens
@@ -47,18 +54,18 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import replace
 from itertools import count
 from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..engine.extract import decode_html, quiet_trafilatura
+from .engine.extract import decode_html, quiet_trafilatura
 
 if TYPE_CHECKING:
-    from .._config import Config
-    from ..engine.prepare import DocumentPipeline, Prepared
+    from .engine.prepare import DocumentPipeline, Prepared
+    from .settings import Config
 
 logger = logging.getLogger("scrapy_neardup")
 
@@ -96,13 +103,24 @@ def _die_with_parent() -> None:
         pass
 
 
-def init_worker(config: Config) -> None:
-    """Worker start: build the stateless document pipeline once."""
+def init_worker(config: Config, in_worker: bool = True) -> None:
+    """A worker's start: build the stateless document pipeline once. ``in_worker`` false: the calling
+    process runs the tasks itself (its signals and life are its own)."""
+    from .assembly import build_pipeline
+
     global _pipeline
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent()
+    if in_worker:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent decides
+        _die_with_parent()
     quiet_trafilatura()
-    _pipeline = config.build_pipeline()
+    _pipeline = build_pipeline(config)
+
+
+def worker_pipeline() -> DocumentPipeline:
+    """The pipeline :func:`init_worker` built in this process: the one every task uses."""
+    if _pipeline is None:
+        raise RuntimeError("init_worker was not called in this process")
+    return _pipeline
 
 
 def prepare_html(pipeline: DocumentPipeline, body: bytes, url: str, content_type: str | None) -> Prepared:
@@ -119,14 +137,12 @@ def prepare_text(pipeline: DocumentPipeline, text: str) -> Prepared:
 
 def analyze_html(body: bytes, url: str, content_type: str | None) -> tuple:  # type: ignore[type-arg]
     """Worker task: :func:`prepare_html` in this worker, as plain values (:meth:`Prepared.to_wire`)."""
-    assert _pipeline is not None, "init_worker was not called"
-    return prepare_html(_pipeline, body, url, content_type).to_wire()
+    return prepare_html(worker_pipeline(), body, url, content_type).to_wire()
 
 
 def analyze_text(text: str) -> tuple:  # type: ignore[type-arg]
     """Worker task: :func:`prepare_text` in this worker, as plain values."""
-    assert _pipeline is not None, "init_worker was not called"
-    return prepare_text(_pipeline, text).to_wire()
+    return prepare_text(worker_pipeline(), text).to_wire()
 
 
 #: Each worker task and the function that does its work in the calling process (``NEARDUP_WORKERS = 0``).
@@ -165,7 +181,7 @@ def _context() -> Any:
     if "forkserver" in methods:
         ctx = multiprocessing.get_context("forkserver")
         # Imported once in the fork server, shared by every worker forked from it.
-        ctx.set_forkserver_preload(["scrapy_neardup.crawl.workers", "scrapy_neardup.engine.prepare", "trafilatura"])
+        ctx.set_forkserver_preload(["scrapy_neardup.workers", "scrapy_neardup.engine.prepare", "trafilatura"])
         return ctx
     return multiprocessing.get_context("spawn")
 
@@ -513,6 +529,31 @@ class ExtractionPool:
                 io.stop()
         for page in lost:
             _fail(page, WorkerLost("the extraction pool was stopped"))
+
+
+def in_order(
+    pool: ExtractionPool, fn: Callable[..., Any], tasks: Iterable[tuple[Any, ...]], ahead: int
+) -> Iterator[tuple[tuple[Any, ...], Future]]:  # type: ignore[type-arg]
+    """Run ``fn(*args)`` for each ``args`` of ``tasks`` on ``pool``, at most ``ahead`` at a time, and give back
+    ``(args, future)`` in the order of ``tasks``, each future done (its value or its error)."""
+    waiting: deque[tuple[tuple[Any, ...], Future]] = deque()  # type: ignore[type-arg]
+    for args in tasks:
+        waiting.append((args, pool.submit(fn, *args)))
+        if len(waiting) >= ahead:
+            args, page = waiting.popleft()
+            _wait(page)
+            yield args, page
+    while waiting:
+        args, page = waiting.popleft()
+        _wait(page)
+        yield args, page
+
+
+def _wait(page: Future) -> None:  # type: ignore[type-arg]
+    try:
+        page.exception()
+    except Exception:  # noqa: BLE001,S110 - cancelled: the caller reads it from the future
+        pass
 
 
 def run_reader_callback(on_readable: Callable[[], None]) -> None:
