@@ -33,7 +33,7 @@ URLs each crawl emitted, whether they are the same, and the share of clusters of
 spider. With
 ``--processes N``, N crawls at once share the store, each on every N-th page (so that copies of one text
 fall to different crawls); ``--redis-cluster M`` gives them a real Redis Cluster of M masters
-(``tests/redis_cluster.py``) as their store, ``NEARDUP_STORE_URL = redis+cluster://…``.
+(``tests/helpers/redis_cluster.py``) as their store, ``NEARDUP_STORE_URL = redis+cluster://…``.
 
 ``--stability N``: N crawls at the defaults in a row; each must finish with no worker lost.
 """
@@ -162,11 +162,9 @@ def crawl_child(base: str, paths: list[str], settings: dict, out: str) -> None:
     workers: dict[int, tuple[float, int]] = {}
 
     def sample() -> None:
-        from scrapy_neardup.crawl.service import _services
+        from scrapy_neardup.crawl.service import NearDupService
 
-        service = _services.get(crawler)
-        pool = getattr(service, "_extraction", None) if service else None
-        for pid in pool.pids() if pool is not None else ():
+        for pid in NearDupService.for_crawler(crawler).worker_pids():
             reading = _proc_cpu_and_hwm(pid)
             if reading is not None:
                 workers[pid] = reading
@@ -362,7 +360,7 @@ def quality_in_order(
     cluster = None
     if args.redis_cluster:
         sys.path.insert(0, os.path.join(ROOT, "tests"))
-        from redis_cluster import RedisCluster
+        from helpers.redis_cluster import RedisCluster
 
         cluster = RedisCluster(os.path.join(workdir, "cluster"), masters=args.redis_cluster).start()
         settings["NEARDUP_STORE_URL"] = cluster.url
@@ -508,7 +506,7 @@ def recrawl(args: argparse.Namespace, base: str, paths: list[str], manifest: lis
     server = None
     if args.redis:
         sys.path.insert(0, os.path.join(ROOT, "tests"))
-        from redis_server import RedisServer
+        from helpers.redis_server import RedisServer
 
         server = RedisServer(os.path.join(workdir, "redis"), persistent=True).start()
     store = server.url if server is not None else f"sqlite:///{os.path.join(workdir, 'recrawl.sqlite3')}"

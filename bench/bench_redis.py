@@ -15,7 +15,7 @@ connection), on each store of ``--shards``, instead of the sweep.
 longest a thread whose Redis reply has come waits for another thread to give up the interpreter).
 
 ``--shards 1,3`` runs the process sweep against one redis-server and against a real Redis Cluster of three
-masters (``redis+cluster://``, made by ``tests/redis_cluster.py``), the processes sharing one spider's index.
+masters (``redis+cluster://``, made by ``tests/helpers/redis_cluster.py``), the processes sharing one spider's index.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from redis_cluster import RedisCluster  # noqa: E402
-from redis_server import RedisServer  # noqa: E402
+from helpers.redis_cluster import RedisCluster  # noqa: E402
+from helpers.redis_server import RedisServer  # noqa: E402
 
 from scrapy_neardup.engine.algorithms.minhash import MinHashLSH  # noqa: E402
 from scrapy_neardup.engine.detector import Detector  # noqa: E402

@@ -41,7 +41,7 @@ sys.path.insert(0, ROOT)
 
 from scrapy_neardup.engine.algorithms.minhash import MinHashLSH  # noqa: E402
 from scrapy_neardup.engine.algorithms.simhash import SimHashHamming  # noqa: E402
-from scrapy_neardup.engine.detector import Detector  # noqa: E402
+from scrapy_neardup.engine.detector import Check, Detector  # noqa: E402
 from scrapy_neardup.engine.hamming import SimHasher  # noqa: E402
 from scrapy_neardup.engine.lsh import band_keys_many  # noqa: E402
 from scrapy_neardup.store import store_from_url  # noqa: E402
@@ -104,7 +104,7 @@ def query_latencies(detector: Detector, synthetic: Synthetic, n: int) -> list[fl
     for key, signature, buckets in items:
         started = time.perf_counter()
         found = store.lookup_many([(key, signature, buckets)])[0]
-        detector._best_match(signature, found.candidates)
+        detector.best_matches(Check(key, signature, buckets), found.candidates)
         out.append(time.perf_counter() - started)
     return out
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import sys
 from collections import Counter, defaultdict
@@ -29,7 +28,7 @@ from collections import Counter, defaultdict
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from scrapy_neardup.assembly import build_pipeline, build_template_guard  # noqa: E402
 from scrapy_neardup.engine.text import shingle_set  # noqa: E402
-from scrapy_neardup.offline.evaluation import _extract_job, error_report, load_manifest, score  # noqa: E402
+from scrapy_neardup.offline.evaluation import error_report, extract_pages, load_manifest, score  # noqa: E402
 from scrapy_neardup.settings import Config  # noqa: E402
 
 THRESHOLDS = (0.3, 0.35, 0.4, 0.45, 0.5)
@@ -41,20 +40,7 @@ def shingle_sets(manifest_path: str, workers: int) -> tuple[list[dict], list[set
     pipeline = build_pipeline(config)
     manifest = load_manifest(manifest_path)
     base = os.path.dirname(os.path.abspath(manifest_path))
-    jobs = [
-        (
-            os.path.join(base, r["file"]),
-            r["url"],
-            config.extract,
-            config.min_text_length,
-            config.extract_fast,
-            config.extract_favor,
-            config.uses_template_guard,
-        )
-        for r in manifest
-    ]
-    with multiprocessing.Pool(workers) as pool:
-        extracted = [got for got, _ in pool.map(_extract_job, jobs, chunksize=8)]
+    extracted = [page.extraction for page in extract_pages(manifest, base, config, workers)]
     guard = build_template_guard(config)
     index = {row["url"]: i for i, row in enumerate(manifest)}
     sets: list[set[int] | None] = []

@@ -1,4 +1,4 @@
-"""What each Redis fault costs the store, on every server of the test matrix (tests/redis_server.py).
+"""What each Redis fault costs the store, on every server of the test matrix (tests/helpers/redis_server.py).
 
     python3 dev.py bench bench/redis_faults.py [--docs 3000] [--repeat 3]
 
@@ -33,7 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from redis_server import RedisServer, server_kinds  # noqa: E402
+from helpers.redis_server import RedisServer, server_kinds  # noqa: E402
 
 from scrapy_neardup.assembly import build_algorithm, new_detector  # noqa: E402
 from scrapy_neardup.settings import Config  # noqa: E402

@@ -10,7 +10,7 @@ share of near-duplicates that keep no signature and are in no bucket (the store'
 
 * ``store``: the Redis store (layout 4: string bins in 64 hash-tagged groups, see
   ``scrapy_neardup/store/redis/``), loaded through ``RedisStore.add_many``; ``store-cluster``: the same on
-  a Redis Cluster of three masters (``tests/redis_cluster.py``), memory summed over the masters, with the
+  a Redis Cluster of three masters (``tests/helpers/redis_cluster.py``), memory summed over the masters, with the
   share of the spider's keys each master holds;
 * ``layout-2``: the store before (format 2): ``P:keys`` URL -> id, ``P:docs`` id -> record, ``P:b``
   bucket (8 bytes) -> packed ids, one hash each (kept as a reference, loaded by plain HSETs);
@@ -41,8 +41,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from redis_cluster import RedisCluster  # noqa: E402
-from redis_server import RedisServer  # noqa: E402
+from helpers.redis_cluster import RedisCluster  # noqa: E402
+from helpers.redis_server import RedisServer  # noqa: E402
 
 BANDS = 29
 SIGNATURE_BYTES = 256

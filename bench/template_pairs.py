@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import multiprocessing
 import os
 import sys
 from collections import defaultdict
@@ -25,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from scrapy_neardup.assembly import build_algorithm  # noqa: E402
 from scrapy_neardup.engine.prepare import page_sketcher  # noqa: E402
 from scrapy_neardup.engine.template import PAGE_TEXTS_DIFFER  # noqa: E402
-from scrapy_neardup.offline.evaluation import _extract_job, load_manifest  # noqa: E402
+from scrapy_neardup.offline.evaluation import extract_pages, load_manifest  # noqa: E402
 from scrapy_neardup.settings import Config  # noqa: E402
 
 
@@ -36,20 +35,7 @@ def main() -> int:
     args = parser.parse_args()
     config = Config.from_settings({})
     manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
-    jobs = [
-        (
-            os.path.join(args.dataset, r["file"]),
-            r["url"],
-            config.extract,
-            config.min_text_length,
-            config.extract_fast,
-            config.extract_favor,
-            True,
-        )
-        for r in manifest
-    ]
-    with multiprocessing.Pool(args.workers) as pool:
-        extracted = [got for got, _ in pool.map(_extract_job, jobs, chunksize=8)]
+    extracted = [page.extraction for page in extract_pages(manifest, args.dataset, config, args.workers)]
     sketcher = page_sketcher(build_algorithm(config))  # what a crawl at the defaults compares with
     groups: dict[tuple[str, str], list[tuple[dict, str]]] = defaultdict(list)
     for row, got in zip(manifest, extracted):

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import multiprocessing
 import os
 import sys
 
@@ -32,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from scrapy_neardup.engine.algorithms.base import NoWords, words  # noqa: E402
 from scrapy_neardup.engine.hamming import SimHasher  # noqa: E402
 from scrapy_neardup.engine.text import shingle_hashes  # noqa: E402
-from scrapy_neardup.offline.evaluation import _extract_job, load_manifest  # noqa: E402
+from scrapy_neardup.offline.evaluation import extract_pages, load_manifest  # noqa: E402
 from scrapy_neardup.settings import Config  # noqa: E402
 
 THRESHOLDS = (0.45, 0.6, 0.7, 0.8, 0.9, 0.95)
@@ -50,20 +49,7 @@ def texts(manifest_path: str, workers: int) -> list[str | None]:
     config = Config.from_settings({"NEARDUP_ENABLED": True})
     manifest = load_manifest(manifest_path)
     base = os.path.dirname(os.path.abspath(manifest_path))
-    jobs = [
-        (
-            os.path.join(base, r["file"]),
-            r["url"],
-            config.extract,
-            config.min_text_length,
-            config.extract_fast,
-            config.extract_favor,
-            False,
-        )
-        for r in manifest
-    ]
-    with multiprocessing.Pool(workers) as pool:
-        extracted = [got for got, _ in pool.map(_extract_job, jobs, chunksize=8)]
+    extracted = [page.extraction for page in extract_pages(manifest, base, config, workers)]
     return [None if got.method == "none" else got.text for got in extracted]
 
 

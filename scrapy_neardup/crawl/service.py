@@ -152,6 +152,12 @@ class NearDupService:
         return service
 
     # -- lifecycle ---------------------------------------------------------------------------------
+    def worker_pids(self) -> list[int]:
+        """The process ids of the extraction workers running now (diagnostics: a benchmark reads their CPU
+        time and memory); empty without worker processes."""
+        extraction = self._extraction
+        return extraction.pids() if extraction is not None else []
+
     def spider_opened(self, spider: Spider) -> None:
         config = self.config
         url = config.resolve_store_url(spider.name, data_path("", createdir=False))

@@ -119,7 +119,7 @@ class Detector:
                 f"the stored signature of {key!r} is malformed ({len(stored or b'')} bytes: {exc})"
             ) from exc
 
-    def _best_match(self, check: Check, candidates: Sequence[Candidate]) -> list[tuple[float, Candidate]]:
+    def best_matches(self, check: Check, candidates: Sequence[Candidate]) -> list[tuple[float, Candidate]]:
         """Candidates at or above the threshold, most similar first (ties by key, for determinism); the
         check's preferred canonical first whenever it is among them, its excluded ones left out."""
         matches = []
@@ -170,7 +170,7 @@ class Detector:
                     verdicts[i] = Verdict("unique", key, key, 1.0, rechecked=rechecked.get(i))
                     continue
                 token = found.token
-                matches = self._best_match(check, found.candidates)
+                matches = self.best_matches(check, found.candidates)
                 if matches:
                     (sim, best), also = matches[0], tuple(c.key for _, c in matches[1:])
                     adds.append(Filing(key, signature, buckets, best.key, sim, token, best.ref))

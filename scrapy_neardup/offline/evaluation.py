@@ -197,6 +197,21 @@ def extract_page(path: str, url: str) -> PageText:
     return PageText(got, time.perf_counter() - started, declared_canonical(html, url))
 
 
+def extract_pages(manifest: list[dict], base: str, config: Any, workers: int | None = None) -> list[PageText]:
+    """Every page of a labelled set (``manifest`` rows, files under ``base``) extracted as ``config``'s
+    pipeline extracts it, in the extraction runtime's worker processes, in manifest order."""
+    import os
+
+    processes = max(1, workers or os.cpu_count() or 1)
+    pool = ExtractionPool(config, processes, timeout=config.worker_timeout)
+    pool.start()
+    try:
+        pages = [(os.path.join(base, row["file"]), row["url"]) for row in manifest]
+        return [done.result() for _, done in in_order(pool, extract_page, pages, 4 * processes)]
+    finally:
+        pool.close()
+
+
 def evaluate_configurations(
     manifest_path: str,
     configurations: list[tuple[str, Any]],
@@ -234,14 +249,7 @@ def evaluate_configurations(
             config.uses_template_guard,
         )
         if setting not in extracted:
-            pages = [(os.path.join(base, r["file"]), r["url"]) for r in manifest]
-            processes = max(1, workers or os.cpu_count() or 1)
-            pool = ExtractionPool(config, processes, timeout=config.worker_timeout)
-            pool.start()
-            try:
-                results = [done.result() for _, done in in_order(pool, extract_page, pages, 4 * processes)]
-            finally:
-                pool.close()
+            results = extract_pages(manifest, base, config, workers)
             extracted[setting] = (
                 [r.extraction for r in results],
                 [r.seconds for r in results],

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from crawlkit import assert_no_process_left, crawl_pages, segfault
-from sitegen import article_page, slow_page
-from test_canonical import html, story
+from helpers.crawlkit import assert_no_process_left, crawl_pages, segfault
+from helpers.pages import html, story
+from helpers.sitegen import article_page, slow_page
 
 from scrapy_neardup.crawl.bodies import IdenticalBodies, body_digest
 
-EXTENSIONS = json.dumps({"crawlkit.StatsToFile": 0, "crawlkit.WorkerWatch": 0})
+EXTENSIONS = json.dumps({"helpers.crawlkit.StatsToFile": 0, "helpers.crawlkit.WorkerWatch": 0})
 
 
 def settings(tmp_path, **more):

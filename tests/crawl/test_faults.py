@@ -26,34 +26,11 @@ import time
 import uuid
 
 import pytest
-from crawlkit import ServerThread, pages_server, paths_crawl_command, read_result
-from redis_server import RedisServer
+from helpers.crawlkit import books, crawl_tagged
+from helpers.pages import WORDS, article, distinct_pages
+from helpers.redis_server import RedisServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.faults]
-
-WORDS = [
-    f"{a}{b}"
-    for a in ("ka", "lo", "mi", "nu", "pe", "ra", "si", "tu", "ve", "zo")
-    for b in ("ban", "cor", "dil", "fen", "gut", "hos", "jar", "kel", "mun", "pil", "ros", "tav")
-]
-
-
-def article(seed: int, words: int = 220) -> str:
-    r = random.Random(seed)
-    text = " ".join(r.choice(WORDS) for _ in range(words))
-    return (
-        f"<html><head><title>a{seed}</title></head><body><article><h1>Story {seed}</h1><p>{text}</p>"
-        "</article></body></html>"
-    )
-
-
-def distinct_pages(n: int, copies_every: int = 0) -> dict[str, str]:
-    """``n`` pages of their own text; with ``copies_every``, every such page is a copy of the one before."""
-    pages = {}
-    for i in range(n):
-        seed = i - 1 if copies_every and i % copies_every == 0 and i else i
-        pages[f"/a/{i}"] = article(seed)
-    return pages
 
 
 # -- real file systems -------------------------------------------------------------------------------------
@@ -91,28 +68,6 @@ def file_size_limit(limit: int):
     return apply
 
 
-def crawl(tmp_path, pages, settings=None, name="crawl", timeout=180, preexec=None):
-    """Serve ``pages`` (see :func:`crawlkit.pages_server`) and crawl them in tag mode; the result."""
-    settings = {"NEARDUP_ACTION": "tag", "LOG_LEVEL": "INFO", **(settings or {})}
-    with ServerThread(pages_server(pages)) as running:
-        cmd, env, stats_file, items_file = paths_crawl_command(tmp_path, running.url, list(pages), settings, name)
-        proc = subprocess.run(
-            cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=timeout, preexec_fn=preexec
-        )
-    return read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
-
-
-def books(result) -> dict[str, int]:
-    stats = result.neardup_stats()
-    skipped = sum(v for k, v in stats.items() if k.startswith("neardup/skipped/"))
-    return {
-        "checked": stats.get("neardup/checked", 0),
-        "skipped": skipped,
-        "store_error": stats.get("neardup/store_error", 0),
-        "unsaved": stats.get("neardup/unsaved", 0),
-    }
-
-
 def assert_books_balance(result, fetched: int) -> dict[str, int]:
     """Every page fetched is checked, skipped or a store error: nothing else happened to it."""
     b = books(result)
@@ -137,7 +92,7 @@ def test_a_full_disk_loses_no_page_silently(tmp_path, policy):
     with tmpfs(tmp_path / "tiny", "256k") as mounted:
         folder = mounted or str(tmp_path / "tiny")
         store = os.path.join(folder, "store.sqlite3")
-        result = crawl(
+        result = crawl_tagged(
             tmp_path,
             pages,
             {
@@ -172,7 +127,7 @@ def test_a_final_commit_that_fails_ends_the_crawl_and_says_what_was_lost(tmp_pat
         folder = mounted or str(tmp_path / "tiny")
         store = os.path.join(folder, "store.sqlite3")
         started = time.monotonic()
-        result = crawl(
+        result = crawl_tagged(
             tmp_path,
             pages,
             {
@@ -208,7 +163,7 @@ def test_a_read_only_store_stops_the_crawl_at_open(tmp_path):
         first.close()
         before = digest(store)
         remount_read_only(mounted)
-        result = crawl(tmp_path, pages, {"NEARDUP_STORE_URL": f"sqlite:///{store}"})
+        result = crawl_tagged(tmp_path, pages, {"NEARDUP_STORE_URL": f"sqlite:///{store}"})
         assert digest(store) == before
     assert result.stats["finish_reason"] == "neardup_store_error", result.log[-3000:]
     assert "Traceback" not in result.log
@@ -259,7 +214,9 @@ def test_a_foreign_sqlite_database_is_never_written(tmp_path, shape):
         SqliteStore(str(path)).open({"format_version": 2}, reset=True)
     assert digest(path) == before
     # And in a real crawl told to reset the store, as the mismatch message used to advise.
-    result = crawl(tmp_path, distinct_pages(10), {"NEARDUP_STORE_URL": f"sqlite:///{path}", "NEARDUP_RESET": "True"})
+    result = crawl_tagged(
+        tmp_path, distinct_pages(10), {"NEARDUP_STORE_URL": f"sqlite:///{path}", "NEARDUP_RESET": "True"}
+    )
     assert result.stats["finish_reason"] == "neardup_store_error", result.log[-3000:]
     assert "is not a scrapy-neardup store" in result.log and "Traceback" not in result.log
     assert digest(path) == before
@@ -287,7 +244,7 @@ def test_a_store_of_an_earlier_version_is_still_opened_and_then_marked(tmp_path)
 
 def test_corrupted_btree_pages_cost_no_page_silently(tmp_path):
     path = tmp_path / "store.sqlite3"
-    first = crawl(tmp_path, distinct_pages(400), {"NEARDUP_STORE_URL": f"sqlite:///{path}"}, name="first")
+    first = crawl_tagged(tmp_path, distinct_pages(400), {"NEARDUP_STORE_URL": f"sqlite:///{path}"}, name="first")
     assert first.stats["finish_reason"] == "finished"
     with contextlib.closing(sqlite3.connect(str(path))) as db:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -299,7 +256,7 @@ def test_corrupted_btree_pages_cost_no_page_silently(tmp_path):
             f.seek(page * page_size)
             f.write(bytes(r.randrange(256) for _ in range(page_size)))
     pages = {**distinct_pages(400), **{f"/b/{i}": article(10_000 + i) for i in range(200)}}
-    result = crawl(tmp_path, pages, {"NEARDUP_STORE_URL": f"sqlite:///{path}"}, name="second")
+    result = crawl_tagged(tmp_path, pages, {"NEARDUP_STORE_URL": f"sqlite:///{path}"}, name="second")
     assert "Traceback" not in result.log, result.log[-4000:]
     if result.stats["finish_reason"] == "neardup_store_error":  # found at open: nothing went through unchecked
         assert books(result)["checked"] == 0
@@ -311,25 +268,25 @@ def test_corrupted_btree_pages_cost_no_page_silently(tmp_path):
 
 # -- 4. Redis: credentials, garbage ----------------------------------------------------------------------
 def test_redis_credentials_are_never_logged_and_a_refused_login_is_said_at_once(tmp_path, redis_kind):
-    from redis_server import kind_named
+    from helpers.redis_server import kind_named
 
     secret = f"s3cr3t-{uuid.uuid4().hex[:8]}"
     server = RedisServer(str(tmp_path / "redis"), password=secret, kind=kind_named(redis_kind)).start()
     try:
         pages = distinct_pages(30, copies_every=3)
         host = f"127.0.0.1:{server.port}"
-        good = crawl(tmp_path, pages, {"NEARDUP_STORE_URL": f"redis://{host}/0?password={secret}"}, name="good")
+        good = crawl_tagged(tmp_path, pages, {"NEARDUP_STORE_URL": f"redis://{host}/0?password={secret}"}, name="good")
         assert good.stats["finish_reason"] == "finished", good.log[-3000:]
         assert books(good)["checked"] == 30 and good.stats["neardup/duplicate"] == 9
         started = time.monotonic()
-        bad = crawl(
+        bad = crawl_tagged(
             tmp_path,
             pages,
             {"NEARDUP_STORE_URL": f"redis://:wrong-{secret}@{host}/0", "NEARDUP_REDIS_RETRIES": "4"},
             name="bad",
         )
         elapsed = time.monotonic() - started
-        none = crawl(tmp_path, pages, {"NEARDUP_STORE_URL": f"redis://{host}/0"}, name="none")
+        none = crawl_tagged(tmp_path, pages, {"NEARDUP_STORE_URL": f"redis://{host}/0"}, name="none")
     finally:
         server.stop()
     for result in (good, bad, none):
@@ -343,7 +300,7 @@ def test_redis_credentials_are_never_logged_and_a_refused_login_is_said_at_once(
 
 def test_garbage_in_redis_keys_becomes_a_store_error_naming_the_key(tmp_path, redis_kind):
     import redis as redis_py
-    from conftest import make_store
+    from helpers.stores import make_store
 
     from scrapy_neardup.engine.algorithms.minhash import MinHashLSH
     from scrapy_neardup.engine.detector import Detector
@@ -374,19 +331,19 @@ def test_garbage_in_redis_keys_becomes_a_store_error_naming_the_key(tmp_path, re
     # A key of the wrong type stops a crawl at open, with the reason, and lets no page through unchecked.
     prefix = f"wrongtype:{{{uuid.uuid4().hex}}}"
     client.set(f"{prefix}:meta", "a string, not a hash")
-    result = crawl(tmp_path, distinct_pages(10), {"NEARDUP_STORE_URL": store.url, "NEARDUP_REDIS_KEY": prefix})
+    result = crawl_tagged(tmp_path, distinct_pages(10), {"NEARDUP_STORE_URL": store.url, "NEARDUP_REDIS_KEY": prefix})
     assert result.stats["finish_reason"] == "neardup_store_error", result.log[-3000:]
     assert "WRONGTYPE" in result.log and "Traceback" not in result.log
     assert books(result)["checked"] == 0
 
 
 def test_a_read_only_redis_replica_is_refused_at_open(tmp_path, redis_kind):
-    from redis_server import kind_named
+    from helpers.redis_server import kind_named
 
     master = RedisServer(str(tmp_path / "master"), kind=kind_named(redis_kind)).start()
     replica = RedisServer(str(tmp_path / "replica"), replica_of=master.port, kind=kind_named(redis_kind)).start()
     try:
-        result = crawl(tmp_path, distinct_pages(5), {"NEARDUP_STORE_URL": replica.url})
+        result = crawl_tagged(tmp_path, distinct_pages(5), {"NEARDUP_STORE_URL": replica.url})
     finally:
         replica.stop()
         master.stop()
@@ -398,7 +355,7 @@ def test_a_read_only_redis_replica_is_refused_at_open(tmp_path, redis_kind):
 def test_a_store_folder_that_cannot_be_created_stops_the_crawl(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    result = crawl(tmp_path, distinct_pages(5), {"NEARDUP_STORE_URL": f"sqlite:///{blocker}/store.sqlite3"})
+    result = crawl_tagged(tmp_path, distinct_pages(5), {"NEARDUP_STORE_URL": f"sqlite:///{blocker}/store.sqlite3"})
     assert result.stats["finish_reason"] == "neardup_store_error"
     assert "Cannot open the SQLite store" in result.log and "Traceback" not in result.log
 
@@ -426,7 +383,7 @@ def utf16(page: str) -> tuple[bytes, dict[str, str]]:
 def test_pages_without_words_are_skipped_and_utf16_pages_are_read(tmp_path):
     pages = {**WORDLESS, "/story": article(1), "/story-utf16": utf16(article(1)), "/other-utf16": utf16(article(2))}
     for algorithm in ("minhash", "simhash"):
-        result = crawl(
+        result = crawl_tagged(
             tmp_path,
             pages,
             {"NEARDUP_ALGORITHM": algorithm, "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/{algorithm}.sqlite3"},

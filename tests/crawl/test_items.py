@@ -7,8 +7,9 @@ import os
 import subprocess
 
 import pytest
-from crawlkit import HERE, ServerThread, pages_server, read_result, scrapy_command
-from test_recurring import PATHS, first_pages
+from helpers import SPIDERS
+from helpers.crawlkit import ServerThread, pages_server, read_result, scrapy_command
+from helpers.pages import PATHS, first_pages
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +34,7 @@ def test_items_carrying_their_own_text_are_checked_on_it(tmp_path):
             cmd, env, stats_file, items_file = scrapy_command(
                 [
                     "runspider",
-                    os.path.join(HERE, "spiders", "textitems.py"),
+                    os.path.join(SPIDERS, "textitems.py"),
                     "-a",
                     f"base={server.url}",
                     "-a",

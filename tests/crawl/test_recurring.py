@@ -12,18 +12,10 @@ import sys
 import time
 
 import pytest
-from crawlkit import ServerThread, pages_server, paths_crawl_command, read_result
+from helpers.crawlkit import ServerThread, pages_server, paths_crawl_command, read_result
+from helpers.pages import PATHS, first_pages, html, story
 
 pytestmark = pytest.mark.slow
-
-
-def story(seed: int) -> str:
-    r = random.Random(seed)
-    return " ".join(f"w{r.randrange(50_000)}" for _ in range(300))
-
-
-def html(text: str) -> str:
-    return f"<html><head><title>t</title></head><body><article><h1>A story</h1><p>{text}</p></article></body></html>"
 
 
 def edited(text: str, seed: int = 0) -> str:
@@ -32,19 +24,6 @@ def edited(text: str, seed: int = 0) -> str:
     for i in random.Random(seed).sample(range(len(words)), 3):
         words[i] = "changed"
     return " ".join(words)
-
-
-PATHS = ["/a/1", "/a/3", "/a/2", "/print/1", "/b/9"]
-
-
-def first_pages() -> dict[str, str]:
-    return {
-        "/a/1": html(story(1)),
-        "/a/2": html(story(2)),
-        "/a/3": html(story(3)),
-        "/print/1": html(story(1)),
-        "/b/9": html(story(9)),
-    }
 
 
 def crawl(server, tmp_path, name, settings=None):

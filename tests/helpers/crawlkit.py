@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from scrapy import signals
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+from . import ROOT, SPIDERS, TESTS
+
 EXAMPLE = os.path.join(ROOT, "example_project")
 
 
@@ -54,7 +54,7 @@ def scrapy_command(args, tmp_path, settings=None, name="crawl"):
     stats_file = tmp_path / f"{name}-stats.json"
     items_file = tmp_path / f"{name}-items.jsonl"
     all_settings = {
-        "EXTENSIONS": json.dumps({"crawlkit.StatsToFile": 0}),
+        "EXTENSIONS": json.dumps({"helpers.crawlkit.StatsToFile": 0}),
         "TEST_STATS_FILE": str(stats_file),
         "LOG_LEVEL": "DEBUG",
         **(settings or {}),
@@ -63,7 +63,7 @@ def scrapy_command(args, tmp_path, settings=None, name="crawl"):
     for key, value in all_settings.items():
         cmd += ["-s", f"{key}={value}"]
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([HERE, ROOT, env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([TESTS, ROOT, env.get("PYTHONPATH", "")])
     return cmd, env, stats_file, items_file
 
 
@@ -257,7 +257,7 @@ def gated(page, gate, timeout=60.0):
     return answer
 
 
-SPIDER_PATHS = os.path.join(HERE, "spiders", "paths.py")
+SPIDER_PATHS = os.path.join(SPIDERS, "paths.py")
 
 
 def paths_crawl_command(tmp_path, base, pages, settings=None, name="crawl"):
@@ -330,3 +330,25 @@ def wait_until(condition, timeout=60.0, what="the condition"):
             pass
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def crawl_tagged(tmp_path, pages, settings=None, name="crawl", timeout=180, preexec=None):
+    """Serve ``pages`` (see :func:`pages_server`) and crawl them in tag mode; the result."""
+    settings = {"NEARDUP_ACTION": "tag", "LOG_LEVEL": "INFO", **(settings or {})}
+    with ServerThread(pages_server(pages)) as running:
+        cmd, env, stats_file, items_file = paths_crawl_command(tmp_path, running.url, list(pages), settings, name)
+        proc = subprocess.run(
+            cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=timeout, preexec_fn=preexec
+        )
+    return read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
+
+
+def books(result) -> dict[str, int]:
+    stats = result.neardup_stats()
+    skipped = sum(v for k, v in stats.items() if k.startswith("neardup/skipped/"))
+    return {
+        "checked": stats.get("neardup/checked", 0),
+        "skipped": skipped,
+        "store_error": stats.get("neardup/store_error", 0),
+        "unsaved": stats.get("neardup/unsaved", 0),
+    }

@@ -1,13 +1,14 @@
 """The package's rooms, and the one direction its imports go: ``crawl`` and ``offline`` use ``assembly`` (which
-wires what ``settings`` parses) and ``workers`` (the extraction runtime), which use ``engine`` and ``store``; the engine and the stores import neither Scrapy nor the rooms above them, and
-the offline side does not import the Scrapy side."""
+wires what ``settings`` parses) and ``workers`` (the extraction runtime), which use ``engine`` and ``store``;
+the engine and the stores import neither Scrapy nor the rooms above them, and the offline side does not import
+the Scrapy side."""
 
 from __future__ import annotations
 
 import ast
 import os
 
-from crawlkit import ROOT
+from helpers.crawlkit import ROOT
 
 PACKAGE = os.path.join(ROOT, "scrapy_neardup")
 

@@ -7,7 +7,7 @@ import os
 import subprocess
 import time
 
-from redis_server import RedisServer, ServerKind, default_kind, free_port
+from .redis_server import RedisServer, ServerKind, default_kind, free_port
 
 
 def _free(port: int) -> bool:

@@ -1,8 +1,8 @@
 """End-to-end: real ``scrapy crawl`` runs of the example project against the demo site on 127.0.0.1."""
 
 import pytest
-from crawlkit import ServerThread, run_scrapy
 from demo_site import build_site, make_server
+from helpers.crawlkit import ServerThread, run_scrapy
 
 pytestmark = pytest.mark.slow
 
@@ -241,7 +241,7 @@ def test_simhash_at_its_default_finds_the_aliases_minhash_finds(tmp_path):
     (0.97, its default before) missed most of them."""
     import random
 
-    from crawlkit import crawl_pages
+    from helpers.crawlkit import crawl_pages
 
     def story(seed):
         rng = random.Random(seed)

@@ -9,10 +9,11 @@ import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from crawlkit import HERE, ServerThread, run_scrapy
+from helpers import SPIDERS
+from helpers.crawlkit import ServerThread, run_scrapy
 
 pytestmark = pytest.mark.slow
-SPIDER = os.path.join(HERE, "spiders", "paths.py")
+SPIDER = os.path.join(SPIDERS, "paths.py")
 
 rng = random.Random(5)
 CJK = [chr(c) for c in range(0x4E00, 0x4E00 + 800)]

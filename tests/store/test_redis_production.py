@@ -1,5 +1,5 @@
 """Redis as production runs it: TLS (``rediss://``, with a CA and a client certificate) and ACL users
-restricted to the spider's keys, in real crawls against real servers of the matrix (tests/redis_server.py).
+restricted to the spider's keys, in real crawls against real servers of the matrix (tests/helpers/redis_server.py).
 Certificates are made here with ``cryptography`` (a dependency of Scrapy)."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import subprocess
 import uuid
 
 import pytest
-from redis_server import RedisServer, free_port, kind_named, server_kinds
-from test_faults import books, crawl, distinct_pages
+from helpers.crawlkit import books, crawl_tagged
+from helpers.pages import distinct_pages
+from helpers.redis_server import RedisServer, free_port, kind_named, server_kinds
 
 pytestmark = pytest.mark.slow
 
@@ -126,12 +127,12 @@ def test_a_crawl_over_tls_with_a_client_certificate(tmp_path, redis_kind):
             "NEARDUP_REDIS_TLS_KEY_FILE": certs["client_key"],
         }
         pages = distinct_pages(20, copies_every=4)
-        good = crawl(tmp_path, pages, tls, name="tls")
+        good = crawl_tagged(tmp_path, pages, tls, name="tls")
         assert good.stats["finish_reason"] == "finished", good.log[-3000:]
         assert books(good)["checked"] == 20 and good.stats["neardup/duplicate"] == 4
         assert int(server.cli("DBSIZE").strip()) > 0  # filed over TLS
         # A server whose certificate the given CA did not sign: refused at open, in one line, no page unchecked.
-        wrong = crawl(
+        wrong = crawl_tagged(
             tmp_path,
             pages,
             {**tls, "NEARDUP_REDIS_TLS_CA_FILE": certs["other_ca"], "NEARDUP_REDIS_RETRIES": "0"},
@@ -140,7 +141,7 @@ def test_a_crawl_over_tls_with_a_client_certificate(tmp_path, redis_kind):
         assert wrong.stats["finish_reason"] == "neardup_store_error", wrong.log[-3000:]
         assert "certificate verify failed" in wrong.log and books(wrong)["checked"] == 0
         # No client certificate, where the server asks for one.
-        anonymous = crawl(
+        anonymous = crawl_tagged(
             tmp_path,
             pages,
             {"NEARDUP_STORE_URL": url, "NEARDUP_REDIS_TLS_CA_FILE": certs["ca"], "NEARDUP_REDIS_RETRIES": "0"},
@@ -153,7 +154,7 @@ def test_a_crawl_over_tls_with_a_client_certificate(tmp_path, redis_kind):
 
 
 def test_a_missing_certificate_file_fails_at_start_up_in_one_line(tmp_path):
-    result = crawl(
+    result = crawl_tagged(
         tmp_path,
         distinct_pages(3),
         {"NEARDUP_STORE_URL": "rediss://127.0.0.1:1/0", "NEARDUP_REDIS_TLS_CA_FILE": str(tmp_path / "no-such-ca.pem")},
@@ -200,14 +201,14 @@ def test_an_acl_user_restricted_to_the_spiders_keys_crawls_and_another_is_refuse
     )
     host = f"127.0.0.1:{redis_server.port}"
     pages = distinct_pages(20, copies_every=4)
-    good = crawl(tmp_path, pages, {"NEARDUP_STORE_URL": f"redis://crawler:{secret}@{host}/0"}, name="crawler")
+    good = crawl_tagged(tmp_path, pages, {"NEARDUP_STORE_URL": f"redis://crawler:{secret}@{host}/0"}, name="crawler")
     assert good.stats["finish_reason"] == "finished", good.log[-3000:]
     assert books(good)["checked"] == 20 and good.stats["neardup/duplicate"] == 4
     assert "neardup/store_error" not in good.stats
     # The same pages again, served on another port: 20 near-duplicates of what the first crawl filed.
-    again = crawl(tmp_path, pages, {"NEARDUP_STORE_URL": f"redis://crawler:{secret}@{host}/0"}, name="again")
+    again = crawl_tagged(tmp_path, pages, {"NEARDUP_STORE_URL": f"redis://crawler:{secret}@{host}/0"}, name="again")
     assert again.stats.get("neardup/duplicate") == 20, again.neardup_stats()
-    refused = crawl(tmp_path, pages, {"NEARDUP_STORE_URL": f"redis://other:{secret}@{host}/0"}, name="other")
+    refused = crawl_tagged(tmp_path, pages, {"NEARDUP_STORE_URL": f"redis://other:{secret}@{host}/0"}, name="other")
     assert refused.stats["finish_reason"] == "neardup_store_error", refused.log[-3000:]
     assert "refused the credentials or the command" in refused.log and "NoPermissionError" in refused.log
     assert books(refused)["checked"] == 0

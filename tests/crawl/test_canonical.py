@@ -12,30 +12,20 @@ import subprocess
 import sys
 
 import pytest
-from crawlkit import ServerThread, pages_server, read_result, scrapy_command
+from helpers import SPIDERS
+from helpers.crawlkit import ServerThread, pages_server, read_result, scrapy_command
+from helpers.pages import html, story
 
 from scrapy_neardup.engine.canonical import declared_canonical, link_header_canonical
 
 pytestmark = pytest.mark.slow
 
 
-def story(seed: int) -> str:
-    r = random.Random(seed)
-    return " ".join(f"w{r.randrange(50_000)}" for _ in range(300))
-
-
-def html(text: str, head: str = "", chrome: str = "") -> str:
-    return (
-        f"<html><head><title>t</title>{head}</head><body>{chrome}<article><h1>A story</h1><p>{text}</p>"
-        "</article></body></html>"
-    )
-
-
 def linked(page: str, link: str) -> tuple[bytes, dict[str, str]]:
     return page.encode(), {"Link": link}
 
 
-SPIDER_LINKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spiders", "links.py")
+SPIDER_LINKS = os.path.join(SPIDERS, "links.py")
 
 
 def canonical_site(port: int) -> dict[str, object]:

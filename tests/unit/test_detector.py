@@ -1,7 +1,7 @@
 import random
 
 import pytest
-from conftest import make_store
+from helpers.stores import make_store
 
 from scrapy_neardup.engine.algorithms.minhash import MinHashLSH
 from scrapy_neardup.engine.algorithms.simhash import SimHashHamming

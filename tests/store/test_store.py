@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import PERSISTENT_BACKENDS, make_store
+from helpers.stores import PERSISTENT_BACKENDS, make_store
 
 from scrapy_neardup.store import StoreError, StoreMismatchError, sqlite_path, store_from_url
 from scrapy_neardup.store.sqlite import SqliteStore, StoreLockedError

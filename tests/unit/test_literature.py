@@ -4,7 +4,7 @@ import random
 
 import numpy as np
 import pytest
-from conftest import make_store
+from helpers.stores import make_store
 
 from scrapy_neardup.engine.algorithms.bottomk import BottomK
 from scrapy_neardup.engine.algorithms.exact import ExactHash

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from redis_cluster import RedisCluster
+from helpers.redis_cluster import RedisCluster
 
 pytestmark = pytest.mark.slow
 

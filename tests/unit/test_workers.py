@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from crawlkit import (
+from helpers.crawlkit import (
     ServerThread,
     assert_no_process_left,
     crawl_pages,
@@ -20,11 +20,11 @@ from crawlkit import (
     read_result,
     wait_until,
 )
-from sitegen import article_page, slow_page
+from helpers.sitegen import article_page, slow_page
 
 pytestmark = pytest.mark.slow
 
-EXTENSIONS = json.dumps({"crawlkit.StatsToFile": 0, "crawlkit.WorkerWatch": 0})
+EXTENSIONS = json.dumps({"helpers.crawlkit.StatsToFile": 0, "helpers.crawlkit.WorkerWatch": 0})
 
 
 def site(articles=30, copies=5, slow=("/slow",)):
@@ -48,9 +48,9 @@ def test_a_worker_killed_mid_crawl_costs_only_its_page(tmp_path, reader):
     """Whoever reads the workers' results: the reactor (POSIX), or the pool's thread (elsewhere; here forced
     by a test extension, with the store's decisions then made on that thread)."""
     pages = site(articles=120)  # enough pages after the kill for the replacement worker to take some
-    extensions = {"crawlkit.StatsToFile": 0, "crawlkit.WorkerWatch": 0}
+    extensions = {"helpers.crawlkit.StatsToFile": 0, "helpers.crawlkit.WorkerWatch": 0}
     if reader == "pool thread":
-        extensions["crawlkit.ThreadReader"] = 0
+        extensions["helpers.crawlkit.ThreadReader"] = 0
     result = crawl_pages(
         tmp_path,
         pages,
@@ -198,7 +198,7 @@ def page_result(pool, fn, *args, timeout=60):
 
 
 def test_a_real_segfault_costs_one_page(pool):
-    from crawlkit import segfault
+    from helpers.crawlkit import segfault
 
     from scrapy_neardup.workers import WorkerLost, analyze_html
 
@@ -211,7 +211,7 @@ def test_a_real_segfault_costs_one_page(pool):
 
 def test_a_worker_killed_while_idle_is_replaced(pool):
     """A worker killed with no page: its pipe closes, a new worker takes its place, the next page goes to it."""
-    from crawlkit import sleepy
+    from helpers.crawlkit import sleepy
 
     assert page_result(pool, sleepy, 0.01) == 0.01
     (pid,) = pool.pids()
@@ -227,7 +227,7 @@ def test_a_worker_killed_while_idle_is_replaced(pool):
 def test_pages_wait_for_a_busy_pool_and_a_death_costs_only_the_page_its_worker_held(pool):
     """One worker, three pages: they queue; the worker is SIGKILLed while it holds the first (a real kill);
     that page fails, naming the signal, and the two waiting pages are extracted by its replacement."""
-    from crawlkit import sleepy
+    from helpers.crawlkit import sleepy
 
     from scrapy_neardup.workers import WorkerLost
 
@@ -242,7 +242,7 @@ def test_pages_wait_for_a_busy_pool_and_a_death_costs_only_the_page_its_worker_h
 
 
 def test_workers_are_recycled_after_max_tasks_and_stop_cleanly():
-    from crawlkit import sleepy
+    from helpers.crawlkit import sleepy
 
     from scrapy_neardup.settings import Config
     from scrapy_neardup.workers import ExtractionPool
@@ -261,7 +261,7 @@ def test_workers_are_recycled_after_max_tasks_and_stop_cleanly():
 
 
 def test_a_page_past_the_timeout_fails_and_the_worker_is_replaced(pool):
-    from crawlkit import sleepy
+    from helpers.crawlkit import sleepy
 
     from scrapy_neardup.workers import WorkerTimeout
 
@@ -275,7 +275,7 @@ def test_when_no_worker_can_be_started_pages_fail_instead_of_waiting(pool):
     """A worker dies and no new one can be started (fork failing is faked: it cannot be produced here for
     real, root ignores RLIMIT_NPROC): the page it held and the page waiting fail with WorkerLost at once,
     a page submitted meanwhile fails too, and once workers can start again pages are extracted."""
-    from crawlkit import sleepy
+    from helpers.crawlkit import sleepy
 
     from scrapy_neardup.workers import WorkerLost
 

@@ -7,7 +7,7 @@ import json
 import os
 import re
 
-from crawlkit import ROOT
+from helpers.crawlkit import ROOT
 
 from scrapy_neardup.crawl.reporting import SKIP_REASONS
 from scrapy_neardup.engine.algorithms import algorithm_names

@@ -1,8 +1,8 @@
 """Template guard: a site whose extraction returns its template text is detected; copies on one site never are."""
 
 import pytest
-from crawlkit import crawl_pages
-from sitegen import article_page, print_page, template_page
+from helpers.crawlkit import crawl_pages
+from helpers.sitegen import article_page, print_page, template_page
 
 from scrapy_neardup.assembly import build_pipeline, build_template_guard
 from scrapy_neardup.engine.detector import Detector

@@ -280,7 +280,7 @@ def test_error_report_lists_false_merges_with_their_cost_and_missed_pages():
 def test_dedup_makes_the_template_decisions_of_a_crawl_whatever_the_workers(tmp_path, workers):
     """The guard decides in the main process, in input order: with two workers as with one, a template
     site's articles all stay apart, and the first article, filed before the guard fired, finds its copy."""
-    from sitegen import template_page
+    from helpers.sitegen import template_page
 
     pages = [(f"http://site.example/story-{i}", template_page(i)) for i in range(5)]
     pages.append(("http://site.example/copies/story-0", template_page(0)))
@@ -475,3 +475,74 @@ def test_the_progress_line_gives_the_share_read_and_the_time_left(tmp_path):
     assert lines, proc.stderr
     assert any("%, " in line and " left)" in line for line in lines[:-1]), lines[:3]
     assert lines[-1].startswith("3,000 documents, ")
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` (children, grandchildren, ...), read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_dedup_loses_no_document_when_a_worker_is_killed(demo_pages, tmp_path):
+    """dedup's extraction runs in the crawl's runtime: a worker killed mid-run (SIGKILL, as the kernel's
+    out-of-memory killer would) is replaced, the batch it held is done again, and the verdicts are those of
+    an undisturbed run."""
+    import signal
+    import time
+
+    html_pages, _ = demo_pages
+    rng = random.Random(3)
+    bodies = list(html_pages.values())
+    rows = [{"url": f"http://site{i % 7}.example/p{i}", "html": rng.choice(bodies)} for i in range(700)]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    calm, killed = tmp_path / "calm.tsv", tmp_path / "killed.tsv"
+    run_cli("dedup", str(src), "-o", str(calm), "--workers", "2")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scrapy_neardup.offline.cli", "dedup", str(src), "-o", str(killed), "--workers", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    victim = None
+    deadline = time.monotonic() + 60
+    while victim is None and proc.poll() is None and time.monotonic() < deadline:
+        # The fork server's children are the workers: the processes two levels below the command.
+        below = _descendants(proc.pid)
+        workers = [p for p in below if p not in _descendants_direct(proc.pid)]
+        if workers:
+            time.sleep(0.3)  # let it take a batch
+            victim = workers[0]
+            os.kill(victim, signal.SIGKILL)
+        time.sleep(0.02)
+    out, err = proc.communicate(timeout=300)
+    assert victim is not None, "no worker process was seen"
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    assert killed.read_text() == calm.read_text()
+
+
+def _descendants_direct(pid: int) -> list[int]:
+    return [p for p in _descendants(pid) if _parent(p) == pid]
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1

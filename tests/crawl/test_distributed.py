@@ -12,11 +12,12 @@ import uuid
 from collections import Counter
 
 import pytest
-from crawlkit import HERE, ROOT, ServerThread, assert_no_process_left, run_scrapy, wait_until
 from demo_site import build_site, make_server
+from helpers import SPIDERS, TESTS
+from helpers.crawlkit import ROOT, ServerThread, assert_no_process_left, run_scrapy, wait_until
 
 pytestmark = pytest.mark.slow
-SPIDER = os.path.join(HERE, "spiders", "paths.py")
+SPIDER = os.path.join(SPIDERS, "paths.py")
 
 
 @pytest.fixture(scope="module")
@@ -57,14 +58,14 @@ def popen_scrapy(args, tmp_path, settings, name):
     """Start a crawl without waiting (for concurrent processes); returns (process, stats file, items file)."""
     stats_file, items_file = tmp_path / f"{name}-stats.json", tmp_path / f"{name}-items.jsonl"
     all_settings = {
-        "EXTENSIONS": json.dumps({"crawlkit.StatsToFile": 0}),
+        "EXTENSIONS": json.dumps({"helpers.crawlkit.StatsToFile": 0}),
         "TEST_STATS_FILE": str(stats_file),
         **settings,
     }
     cmd = [sys.executable, "-m", "scrapy", *args, "-O", f"{items_file}:jsonlines"]
     for key, value in all_settings.items():
         cmd += ["-s", f"{key}={value}"]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, ROOT, os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([TESTS, ROOT, os.environ.get("PYTHONPATH", "")]))
     log = open(tmp_path / f"{name}.log", "w")
     proc = subprocess.Popen(cmd, cwd=str(tmp_path), env=env, stdout=log, stderr=subprocess.STDOUT)
     return proc, stats_file, items_file
@@ -235,7 +236,7 @@ def test_lost_redis_stops_the_crawl_when_told_to(site, redis_server, tmp_path):
         NEARDUP_ON_STORE_ERROR="stop",
         NEARDUP_REDIS_TIMEOUT_SECS="1",
         NEARDUP_WORKERS="2",
-        EXTENSIONS=json.dumps({"crawlkit.StatsToFile": 0, "crawlkit.WorkerWatch": 0}),
+        EXTENSIONS=json.dumps({"helpers.crawlkit.StatsToFile": 0, "helpers.crawlkit.WorkerWatch": 0}),
         TEST_PIDS_FILE=str(tmp_path / "pids.json"),
     )
     proc, stats_file, _ = popen_scrapy(
@@ -350,8 +351,8 @@ def test_processes_filing_near_duplicates_at_once_on_a_cluster_keep_one_canonica
     masters: check-and-insert across shards leaves one canonical per text. One spider's keys are spread:
     each master serves 21 or 22 of the 64 groups, whatever the prefix, and holds about a third of the keys."""
     import redis
+    from helpers.racing import assert_racing_processes_keep_one_canonical_per_group
     from redis.cluster import RedisCluster as ClusterClient
-    from test_redis import assert_racing_processes_keep_one_canonical_per_group
 
     from scrapy_neardup.store.redis import _Layout
 
@@ -393,7 +394,7 @@ def test_maintenance_reaches_every_master_of_a_cluster(shared_cluster):
 
 def _example_process(tmp_path, redis_url, name, **settings):
     """A ``scrapy crawl news_redis`` of example_project with its distributed settings, started, not waited."""
-    from crawlkit import EXAMPLE
+    from helpers.crawlkit import EXAMPLE
 
     stats_file, items_file = tmp_path / f"{name}-stats.json", tmp_path / f"{name}-items.jsonl"
     cmd = [
@@ -405,7 +406,7 @@ def _example_process(tmp_path, redis_url, name, **settings):
         "-O",
         f"{items_file}:jsonlines",
         "-s",
-        "EXTENSIONS=" + json.dumps({"crawlkit.StatsToFile": 0}),
+        "EXTENSIONS=" + json.dumps({"helpers.crawlkit.StatsToFile": 0}),
         "-s",
         f"TEST_STATS_FILE={stats_file}",
         "-s",
@@ -419,7 +420,7 @@ def _example_process(tmp_path, redis_url, name, **settings):
         os.environ,
         SCRAPY_SETTINGS_MODULE="distributed_settings",
         NEARDUP_EXAMPLE_REDIS_URL=redis_url,
-        PYTHONPATH=os.pathsep.join([EXAMPLE, HERE, ROOT, os.environ.get("PYTHONPATH", "")]),
+        PYTHONPATH=os.pathsep.join([EXAMPLE, TESTS, ROOT, os.environ.get("PYTHONPATH", "")]),
     )
     log = open(tmp_path / f"{name}.log", "w")
     return subprocess.Popen(cmd, cwd=EXAMPLE, env=env, stdout=log, stderr=subprocess.STDOUT), stats_file, items_file
@@ -428,7 +429,7 @@ def _example_process(tmp_path, redis_url, name, **settings):
 @pytest.fixture
 def one_redis_server(tmp_path):
     """A server of the first kind of the matrix only (a test of the example, not of the servers)."""
-    from redis_server import RedisServer
+    from helpers.redis_server import RedisServer
 
     server = RedisServer(str(tmp_path / "redis"), persistent=True).start()
     yield server
