@@ -26,7 +26,12 @@ PYTHON = os.path.join(VENV, "Scripts" if os.name == "nt" else "bin", "python")
 #: itself no longer runs with the Twisted that pip installs today.
 OLDEST_SCRAPY = "scrapy==2.13.4"
 #: The tests that run crawls, for the oldest Scrapy.
-OLDEST_TESTS = ["tests/crawl/test_crawl.py", "tests/crawl/test_canonical.py", "tests/unit/test_workers.py", "tests/crawl/test_bad_input.py"]
+OLDEST_TESTS = [
+    "tests/crawl/test_crawl.py",
+    "tests/crawl/test_canonical.py",
+    "tests/unit/test_workers.py",
+    "tests/crawl/test_bad_input.py",
+]
 EXTRAS = {
     "example": "",
     "test": "[test]",
