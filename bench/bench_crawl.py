@@ -61,7 +61,7 @@ sys.path.insert(0, ROOT)
 import localsite  # noqa: E402  (bench/, the script's own folder)
 
 from scrapy_neardup.engine.canonical import CANONICAL_SCAN_CHARS, declared_canonical  # noqa: E402
-from scrapy_neardup.engine.extract import decode_html  # noqa: E402
+from scrapy_neardup.engine.extract import EXTRACTOR_NAMES, decode_html  # noqa: E402
 from scrapy_neardup.offline.evaluation import load_manifest, read_page, score  # noqa: E402
 
 
@@ -269,10 +269,12 @@ def distinct_bodies(pages: dict[str, bytes]) -> dict[str, bytes]:
 
 #: ``--variants``: what a user can trade for speed, at the core count (name suffix: the settings changed);
 #: ``nocache``: every byte-identical copy extracted again, as before ``NEARDUP_BODY_CACHE_SIZE``.
+#: ``ext-<name>``: another main-content extractor (NEARDUP_EXTRACTOR).
 VARIANTS = {
     "noguard": {"NEARDUP_TEMPLATE_REPEATS": 0},
     "noextract": {"NEARDUP_EXTRACT": False},
     "nocache": {"NEARDUP_BODY_CACHE_SIZE": 0},
+    **{f"ext-{name}": {"NEARDUP_EXTRACTOR": name} for name in EXTRACTOR_NAMES if name != "trafilatura"},
 }
 
 
@@ -595,7 +597,7 @@ def main() -> int:
         choices=sorted(VARIANTS),
         default=None,
         help="also time these variants at the core count (no name: all): the template guard "
-        "off, main-content extraction off, the body cache off",
+        "off, main-content extraction off, the body cache off, another extractor (ext-NAME)",
     )
     parser.add_argument("--quality", action="store_true", help="score a crawl and the CLI on the same pages")
     parser.add_argument(

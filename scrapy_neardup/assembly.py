@@ -10,7 +10,7 @@ import json
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from .settings import Config, ConfigError
+from .settings import Config, ConfigError, default_of
 
 if TYPE_CHECKING:
     from .engine.algorithms.base import Algorithm
@@ -32,8 +32,13 @@ PARAM_SETTINGS = {
     "max_distance": "NEARDUP_THRESHOLD or NEARDUP_SIMHASH_MAX_DISTANCE",
     "blocks": "NEARDUP_SIMHASH_BLOCKS",
     "lexicon": "NEARDUP_IMATCH_LEXICON",
+    "extractor": "NEARDUP_EXTRACTOR",
     "format_version": "the store format of this version",
 }
+
+
+#: The stored parameters that say what the texts were taken from (:func:`text_params`).
+TEXT_PARAMS = frozenset({"extractor"})
 
 
 def _name_settings(exc: StoreMismatchError) -> str:
@@ -73,6 +78,7 @@ def build_pipeline(config: Config) -> DocumentPipeline:
         favor=config.extract_favor,
         with_page_text=config.uses_template_guard,
         find_canonical=config.canonical,
+        extractor=config.extractor,
     )
 
 
@@ -86,13 +92,25 @@ def build_template_guard(config: Config, algorithm: Algorithm | None = None) -> 
     return TemplateGuard(config.template_repeats, algorithm=algorithm or build_algorithm(config))
 
 
+def text_params(config: Config) -> dict[str, object]:
+    """What the fingerprinted texts are taken from, as the store records it: the main-content extractor,
+    when it is not trafilatura (the stores made before the setting existed record none)."""
+    if config.extract and config.extractor != default_of("NEARDUP_EXTRACTOR"):
+        return {"extractor": config.extractor}
+    return {}
+
+
 def new_detector(config: Config, algorithm: Algorithm, store: Store) -> Detector:
-    """A detector of ``algorithm`` over ``store`` (not opened) with the settings' rules for known keys:
-    re-check changed content, and the age limit."""
+    """A detector of ``algorithm`` over ``store`` (not opened) with the settings' rules for known keys
+    (re-check changed content, the age limit) and what its texts are taken from."""
     from .engine.detector import Detector
 
     return Detector(
-        algorithm, store, recheck_changed=config.recheck_changed, max_age_secs=config.expiration_secs or None
+        algorithm,
+        store,
+        recheck_changed=config.recheck_changed,
+        max_age_secs=config.expiration_secs or None,
+        text_params=text_params(config),
     )
 
 
@@ -120,9 +138,11 @@ def open_detector(config: Config, store: Store, reset: bool = False) -> tuple[Co
             stored = {name: json.loads(value) for name, value in exc.stored.items()}
         except ValueError:
             stored = {}
+        own_text = text_params(config)
+        stored_text = {k: v for k, v in stored.items() if k in TEXT_PARAMS}
         adopted = (
-            algorithm.with_index({k: v for k, v in stored.items() if k != "format_version"})
-            if (stored.get("format_version") == detector.meta()["format_version"])
+            algorithm.with_index({k: v for k, v in stored.items() if k != "format_version" and k not in TEXT_PARAMS})
+            if stored.get("format_version") == detector.meta()["format_version"] and stored_text == own_text
             else None
         )
         if adopted is None:

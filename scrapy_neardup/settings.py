@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .engine.algorithms import DEFAULT_ALGORITHM, MINHASH_SKETCH_NAMES, algorithm_names
 from .engine.canonical import CANONICAL_FETCH_POLICIES
-from .engine.extract import TRAFILATURA_FAVORS
+from .engine.extract import EXTRACTOR_NAMES, TRAFILATURA_FAVORS
 from .store import STORE_SCHEMES, redact_url
 
 if TYPE_CHECKING:
@@ -199,6 +199,13 @@ def _store_class(value: str) -> None:
         raise Invalid(f"the import path of a subclass of scrapy_neardup.store.Store, or None ({exc})") from None
 
 
+def _extractor_installed(value: str) -> None:
+    import importlib.util
+
+    if value.startswith("resiliparse") and importlib.util.find_spec("resiliparse") is None:
+        raise Invalid("Resiliparse is not installed: pip install 'scrapy-neardup[resiliparse]'")
+
+
 def _shown_url(value: Any) -> Any:
     return redact_url(value) if isinstance(value, str) else value
 
@@ -228,6 +235,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("NEARDUP_DEBUG", "bool", False, "log every near-duplicate and every skipped page"),
     Setting("NEARDUP_EXPIRATION_SECS", "float", 0.0, "forget pages older than this; 0: never", low=0.0, high=1e10),
     Setting("NEARDUP_EXTRACT", "bool", True, "fingerprint the main content, not the whole page text"),
+    Setting(
+        "NEARDUP_EXTRACTOR",
+        "str",
+        "trafilatura",
+        "what finds a page's main content",
+        choices=EXTRACTOR_NAMES,
+        check=_extractor_installed,
+    ),
     Setting("NEARDUP_EXTRACT_FAST", "bool", False, "trafilatura's fast mode (no fallback extractors)"),
     Setting(
         "NEARDUP_EXTRACT_FAVOR",
@@ -357,6 +372,7 @@ class Config:
     debug: bool
     expiration_secs: float
     extract: bool
+    extractor: str
     extract_fast: bool
     extract_favor: str
     imatch_lexicon: str | None

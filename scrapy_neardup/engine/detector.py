@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -67,18 +67,27 @@ class Detector:
     stands for the page. It is checked afresh, its record replaced, when the new fetch is below the
     threshold against what the record was judged by (``recheck_changed``: the page changed), when it was
     last seen more than ``max_age_secs`` ago, or when its canonical was removed.
+
+    ``text_params``: what the texts were taken from, stored beside the algorithm's parameters so that a
+    store refuses fingerprints of other texts (another main-content extractor).
     """
 
     def __init__(
-        self, algorithm: Algorithm, store: Store, recheck_changed: bool = True, max_age_secs: float | None = None
+        self,
+        algorithm: Algorithm,
+        store: Store,
+        recheck_changed: bool = True,
+        max_age_secs: float | None = None,
+        text_params: Mapping[str, object] | None = None,
     ) -> None:
         self.algorithm = algorithm
         self.store = store
         self.recheck_changed = recheck_changed
         self.max_age_secs = max_age_secs or None
+        self.text_params = dict(text_params or {})
 
     def meta(self) -> dict[str, object]:
-        return {"format_version": FORMAT_VERSION, **self.algorithm.params()}
+        return {"format_version": FORMAT_VERSION, **self.algorithm.params(), **self.text_params}
 
     def open(self, reset: bool = False) -> None:
         self.store.open(self.meta(), reset=reset)

@@ -76,6 +76,22 @@ _BREAK_TAGS = frozenset(
 )
 
 
+#: What finds a page's main content (``NEARDUP_EXTRACTOR``):
+#:
+#: * ``trafilatura``: Barbaresi's trafilatura (ACL 2021), its tree walk in Python: the reference;
+#: * ``resiliparse``: Resiliparse's main-content heuristics on the lexbor parser (Bevendorff et al., ECIR
+#:   2018; the extractor Fröbe et al. 2021 measure for near-duplicate detection), C++ throughout;
+#: * ``resiliparse-blocks``: Resiliparse's main content cut into blocks, then the blocks classified by their
+#:   word counts as boilerpipe's shallow text features do (Kohlschütter, Fankhauser, Nejdl, WSDM 2010):
+#:   short blocks (links, bylines, teasers) are dropped unless they sit between long ones;
+#: * ``resiliparse-checked``: ``resiliparse-blocks``, and trafilatura where its main text is shorter than
+#:   :data:`CHECKED_MIN_CHARS` (a page it is unsure of: short texts are where a wrong block weighs most).
+#:
+#: Each records itself with the store's parameters, so fingerprints of two extractors are never compared.
+EXTRACTOR_NAMES = ("trafilatura", "resiliparse", "resiliparse-blocks", "resiliparse-checked")
+#: ``resiliparse-checked``: a fast main text shorter than this is taken by trafilatura again.
+CHECKED_MIN_CHARS = 1000
+
 #: What trafilatura favours when unsure (its ``favor_recall`` / ``favor_precision``, or neither): more text or less.
 TRAFILATURA_FAVORS = ("recall", "balanced", "precision")
 
@@ -205,6 +221,56 @@ def main_text(html: Any, url: str | None = None, fast: bool = False, favor: str 
     return text or ""
 
 
+def resiliparse_texts(html: str, with_page_text: bool, blocks: bool) -> tuple[str, str]:
+    """Resiliparse's main text of a page (its blocks filtered by :func:`content_blocks` when ``blocks``) and,
+    when asked, its whole visible text: one parse by lexbor serves both."""
+    from resiliparse.extract.html2text import extract_plain_text
+    from resiliparse.parse.html import HTMLTree
+
+    try:
+        tree = HTMLTree.parse(html)
+        main = extract_plain_text(
+            tree,
+            preserve_formatting=blocks,
+            main_content=True,
+            list_bullets=False,
+            alt_texts=False,
+            comments=False,
+        )
+        page = (
+            extract_plain_text(tree, preserve_formatting=False, list_bullets=False, alt_texts=False)
+            if with_page_text
+            else ""
+        )
+    except Exception:  # as with trafilatura: a page is never lost for its markup
+        logger.debug("resiliparse failed on a page", exc_info=True)
+        return "", ""
+    if blocks:
+        main = content_blocks(main.splitlines())
+    return " ".join(main.split()), " ".join(page.split())
+
+
+#: boilerpipe's thresholds (Kohlschütter et al. 2010, the NumWordsRulesClassifier): a block of at least this
+#: many words is content; one of fewer than ``SHORT_BLOCK_WORDS`` is content only between two content blocks.
+LONG_BLOCK_WORDS = 16
+SHORT_BLOCK_WORDS = 8
+
+
+def content_blocks(blocks: list[str]) -> str:
+    """The blocks boilerpipe's shallow text features keep: long blocks, and shorter ones next to a long
+    block (a heading above a paragraph, a short paragraph between two long ones), in their order."""
+    words = [len(block.split()) for block in blocks]
+    keep = [n >= LONG_BLOCK_WORDS for n in words]
+    for i, n in enumerate(words):
+        if keep[i] or n == 0:
+            continue
+        before = next((keep[j] for j in range(i - 1, -1, -1) if words[j]), False)
+        after = next((keep[j] for j in range(i + 1, len(words)) if words[j]), False)
+        if (n >= SHORT_BLOCK_WORDS and (before or after)) or (before and after):
+            keep[i] = True
+    return "\n".join(block for block, kept in zip(blocks, keep) if kept)
+
+
 def parse_for_extraction(html: str) -> Any:
     """The page's tree as trafilatura parses it (``None`` when it rejects the page): one parse serves the
     page text and, copied by trafilatura, the main text. trafilatura's own size limit applies."""
@@ -227,6 +293,7 @@ def extract(
     fast: bool = False,
     favor: str = "recall",
     with_page_text: bool = False,
+    extractor: str = "trafilatura",
 ) -> Extraction:
     """The text to fingerprint a page on: its main text; the page text when trafilatura finds no main text
     at all (an extraction failure, or a page of links); nothing (``too_little_text``) when the main text it
@@ -242,11 +309,17 @@ def extract(
         html = decode_html(html)
     tree = None
     if use_main:
-        tree = parse_for_extraction(html) if with_page_text else None
-        text = main_text(html if tree is None else tree, url, fast=fast, favor=favor)
+        page: str | None = None
+        text = ""
+        if extractor != "trafilatura":
+            text, page = resiliparse_texts(html, with_page_text, blocks=extractor != "resiliparse")
+        if extractor == "trafilatura" or (extractor == "resiliparse-checked" and len(text) < CHECKED_MIN_CHARS):
+            tree = parse_for_extraction(html) if with_page_text and page is None else None
+            text = main_text(html if tree is None else tree, url, fast=fast, favor=favor)
         if len(text) >= min_length:
             if with_page_text:
-                page = page_text(html) if tree is None else _visible_text(tree)
+                if page is None:
+                    page = page_text(html) if tree is None else _visible_text(tree)
                 if len(text) <= TEMPLATE_MAX_SHARE * len(page):
                     return Extraction(text, "main", page_text=page)
             return Extraction(text, "main")

@@ -133,6 +133,7 @@ class DocumentPipeline:
         favor: str = "recall",
         with_page_text: bool = False,
         find_canonical: bool = False,
+        extractor: str = "trafilatura",
     ) -> None:
         self.algorithm = algorithm
         self.use_main = use_main
@@ -141,6 +142,7 @@ class DocumentPipeline:
         self.favor = favor
         self.with_page_text = with_page_text
         self.find_canonical = find_canonical
+        self.extractor = extractor
         self._sketcher = page_sketcher(algorithm) if with_page_text else None
 
     def from_html(self, html: str | bytes, url: str | None = None) -> Prepared:
@@ -162,6 +164,7 @@ class DocumentPipeline:
             fast=self.fast,
             favor=self.favor,
             with_page_text=self.with_page_text,
+            extractor=self.extractor,
         )
 
     def from_extraction(self, got: Extraction) -> Prepared:

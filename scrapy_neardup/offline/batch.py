@@ -258,7 +258,11 @@ class BatchDeduplicator:
                 yield from prepare_batch(batch)
             return
         pool = ExtractionPool(
-            self.config, self.workers, timeout=self.config.worker_timeout, max_tasks=self.config.worker_max_tasks
+            self.config,
+            self.workers,
+            timeout=self.config.worker_timeout,
+            max_tasks=self.config.worker_max_tasks,
+            fork_first=True,
         )
         pool.start()
         try:

@@ -43,6 +43,8 @@ def _settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
             settings[name] = value
     if getattr(args, "no_extract", False):
         settings["NEARDUP_EXTRACT"] = False
+    if getattr(args, "extractor", None):
+        settings["NEARDUP_EXTRACTOR"] = args.extractor
     if getattr(args, "extract_fast", False):
         settings["NEARDUP_EXTRACT_FAST"] = True
     if getattr(args, "extract_favor", None):
@@ -125,6 +127,11 @@ def _add_algorithm_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--no-extract", action="store_true", help="fingerprint the whole page text, not the main content"
+    )
+    group.add_argument(
+        "--extractor",
+        choices=BY_NAME["NEARDUP_EXTRACTOR"].allowed_choices,
+        help=f"what finds a page's main content (default: {default_of('NEARDUP_EXTRACTOR')})",
     )
     group.add_argument("--extract-fast", action="store_true", help="trafilatura's fast mode (no fallback extractors)")
     group.add_argument(

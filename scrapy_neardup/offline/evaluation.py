@@ -203,13 +203,58 @@ def extract_pages(manifest: list[dict], base: str, config: Any, workers: int | N
     import os
 
     processes = max(1, workers or os.cpu_count() or 1)
-    pool = ExtractionPool(config, processes, timeout=config.worker_timeout)
+    pool = ExtractionPool(config, processes, timeout=config.worker_timeout, fork_first=True)
     pool.start()
     try:
         pages = [(os.path.join(base, row["file"]), row["url"]) for row in manifest]
         return [done.result() for _, done in in_order(pool, extract_page, pages, 4 * processes)]
     finally:
         pool.close()
+
+
+def decide_pages(
+    manifest: list[dict], config: Any, texts: list[Extraction], declared: list[str | None]
+) -> tuple[Any, list[tuple[str, str, float]]]:
+    """The near-duplicate pairs ``(page, canonical, similarity)`` of a labelled set's pages, given their
+    extractions and declarations, decided in manifest order as a crawl decides them, and the algorithm."""
+    from dataclasses import replace
+
+    from ..engine.canonical import may_fetch
+    from ..engine.decisions import DecisionLoop, Declared
+    from ..engine.detector import Detector
+    from ..store import MemoryStore
+
+    position: dict[str, int] = {}
+    for i, row in enumerate(manifest):
+        position.setdefault(row["url"], i)
+    pipeline = build_pipeline(config)
+    algorithm = pipeline.algorithm
+    detector = Detector(algorithm, MemoryStore())
+    detector.open()
+    loop = DecisionLoop(detector, build_template_guard(config, algorithm))
+    pairs = []
+
+    def prepared_at(i: int):  # type: ignore[no-untyped-def]
+        return replace(pipeline.from_extraction(texts[i]), declared_canonical=declared[i])
+
+    for i, row in enumerate(manifest):
+        prepared = prepared_at(i)
+        if prepared.fingerprint is None:
+            continue
+        # Declarations as a crawl weighs them (scrapy_neardup.engine.canonical): a declared page later in
+        # the set is had first, as a crawl fetches it.
+        url, target = row["url"], declared[i] if config.canonical else None
+        page: Declared | None = None
+        if target and target != url:
+            later = position.get(target, -1) > i and may_fetch(config.canonical_fetch, url, target)
+            page = Declared(target, prepared_at(position[target]) if later else None)
+        for decision in loop.decide(url, url, prepared, page):
+            if decision.again:
+                continue
+            verdict = decision.verdict
+            if verdict.status == "duplicate":
+                pairs.append((verdict.key, verdict.canonical or "", verdict.similarity))
+    return algorithm, pairs
 
 
 def evaluate_configurations(
@@ -225,25 +270,17 @@ def evaluate_configurations(
     With ``judged_path`` (:func:`load_judged`), each row also has ``judged``: the score on those pairs."""
     import os
     import time
-    from dataclasses import replace
-
-    from ..engine.canonical import may_fetch
-    from ..engine.decisions import DecisionLoop, Declared
-    from ..engine.detector import Detector
-    from ..store import MemoryStore
 
     manifest = load_manifest(manifest_path)[:limit] if limit else load_manifest(manifest_path)
     judged = load_judged(judged_path) if judged_path else None
     base = os.path.dirname(os.path.abspath(manifest_path))
-    extracted: dict[tuple[bool, int, bool, str, bool], tuple[list[Any], list[float], list[str | None]]] = {}
-    position: dict[str, int] = {}
-    for i, row in enumerate(manifest):
-        position.setdefault(row["url"], i)
+    extracted: dict[tuple[bool, int, str, bool, str, bool], tuple[list[Any], list[float], list[str | None]]] = {}
     rows = []
     for name, config in configurations:
         setting = (
             config.extract,
             config.min_text_length,
+            config.extractor,
             config.extract_fast,
             config.extract_favor,
             config.uses_template_guard,
@@ -256,35 +293,8 @@ def evaluate_configurations(
                 [r.declared for r in results],
             )
         texts, extract_secs, declared = extracted[setting]
-        pipeline = build_pipeline(config)
-        algorithm = pipeline.algorithm
-        store = MemoryStore()
-        detector = Detector(algorithm, store)
-        detector.open()
-        loop = DecisionLoop(detector, build_template_guard(config, algorithm))
-        pairs = []
         started = time.perf_counter()
-
-        def prepared_at(i: int):  # type: ignore[no-untyped-def]
-            return replace(pipeline.from_extraction(texts[i]), declared_canonical=declared[i])
-
-        for i, row in enumerate(manifest):
-            prepared = prepared_at(i)
-            if prepared.fingerprint is None:
-                continue
-            # Declarations as a crawl weighs them (scrapy_neardup.engine.canonical): a declared page later in
-            # the set is had first, as a crawl fetches it.
-            url, target = row["url"], declared[i] if config.canonical else None
-            page: Declared | None = None
-            if target and target != url:
-                later = position.get(target, -1) > i and may_fetch(config.canonical_fetch, url, target)
-                page = Declared(target, prepared_at(position[target]) if later else None)
-            for decision in loop.decide(url, url, prepared, page):
-                if decision.again:
-                    continue
-                verdict = decision.verdict
-                if verdict.status == "duplicate":
-                    pairs.append((verdict.key, verdict.canonical, verdict.similarity))
+        algorithm, pairs = decide_pages(manifest, config, texts, declared)
         engine_secs = time.perf_counter() - started
         result = score(manifest, [(a, b) for a, b, _ in pairs])
         if pairs_path:

@@ -521,9 +521,8 @@ def test_dedup_loses_no_document_when_a_worker_is_killed(demo_pages, tmp_path):
     victim = None
     deadline = time.monotonic() + 60
     while victim is None and proc.poll() is None and time.monotonic() < deadline:
-        # The fork server's children are the workers: the processes two levels below the command.
-        below = _descendants(proc.pid)
-        workers = [p for p in below if p not in _descendants_direct(proc.pid)]
+        # The workers: forked from the command itself, or from the fork server (the replacements).
+        workers = [p for p in _descendants(proc.pid) if not _helper_process(p)]
         if workers:
             time.sleep(0.3)  # let it take a batch
             victim = workers[0]
@@ -536,13 +535,11 @@ def test_dedup_loses_no_document_when_a_worker_is_killed(demo_pages, tmp_path):
     assert killed.read_text() == calm.read_text()
 
 
-def _descendants_direct(pid: int) -> list[int]:
-    return [p for p in _descendants(pid) if _parent(p) == pid]
-
-
-def _parent(pid: int) -> int:
+def _helper_process(pid: int) -> bool:
+    """multiprocessing's own processes (the fork server, the resource tracker), not workers."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return -1
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+    except OSError:
+        return True
+    return b"forkserver" in cmdline or b"resource_tracker" in cmdline

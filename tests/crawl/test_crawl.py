@@ -291,3 +291,23 @@ def test_simhash_at_its_default_finds_the_aliases_minhash_finds(tmp_path):
         assert {p for p, c in found[name].items() if c} == aliases, (name, found[name])
         assert all(found[name][p] == p.split("/")[-1] for p in aliases)  # each with its own article
     assert len({p for p, c in found["manku"].items() if c}) < len(aliases)
+
+
+@pytest.mark.parametrize("extractor", ["resiliparse", "resiliparse-blocks", "resiliparse-checked"])
+def test_every_extractor_keeps_one_page_per_group_in_a_real_crawl(site, groups, tmp_path, extractor):
+    """NEARDUP_EXTRACTOR in a real crawl: the demo site's groups (mirrors, print pages, tracking aliases,
+    lightly edited copies) each reach the spider once, and the store records the extractor: a crawl with
+    another one is refused at start-up, naming the setting."""
+    result = crawl(site, tmp_path, NEARDUP_EXTRACTOR=extractor)
+    parsed = {path_of(i["url"], site) for i in result.items}
+    for group in groups:
+        assert len([p for p in group if p in parsed]) == 1, (extractor, group)
+    assert result.neardup_stats()["neardup/duplicate"] >= sum(len(g) - 1 for g in groups)
+    other = run_scrapy(
+        ["crawl", "news", "-a", f"site={site}"],
+        tmp_path,
+        {"NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/store.sqlite3", "NEARDUP_EXTRACTOR": "trafilatura"},
+        name="other",
+    )
+    assert other.stats.get("finish_reason") == "neardup_store_mismatch", other.log[-3000:]
+    assert "NEARDUP_EXTRACTOR" in other.log

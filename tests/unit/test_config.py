@@ -174,3 +174,29 @@ def test_a_store_backend_of_ones_own_is_named_by_neardup_store_class(tmp_path):
         config(STORE_CLASS="no.such.Module")
     with pytest.raises(ConfigError, match=r"NEARDUP_STORE_URL = 'custom://anything' is not allowed"):
         config(STORE_URL="custom://anything")
+
+
+def test_the_extractor_is_a_setting_and_the_store_refuses_another_ones_fingerprints(tmp_path):
+    from scrapy_neardup.assembly import open_detector
+    from scrapy_neardup.store import SqliteStore, StoreMismatchError
+
+    assert config().extractor == "trafilatura"
+    with pytest.raises(ConfigError, match="NEARDUP_EXTRACTOR = 'boilerpipe' is not allowed: one of 'trafilatura'"):
+        config(EXTRACTOR="boilerpipe")
+    path = str(tmp_path / "store.sqlite3")
+    made = config(EXTRACTOR="resiliparse")
+    _, detector, _ = open_detector(made, SqliteStore(path))
+    assert detector.meta()["extractor"] == "resiliparse"
+    detector.close()
+    for other in ("trafilatura", "resiliparse-blocks"):
+        with pytest.raises(StoreMismatchError, match="NEARDUP_EXTRACTOR"):
+            open_detector(config(EXTRACTOR=other), SqliteStore(path))
+    # Another threshold with the same extractor keeps the store (its index adopted), as for trafilatura.
+    adopted, detector, note = open_detector(config(EXTRACTOR="resiliparse", THRESHOLD=0.6), SqliteStore(path))
+    assert note and adopted.stored_index is not None
+    detector.close()
+    # A trafilatura store (no extractor recorded) refuses resiliparse fingerprints.
+    plain = str(tmp_path / "plain.sqlite3")
+    open_detector(config(), SqliteStore(plain))[1].close()
+    with pytest.raises(StoreMismatchError, match="NEARDUP_EXTRACTOR"):
+        open_detector(config(EXTRACTOR="resiliparse-blocks"), SqliteStore(plain))

@@ -166,3 +166,30 @@ def test_a_short_main_text_is_not_judged_on_its_template_and_no_main_text_falls_
     # finds, so it is its fast mode (NEARDUP_EXTRACT_FAST) that leaves a page of links without a main text.
     got = extract(f"<html><body><footer>{words}</footer></body></html>", "http://x/", fast=True)
     assert got.method == "page" and "word99" in got.text
+
+
+def test_content_blocks_keep_long_blocks_and_the_short_ones_between_them():
+    """boilerpipe's shallow text features (Kohlschütter et al. 2010): a long block is content, a short one
+    only beside or between content; a lone short block (a link, a byline, a teaser) is dropped."""
+    from scrapy_neardup.engine.extract import content_blocks
+
+    long_a, long_b = " ".join(["alpha"] * 30), " ".join(["beta"] * 20)
+    heading, between, lone = "A headline of six words here", "A short aside", "Share this"
+    text = content_blocks(["Home News Sport", "", heading + " of it", long_a, between, long_b, "", lone, "Login"])
+    assert text.split("\n") == [heading + " of it", long_a, between, long_b]
+    assert content_blocks([]) == ""
+    assert content_blocks(["Menu", "Login"]) == ""
+
+
+def test_resiliparse_main_text_leaves_the_template_out():
+    from scrapy_neardup.engine.extract import extract
+
+    body = " ".join(f"w{i}" for i in range(300))
+    page = (
+        "<html><head><title>t</title></head><body><nav><a href='/'>Home</a> <a href='/n'>News</a></nav>"
+        f"<article><h1>A story</h1><p>{body}</p></article><footer>Copyright footer text</footer></body></html>"
+    )
+    for extractor in ("resiliparse", "resiliparse-blocks"):
+        got = extract(page, "http://example.com/a", extractor=extractor, with_page_text=True)
+        assert got.method == "main" and "w0 w1 w2" in got.text and "w299" in got.text, (extractor, got)
+        assert "Copyright" not in got.text and "Home" not in got.text.split(), (extractor, got.text[:80])
