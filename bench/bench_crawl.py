@@ -162,9 +162,15 @@ def crawl_child(base: str, paths: list[str], settings: dict, out: str) -> None:
     workers: dict[int, tuple[float, int]] = {}
 
     def sample() -> None:
+        from scrapy.exceptions import NotConfigured
+
         from scrapy_neardup.crawl.service import NearDupService
 
-        for pid in NearDupService.for_crawler(crawler).worker_pids():
+        try:
+            pids = NearDupService.for_crawler(crawler).worker_pids()
+        except NotConfigured:  # the crawl with the plugin off
+            return
+        for pid in pids:
             reading = _proc_cpu_and_hwm(pid)
             if reading is not None:
                 workers[pid] = reading
