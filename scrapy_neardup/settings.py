@@ -320,6 +320,33 @@ SETTINGS: tuple[Setting, ...] = (
         high=1.0,
         open_low=True,
     ),
+    Setting(
+        "NEARDUP_URL_RULES",
+        "str",
+        "learn",
+        "URL rules learned from the verdicts: off, learned only, or used to skip or deprioritize requests",
+        choices=("off", "learn", "skip", "deprioritize"),
+    ),
+    Setting(
+        "NEARDUP_URL_RULES_CONFIDENCE",
+        "float",
+        0.98,
+        "estimated success rate a URL rule needs before it is used",
+        low=0.5,
+        high=1.0,
+        open_low=True,
+    ),
+    Setting(
+        "NEARDUP_URL_RULES_EXPLORE",
+        "float",
+        0.05,
+        "share of predicted duplicates fetched anyway, to keep checking the rules",
+        low=0.0,
+        high=1.0,
+    ),
+    Setting(
+        "NEARDUP_URL_RULES_MIN_SUPPORT", "int", 20, "successful trials before a URL rule is used", low=1, high=1_000_000
+    ),
     Setting("NEARDUP_WORKER_MAX_TASKS", "int", 1000, "pages per worker process before it is renewed; 0: never", low=0),
     Setting(
         "NEARDUP_WORKER_TIMEOUT",
@@ -403,6 +430,10 @@ class Config:
     template_repeats: int
     #: Resolved: the algorithm's own when the setting is None.
     threshold: float
+    url_rules: str
+    url_rules_confidence: float
+    url_rules_explore: float
+    url_rules_min_support: int
     worker_max_tasks: int
     worker_timeout: float | None
     workers: int | None

@@ -8,6 +8,7 @@ at 540 a response has been decompressed (HttpCompressionMiddleware, 590), redire
 
 from __future__ import annotations
 
+import zlib
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
@@ -40,10 +41,22 @@ FLAG = "near-duplicate"
 #: scheduler, so that the declared original reaches the spider (the value: the copy's URL).
 META_DECLARED_BY = "neardup_declared_by"
 META_FOLLOWED_FROM = "neardup_followed_from"
+#: ``Request.meta`` key of a request the URL rules predicted to be a duplicate (the value: the URL already
+#: decided that its URL becomes): fetched anyway to keep checking the rules, or sent back to the scheduler
+#: at a lower priority (``NEARDUP_URL_RULES = "deprioritize"``).
+META_PREDICTED = "neardup_predicted"
+#: How much lower a deprioritized request's priority is made.
+DEPRIORITIZE_BY = 1000
 #: Responses of declared pages fetched first, kept for the request that follows them (no second download).
 MAX_KEPT_RESPONSES = 64
 
 _HTML_TYPES = (b"text/html", b"application/xhtml+xml")
+
+
+def explored(url: str, share: float) -> bool:
+    """Whether a predicted duplicate is fetched anyway: ``share`` of them, chosen by a stable hash of the
+    URL (the same URLs in every process and every crawl, so that a re-crawl gives the same verdicts)."""
+    return zlib.crc32(url.encode("utf-8", "surrogateescape")) % 10_000 < share * 10_000
 
 
 def is_html(response: Response) -> bool:
@@ -66,12 +79,58 @@ class NearDupDownloaderMiddleware:
     def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
 
-    def process_request(self, request: Request, spider: object = None) -> Response | None:
-        """A declared page followed after its copy was decided: the response fetched then, if still kept."""
-        if request.meta.get(META_FOLLOWED_FROM) is None:
-            return None
-        kept = self._kept.pop(request.url, None)
-        return None if kept is None else kept.replace(request=request)
+    async def process_request(self, request: Request, spider: object = None) -> Response | None:
+        """A declared page followed after its copy was decided: the response fetched then, if still kept.
+        With ``NEARDUP_URL_RULES`` ``skip`` or ``deprioritize``: a request the URL rules predict to be a
+        duplicate is not fetched, or is sent back to the scheduler at a lower priority."""
+        if request.meta.get(META_FOLLOWED_FROM) is not None:
+            kept = self._kept.pop(request.url, None)
+            return None if kept is None else kept.replace(request=request)
+        if self.config.url_rules in ("skip", "deprioritize") and self._may_predict(request):
+            await self._predict(request)
+        return None
+
+    def _may_predict(self, request: Request) -> bool:
+        """Never a request the spider asked to fetch whatever (``dont_filter``), one left unchecked, one
+        with a key of its own, one of the plugin's own, or one predicted before."""
+        meta = request.meta
+        return not (
+            request.dont_filter
+            or meta.get(META_ENABLED, True) is False
+            or meta.get(META_KEY)
+            or meta.get(META_DECLARED_BY) is not None
+            or meta.get(META_PREDICTED) is not None
+            or not self.check_pages
+        )
+
+    async def _predict(self, request: Request) -> None:
+        service = self.service
+        prediction = await service.predicted(request.url)
+        if prediction is None:
+            return
+        stats = service.stats
+        if explored(request.url, self.config.url_rules_explore):
+            stats.inc_value("neardup/url_rules/explored")
+            request.meta[META_PREDICTED] = prediction.target
+            return
+        if self.config.url_rules == "deprioritize":
+            engine = self.crawler.engine
+            if engine is not None:
+                stats.inc_value("neardup/url_rules/deprioritized")
+                engine.crawl(
+                    request.replace(
+                        priority=request.priority - DEPRIORITIZE_BY,
+                        meta={**request.meta, META_PREDICTED: prediction.target},
+                        dont_filter=True,
+                    )
+                )
+                raise IgnoreRequest(f"scrapy-neardup: {request.url} sent back at a lower priority")
+            return
+        stats.inc_value("neardup/skipped/predicted")
+        service.report.predicted(request.url, prediction.target, prediction.rules)
+        raise IgnoreRequest(
+            f"scrapy-neardup: {request.url} not fetched: its URL rules make it {prediction.target}, met before"
+        )
 
     async def process_response(self, request: Request, response: Response, spider: object = None) -> Response:
         service = self.service

@@ -131,6 +131,14 @@ class Reporter:
                 f" (such documents are counted in neardup/skipped/{reason})" if first else "",
             )
 
+    def predicted(self, url: str, target: str, rules: tuple[str, ...]) -> None:
+        """A request not fetched: its URL rules make it a URL decided before (said once at INFO)."""
+        self.log_once(
+            "predicted",
+            f"{url} not fetched: the URL rules {', '.join(rules)} of its host make it {target}, met before "
+            "(such requests are counted in neardup/skipped/predicted; see NEARDUP_URL_RULES)",
+        )
+
     def log_summary(self, spider: Spider) -> None:
         get = self.stats.get_value
         skipped = {

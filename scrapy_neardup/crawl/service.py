@@ -30,6 +30,7 @@ from ..engine.detector import Detector, Verdict
 from ..engine.extract import decode_html, quiet_trafilatura
 from ..engine.prepare import Prepared
 from ..engine.template import TemplateGuard
+from ..engine.urlrules import Learner, Prediction, RuleBook, host_of
 from ..settings import Config, ConfigError, unknown_settings
 from ..store import Store, StoreError, StoreMismatchError, StoreWriteError, redact_url
 from ..workers import IN_PROCESS, ExtractionPool, WorkerLost, WorkerTimeout
@@ -124,6 +125,10 @@ class NearDupService:
         self._closing = False
         #: Why the store could not be opened (a finish reason), once it could not: no response goes through.
         self.refused: str | None = None
+        #: The URL rules (NEARDUP_URL_RULES), used on the store thread; and the hosts that have a confident
+        #: rule, a snapshot the reactor reads before it asks for a prediction.
+        self.rules: Learner | None = None
+        self.ruled_hosts: frozenset[str] = frozenset()
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
@@ -201,6 +206,13 @@ class NearDupService:
             self.guard = build_template_guard(config, self.algorithm)
         self.detector = detector
         self._decisions = DecisionLoop(detector, self.guard)
+        if config.url_rules != "off":
+            try:
+                book = RuleBook(config.url_rules_min_support, config.url_rules_confidence)
+                self.rules = Learner(book, store, detector.group_of)
+                self._rules_changed()
+            except StoreError as exc:  # the rules are an economy: the crawl goes on without them
+                logger.warning("scrapy-neardup: URL rules off for this crawl: %s", exc, extra={"spider": spider})
         self._store_thread = ThreadPool(0, 1, name="scrapy-neardup-store")
         self._store_thread.start()
         if self.workers:
@@ -459,10 +471,58 @@ class NearDupService:
                 return Outcome(prepared, exc)
             except Exception as exc:  # noqa: BLE001 - a backend's untranslated failure is still the store's
                 return Outcome(prepared, StoreError(f"the store failed: {type(exc).__name__}: {exc}"))
+            if self.rules is not None:
+                self._observe(made, url)
         mine = made[-1]
         return Outcome(
             mine.prepared, mine.verdict, mine.refiled, tuple(d for d in made[:-1] if not d.again), mine.again
         )
+
+    def _observe(self, made: list[Decision], url: str | None) -> None:
+        """Store thread, under the store lock: the URL rules learn from the pages just decided (those filed
+        under their own URL: a page with a ``neardup_key`` of its own says nothing of its URL)."""
+        rules = self.rules
+        assert rules is not None
+        try:
+            synced, hosts = False, set()
+            for decision in made:
+                if decision.again or (decision is made[-1] and decision.key != url):
+                    continue
+                verdict = decision.verdict
+                synced |= rules.observe(decision.key, verdict.status, verdict.canonical)
+                hosts.add(host_of(decision.key))
+            if synced:
+                self._rules_changed()
+            else:
+                confident = {host for host in hosts if rules.book.confident(host)}
+                if confident ^ (hosts & self.ruled_hosts):
+                    self.ruled_hosts = (self.ruled_hosts - hosts) | confident
+        except Exception as exc:  # noqa: BLE001 - the rules are an economy; a failing store is met by the decisions
+            logger.debug("scrapy-neardup: the URL rules could not learn from %s: %s", url, exc)
+
+    def _rules_changed(self) -> None:
+        """The hosts with a confident rule, for the reactor's first look at a request."""
+        assert self.rules is not None
+        book = self.rules.book
+        self.ruled_hosts = frozenset(host for host in list(book.counts) if book.confident(host))
+
+    async def predicted(self, url: str) -> Prediction | None:
+        """The URL already decided that ``url`` becomes by its host's confident rules, if any (``None`` too when
+        the store cannot say)."""
+        rules = self.rules
+        if rules is None or host_of(url) not in self.ruled_hosts:
+            return None
+
+        def look() -> Prediction | None:
+            with self._store_lock:
+                if self.detector is None:
+                    return None
+                try:
+                    return rules.predict(url)
+                except Exception:  # noqa: BLE001 - fetch it: the decision will meet a failing store
+                    return None
+
+        return await self._in_store_thread(look)  # type: ignore[no-any-return]
 
     def _settle(self, key: str, outcome: Outcome | BaseException) -> tuple[Prepared, Verdict | None]:
         """Reactor thread: count and log what became of a page (and of the declared page decided first)."""
@@ -520,8 +580,18 @@ class NearDupService:
         return Prepared(None, "store_closed"), None
 
     def _close_store(self, detector: Detector) -> None:
-        """Store thread, at close (the workers are stopped): flush and close the store."""
+        """Store thread, at close (the workers are stopped): the URL rules' last counts, then flush and close
+        the store."""
         with self._store_lock:
+            rules, self.rules = self.rules, None
+            if rules is not None:
+                try:
+                    rules.sync()
+                    book = rules.book
+                    confident = sum(len(book.confident(host)) for host in list(book.counts))
+                    self.stats.set_value("neardup/url_rules/confident", confident)
+                except Exception as exc:  # noqa: BLE001 - the fingerprints must still be saved below
+                    logger.warning("scrapy-neardup: the URL rules' last counts were not saved: %s", exc)
             detector.close()
 
     def _close_spider(self, reason: str) -> None:

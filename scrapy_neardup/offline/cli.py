@@ -6,6 +6,8 @@ scrapy-neardup tune --threshold T                 the LSH bands x rows for a thr
 scrapy-neardup lexicon INPUT... -o LEXICON.txt    an I-Match lexicon from a collection
 scrapy-neardup store STORE_URL count|show|remove|expire|purge
                                                   a crawl's store: look up, remove and age records
+scrapy-neardup rules STORE_URL [--format table|json|dud]
+                                                  the URL rules a crawl learned
 """
 
 from __future__ import annotations
@@ -292,6 +294,38 @@ def build_parser() -> argparse.ArgumentParser:
             "a later purge (the purge is a pass over the whole store)",
         )
     actions.add_parser("purge", help="delete what removals left behind: index entries and orphaned near-duplicates")
+
+    rules = sub.add_parser(
+        "rules",
+        help="list the URL rules a crawl learned, and export them",
+        description="The URL rules learned from a crawl's verdicts (NEARDUP_URL_RULES) and kept in its store: "
+        "for each host, the rewrites that led to a page met before, with their successes and failures.",
+    )
+    rules.add_argument("store_url", metavar="STORE_URL", help="as NEARDUP_STORE_URL: sqlite:///path, redis://...")
+    rules.add_argument("--spider", help="the spider whose Redis index to use (the %%(spider)s of --redis-key)")
+    rules.add_argument(
+        "--redis-key", help="the Redis key prefix, as NEARDUP_REDIS_KEY (default: neardup:{%%(spider)s})"
+    )
+    rules.add_argument("--all", action="store_true", help="every rule, not only those a crawl would use")
+    rules.add_argument(
+        "--min-support",
+        type=_positive_int,
+        default=default_of("NEARDUP_URL_RULES_MIN_SUPPORT"),
+        help=f"as NEARDUP_URL_RULES_MIN_SUPPORT (default: {default_of('NEARDUP_URL_RULES_MIN_SUPPORT')})",
+    )
+    rules.add_argument(
+        "--min-confidence",
+        type=float,
+        default=default_of("NEARDUP_URL_RULES_CONFIDENCE"),
+        help=f"as NEARDUP_URL_RULES_CONFIDENCE (default: {default_of('NEARDUP_URL_RULES_CONFIDENCE')})",
+    )
+    rules.add_argument(
+        "--format",
+        choices=("table", "json", "dud"),
+        default="table",
+        help="a table; JSON; or the rule files of duplicate-url-discarder (DUD_LOAD_RULE_PATHS) (default: table)",
+    )
+    rules.add_argument("-o", "--output", default="-", help="write here instead of stdout")
 
     tune = sub.add_parser(
         "tune",
@@ -715,20 +749,11 @@ def _urls_to_remove(args: argparse.Namespace) -> list[str]:
     return urls
 
 
-def cmd_store(args: argparse.Namespace) -> int:
-    """``store STORE_URL ACTION``: a store opened whatever parameters it was written with; nothing is created."""
-    import time
-
-    from ..store import redact_url
-
+def _existing_store(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The store ``args.store_url`` names, opened whatever parameters it was written with (nothing is
+    created): for ``store`` and ``rules``."""
     url = args.store_url
     scheme = url.split(":", 1)[0].lower()
-    before = (
-        parse_date(args.before)
-        if getattr(args, "before", None)
-        else (time.time() - parse_age(args.older_than) if getattr(args, "older_than", None) else None)
-    )
-    urls = _urls_to_remove(args) if args.action == "remove" else []
     if scheme in ("redis", "rediss", "unix", "redis+cluster") and args.redis_key is None and args.spider is None:
         raise SystemExit(
             "scrapy-neardup: a Redis store holds each spider's index under its own keys: "
@@ -743,6 +768,120 @@ def cmd_store(args: argparse.Namespace) -> int:
     )
     store = build_store(config, args.spider or "", data_dir=".scrapy")
     store.open_existing()
+    return store
+
+
+def dud_rules(rules: list[tuple[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Rules in duplicate-url-discarder's format (its ``queryRemoval``, ``subpathRemoval`` and ``normalizer``
+    processors, each limited to its host by ``urlPattern``), and the names of those it cannot express (an
+    ``http`` to ``https`` rewrite, a last path segment, an index page)."""
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    left: list[str] = []
+    for host, rule in rules:
+        if rule.kind == "param":
+            entry = out.setdefault(
+                (host, "queryRemoval", host),
+                {"args": [], "order": 100, "processor": "queryRemoval", "urlPattern": {"include": [host]}},
+            )
+            entry["args"].append(rule.arg)
+        elif rule.kind == "prefix":
+            pattern = f"{host}/{rule.arg}/"
+            out[(host, "subpathRemoval", pattern)] = {
+                "args": [0],
+                "order": 100,
+                "processor": "subpathRemoval",
+                "urlPattern": {"include": [pattern]},
+            }
+        elif rule.kind in ("www", "slash"):
+            out[(host, "normalizer", host)] = {
+                "args": [],
+                "order": 100,
+                "processor": "normalizer",
+                "urlPattern": {"include": [host]},
+            }
+        else:
+            left.append(f"{host} {rule.name}")
+    return list(out.values()), left
+
+
+def cmd_rules(args: argparse.Namespace) -> int:
+    """``rules STORE_URL``: the URL rules of a crawl's store."""
+    from ..engine.urlrules import RuleBook
+
+    store = _existing_store(args)
+    try:
+        counts = store.rule_counts()
+    finally:
+        store.close()
+    book = RuleBook(args.min_support, args.min_confidence)
+    book.merge(counts)
+    rows = [
+        (host, rule, count, rule in book.confident(host))
+        for host, rule, count in book.rules()
+        if args.all or rule in book.confident(host)
+    ]
+    output = AtomicOutput(args.output)
+    out = output.file
+    try:
+        if args.format == "json":
+            out.write(
+                json.dumps(
+                    [
+                        {
+                            "host": host,
+                            "rule": rule.name,
+                            "successes": count.successes,
+                            "failures": count.failures,
+                            "confidence": round(count.confidence, 4),
+                            "confident": confident,
+                        }
+                        for host, rule, count, confident in rows
+                    ],
+                    indent=1,
+                )
+                + "\n"
+            )
+        elif args.format == "dud":
+            rules, left = dud_rules([(host, rule) for host, rule, _, _ in rows])
+            out.write(json.dumps(rules, indent=2) + "\n")
+            for name in left:
+                print(
+                    f"scrapy-neardup: {name}: duplicate-url-discarder has no processor for it; left out",
+                    file=sys.stderr,
+                )
+        else:
+            out.write("host\trule\tsuccesses\tfailures\tconfidence\tused\n")
+            for host, rule, count, confident in rows:
+                out.write(
+                    f"{tsv_field(host)}\t{tsv_field(rule.name)}\t{count.successes}\t{count.failures}\t"
+                    f"{count.confidence:.4f}\t{'yes' if confident else 'no'}\n"
+                )
+    except BaseException:
+        output.discard()
+        raise
+    output.commit()
+    if not rows:
+        print(
+            f"scrapy-neardup: no {'' if args.all else 'confident '}URL rule in {len(counts)} rules of the store",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def cmd_store(args: argparse.Namespace) -> int:
+    """``store STORE_URL ACTION``: a store opened whatever parameters it was written with; nothing is created."""
+    import time
+
+    from ..store import redact_url
+
+    url = args.store_url
+    before = (
+        parse_date(args.before)
+        if getattr(args, "before", None)
+        else (time.time() - parse_age(args.older_than) if getattr(args, "older_than", None) else None)
+    )
+    urls = _urls_to_remove(args) if args.action == "remove" else []
+    store = _existing_store(args)
     try:
         if args.action == "count":
             print(store.count())
@@ -793,6 +932,7 @@ def main(argv: list[str] | None = None) -> int:
             "tune": cmd_tune,
             "lexicon": cmd_lexicon,
             "store": cmd_store,
+            "rules": cmd_rules,
         }
         return commands[args.command](args)
     except KeyboardInterrupt:

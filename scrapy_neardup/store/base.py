@@ -333,6 +333,21 @@ class Store(ABC):
         deleted."""
         return 0
 
+    # -- URL rules: what the crawl learned of its hosts' URLs (scrapy_neardup.engine.urlrules) ----------
+    def add_rule_counts(self, counts: Mapping[tuple[str, str], tuple[int, int]]) -> None:
+        """Add ``(successes, failures)`` to the URL rules ``(host, rule name)`` of the store: every process of
+        a crawl adds what it counted, so that all apply the same rules. The base class keeps them in this
+        process only; a backend shared by processes overrides both calls (SQLite, Redis do). :meth:`clear`
+        forgets them."""
+        table = self.__dict__.setdefault("_rule_table", {})
+        for key, (successes, failures) in counts.items():
+            old = table.get(key, (0, 0))
+            table[key] = (old[0] + successes, old[1] + failures)
+
+    def rule_counts(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """Every URL rule of the store with its ``(successes, failures)``."""
+        return dict(self.__dict__.get("_rule_table", {}))
+
     def flush(self) -> None:
         """Make every write so far durable."""
 

@@ -51,6 +51,7 @@ class MemoryStore(Store):
         pass
 
     def clear(self) -> None:
+        self.__dict__.pop("_rule_table", None)
         self.__init__()  # type: ignore[misc]
 
     def read_meta(self) -> dict[str, str] | None:

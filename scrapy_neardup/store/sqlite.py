@@ -92,7 +92,7 @@ except ImportError:  # pragma: no cover - Windows: SQLite's own locking still ke
 #: ``PRAGMA application_id`` of a scrapy-neardup store: "NDUP" in ASCII.
 APPLICATION_ID = 0x4E445550
 #: The tables of the layout; a database holding any other table is not ours.
-_TABLES = frozenset(("meta", "docs", "buckets", "staged"))
+_TABLES = frozenset(("meta", "docs", "buckets", "staged", "url_rules"))
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -109,6 +109,13 @@ CREATE INDEX IF NOT EXISTS docs_key_hash ON docs (key_hash);
 CREATE TABLE IF NOT EXISTS buckets (bucket INTEGER NOT NULL, doc INTEGER NOT NULL, PRIMARY KEY (bucket, doc))
     WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS staged (doc INTEGER PRIMARY KEY, buckets BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS url_rules (
+    host TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    successes INTEGER NOT NULL,
+    failures INTEGER NOT NULL,
+    PRIMARY KEY (host, rule)
+) WITHOUT ROWID;
 """
 #: Recorded in ``meta`` beside the detector's parameters: a version of scrapy-neardup that does not know the
 #: recorded layout refuses the file instead of silently missing staged documents or last-seen times.
@@ -372,7 +379,23 @@ class SqliteStore(Store):
 
     # -- meta --------------------------------------------------------------------------------------
     @_translated
+    def add_rule_counts(self, counts: Mapping[tuple[str, str], tuple[int, int]]) -> None:
+        self.db.executemany(
+            "INSERT INTO url_rules (host, rule, successes, failures) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (host, rule) DO UPDATE SET successes = successes + excluded.successes, "
+            "failures = failures + excluded.failures",
+            [(host, rule, successes, failures) for (host, rule), (successes, failures) in counts.items()],
+        )
+        self._commit()
+
+    @_translated_read
+    def rule_counts(self) -> dict[tuple[str, str], tuple[int, int]]:
+        rows = self.db.execute("SELECT host, rule, successes, failures FROM url_rules").fetchall()
+        return {(host, rule): (successes, failures) for host, rule, successes, failures in rows}
+
+    @_translated
     def clear(self) -> None:
+        self.db.execute("DELETE FROM url_rules")
         self.db.execute("DELETE FROM buckets")
         self.db.execute("DELETE FROM staged")
         self._reset_staged()

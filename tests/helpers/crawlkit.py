@@ -260,9 +260,9 @@ def gated(page, gate, timeout=60.0):
 SPIDER_PATHS = os.path.join(SPIDERS, "paths.py")
 
 
-def paths_crawl_command(tmp_path, base, pages, settings=None, name="crawl"):
+def paths_crawl_command(tmp_path, base, pages, settings=None, name="crawl", spider_args=()):
     """``scrapy runspider`` of the paths spider over ``pages``, with the plugin on (drop mode, a SQLite
-    store in ``tmp_path``, FIFO order)."""
+    store in ``tmp_path``, FIFO order); ``spider_args``: more ``-a NAME=VALUE`` of the spider's."""
     paths_file = tmp_path / f"{name}-paths.txt"
     paths_file.write_text("\n".join(pages))
     all_settings = {
@@ -275,7 +275,8 @@ def paths_crawl_command(tmp_path, base, pages, settings=None, name="crawl"):
         **(settings or {}),
     }
     return scrapy_command(
-        ["runspider", SPIDER_PATHS, "-a", f"base={base}", "-a", f"paths_file={paths_file}"],
+        ["runspider", SPIDER_PATHS, "-a", f"base={base}", "-a", f"paths_file={paths_file}"]
+        + [part for arg in spider_args for part in ("-a", arg)],
         tmp_path,
         all_settings,
         name,

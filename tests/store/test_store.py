@@ -100,6 +100,33 @@ def test_refiled_signature_outlives_the_process(store_kind, tmp_path):
     s.close()
 
 
+def test_url_rule_counts_add_up_and_clear_forgets_them(store):
+    """The URL rules' counts (scrapy_neardup.engine.urlrules): added to, never overwritten, so that the
+    processes of a crawl add what each counted; a rule proposed with no count yet is listed."""
+    assert store.rule_counts() == {}
+    store.add_rule_counts({("a.com", "param:utm_source"): (3, 0), ("b.org", "prefix:amp"): (0, 0)})
+    store.add_rule_counts({("a.com", "param:utm_source"): (2, 1), ("a.com", "www"): (1, 0)})
+    assert store.rule_counts() == {
+        ("a.com", "param:utm_source"): (5, 1),
+        ("b.org", "prefix:amp"): (0, 0),
+        ("a.com", "www"): (1, 0),
+    }
+    store.clear()
+    assert store.rule_counts() == {}
+
+
+@pytest.mark.parametrize("store_kind", PERSISTENT_BACKENDS)
+def test_url_rule_counts_outlive_the_process(store_kind, tmp_path):
+    s = make_store(store_kind, tmp_path)
+    s.open(META)
+    s.add_rule_counts({("a.com", "suffix:print"): (7, 1)})
+    s.close()
+    s = make_store(store_kind, tmp_path)
+    s.open(META)
+    assert s.rule_counts() == {("a.com", "suffix:print"): (7, 1)}
+    s.close()
+
+
 @pytest.mark.parametrize("store_kind", PERSISTENT_BACKENDS)
 def test_reopen_keeps_documents_and_refuses_other_parameters(store_kind, tmp_path):
     s = make_store(store_kind, tmp_path)

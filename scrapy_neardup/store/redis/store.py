@@ -326,7 +326,7 @@ class RedisStore(Store):
         return self._call(lambda: list(self.client.scan_iter(match=self.layout.pattern, count=10_000)))
 
     def clear(self) -> None:
-        own = [self._key(n) for n in ("meta", "seq", "count", "flight")]
+        own = [self._key(n) for n in ("meta", "seq", "count", "flight", "urlrules")]
         keys = self._group_keys()
         self._call(self.client.delete, *own)
         for i in range(0, len(keys), self._BATCH):  # a key a command: a cluster refuses a DEL across slots
@@ -339,6 +339,39 @@ class RedisStore(Store):
                 pipe.execute()
 
             self._call(unlink)
+
+    def add_rule_counts(self, counts: Mapping[tuple[str, str], tuple[int, int]]) -> None:
+        """One hash, ``P:urlrules``: a field ``host<TAB>rule<TAB>+`` (successes) and ``...-`` (failures) a
+        rule, added to with HINCRBY, so that processes add their counts without reading them first."""
+        if not counts:
+            return
+        key = self._key("urlrules")
+
+        def add() -> None:
+            pipe = self.client.pipeline(transaction=False)
+            for (host, rule), (successes, failures) in counts.items():
+                if successes:
+                    pipe.hincrby(key, f"{host}\t{rule}\t+", successes)
+                if failures:
+                    pipe.hincrby(key, f"{host}\t{rule}\t-", failures)
+                if not successes and not failures:
+                    pipe.hincrby(key, f"{host}\t{rule}\t+", 0)
+            pipe.execute()
+
+        self._call(add)
+
+    def rule_counts(self) -> dict[tuple[str, str], tuple[int, int]]:
+        raw = self._call(self.client.hgetall, self._key("urlrules"))
+        out: dict[tuple[str, str], tuple[int, int]] = {}
+        for field, value in raw.items():
+            try:
+                host, rule, sign = field.decode().split("\t")
+                number = int(value)
+            except ValueError:  # not a field of ours: passed over
+                continue
+            successes, failures = out.get((host, rule), (0, 0))
+            out[(host, rule)] = (successes + number, failures) if sign == "+" else (successes, failures + number)
+        return out
 
     def read_meta(self) -> dict[str, str] | None:
         raw = self._call(self.client.hgetall, self._key("meta"))

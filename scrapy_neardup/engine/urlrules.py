@@ -1,0 +1,357 @@
+"""URL rewrite rules learned from the verdicts: which URLs of a host lead to a page already met.
+
+A site repeats its duplicate-making URL patterns thousands of times (tracking parameters, ``/amp/`` and
+``/print/`` versions, ``index.html``, ``www.`` and ``http``/``https`` variants), and the crawl's own verdicts
+are the labels that reveal them. This follows the DUST line of work (Bar-Yossef, Keidar, Schonfeld, "Do not
+crawl in the DUST", WWW 2007), which mines rules "different URLs, similar text" from a crawl log, with the
+rewrite rules of Dasgupta, Kumar and Sasturkar ("De-duping URLs via rewrite rules", KDD 2008) restricted to
+the atomic rewrites below, and MaybeDont's online estimate per host (a rule is used once the duplicates it
+predicted were duplicates often enough, and a fraction of its predictions is still fetched to keep checking).
+
+* A rule is **proposed** by a near-duplicate verdict whose URL becomes its canonical's URL by a set of atomic
+  rewrites (:func:`explain`): each rewrite of the set is a rule of the copy's host.
+* A rule is **tried** whenever a page is decided whose URL the rule rewrites into the URL of a page already
+  decided: a success when both pages are in one group (the same canonical), a failure otherwise
+  (:meth:`RuleBook.trial_targets`, :meth:`RuleBook.record`). A page's own verdict is the ground truth: the
+  prediction is never what makes it true.
+* A rule is **applied** (:meth:`RuleBook.rewrites`) once it has ``min_support`` successes and its estimated
+  success rate, ``(successes + 1) / (trials + 2)`` (Laplace's rule of succession), is at least
+  ``min_confidence``: a single failure after fifty successes takes it below 0.98, so a rule that starts to
+  predict wrongly is retired at once.
+
+Nothing here knows Scrapy or a store: the counts are kept by the caller (:class:`RuleCounts` crossing to the
+store), and the rules are plain names (``param:utm_source``) so that they can be stored, merged across
+processes and listed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+#: The kinds of rule, in the order :meth:`RuleBook.rewrites` applies them.
+KINDS = ("scheme", "www", "index", "prefix", "suffix", "param", "slash")
+#: Last path segments that stand for their directory.
+INDEX_NAMES = frozenset({"index.html", "index.htm", "index.php", "default.aspx", "default.asp", "index.shtml"})
+#: Path segments a prefix or suffix rule may drop: short words, not identifiers (an article's slug or number
+#: in a path is content, never a variant marker).
+_SEGMENT = re.compile(r"^[a-z][a-z0-9_-]{0,15}$")
+
+
+@dataclass(frozen=True, order=True)
+class UrlRule:
+    """One atomic rewrite: ``kind`` (:data:`KINDS`) and its argument (a parameter's name, a path segment).
+
+    * ``scheme``: ``http`` becomes ``https``; ``www``: a leading ``www.`` is dropped from the host;
+    * ``index``: a last path segment ``arg`` (``index.html``) is dropped, its directory kept;
+    * ``prefix``/``suffix``: a first/last path segment ``arg`` (``amp``, ``print``) is dropped;
+    * ``param``: the query parameter ``arg`` is dropped;
+    * ``slash``: a trailing slash is dropped from a path other than ``/``.
+    """
+
+    kind: str
+    arg: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}:{self.arg}" if self.arg else self.kind
+
+    @classmethod
+    def parse(cls, name: str) -> UrlRule:
+        kind, _, arg = name.partition(":")
+        if kind not in KINDS:
+            raise ValueError(f"not a URL rule: {name!r}")
+        return cls(kind, arg)
+
+    def apply(self, url: str) -> str | None:
+        """``url`` rewritten by this rule, or ``None`` when the rule does not change it."""
+        parts = urlsplit(url)
+        host, path, query = parts.netloc, parts.path or "/", parts.query
+        scheme = parts.scheme
+        if self.kind == "scheme":
+            if scheme != "http":
+                return None
+            scheme = "https"
+        elif self.kind == "www":
+            if not host.lower().startswith("www."):
+                return None
+            host = host[4:]
+        elif self.kind == "index":
+            head, _, last = path.rpartition("/")
+            if last != self.arg:
+                return None
+            path = head + "/"
+        elif self.kind in ("prefix", "suffix"):
+            segments = path.split("/")
+            if self.kind == "prefix":
+                if len(segments) < 3 or segments[1] != self.arg:
+                    return None
+                path = "/" + "/".join(segments[2:])
+            else:
+                end = len(segments) - (2 if segments[-1] == "" else 1)
+                if end < 2 or segments[end] != self.arg:
+                    return None
+                path = "/".join(segments[:end]) + ("/" if segments[-1] == "" else "")
+        elif self.kind == "param":
+            pairs = parse_qsl(query, keep_blank_values=True)
+            kept = [(k, v) for k, v in pairs if k != self.arg]
+            if len(kept) == len(pairs):
+                return None
+            query = urlencode(kept)
+        elif self.kind == "slash":
+            if path == "/" or not path.endswith("/"):
+                return None
+            path = path.rstrip("/") or "/"
+        return urlunsplit((scheme, host, path, query, ""))
+
+
+def host_of(url: str) -> str:
+    """The host a rule belongs to: lower case, without ``www.`` (a ``www`` rule serves both)."""
+    host = (urlsplit(url).hostname or "").lower()
+    return host[4:] if host.startswith("www.") else host
+
+
+def _same(a: str, b: str) -> bool:
+    """Two URLs alike but for the order of their query parameters and a fragment."""
+    pa, pb = urlsplit(a), urlsplit(b)
+    return (pa.scheme, pa.netloc.lower(), pa.path or "/", sorted(parse_qsl(pa.query, keep_blank_values=True))) == (
+        pb.scheme,
+        pb.netloc.lower(),
+        pb.path or "/",
+        sorted(parse_qsl(pb.query, keep_blank_values=True)),
+    )
+
+
+def explain(copy_url: str, canonical_url: str) -> list[UrlRule]:
+    """The atomic rules that, applied to ``copy_url``, make it ``canonical_url``; empty when no set of them
+    does (another path, another host, a parameter the canonical has and the copy has not)."""
+    if host_of(copy_url) != host_of(canonical_url) or _same(copy_url, canonical_url):
+        return []
+    copy, canonical = urlsplit(copy_url), urlsplit(canonical_url)
+    rules: list[UrlRule] = []
+    if copy.scheme == "http" and canonical.scheme == "https":
+        rules.append(UrlRule("scheme"))
+    elif copy.scheme != canonical.scheme:
+        return []
+    if copy.netloc.lower() != canonical.netloc.lower():
+        if copy.netloc.lower() != "www." + canonical.netloc.lower():
+            return []
+        rules.append(UrlRule("www"))
+    copy_params = parse_qsl(copy.query, keep_blank_values=True)
+    canonical_params = set(parse_qsl(canonical.query, keep_blank_values=True))
+    if not canonical_params <= set(copy_params):
+        return []
+    rules += [UrlRule("param", name) for name in sorted({k for k, v in copy_params if (k, v) not in canonical_params})]
+    rules += _path_rules(copy.path or "/", canonical.path or "/")
+    rewritten = copy_url
+    for rule in sorted(rules, key=lambda r: KINDS.index(r.kind)):
+        rewritten = rule.apply(rewritten) or rewritten
+    return sorted(set(rules)) if _same(rewritten, canonical_url) else []
+
+
+def _path_rules(copy: str, canonical: str) -> list[UrlRule]:
+    if copy == canonical:
+        return []
+    rules: list[UrlRule] = []
+    head, _, last = copy.rpartition("/")
+    if last in INDEX_NAMES and head + "/" in (canonical, canonical.rstrip("/") + "/"):
+        rules.append(UrlRule("index", last))
+        copy = head + "/"
+    if copy.rstrip("/") == canonical.rstrip("/") and copy != canonical:
+        return [*rules, UrlRule("slash")] if copy.endswith("/") and copy != "/" else []
+    segments = copy.strip("/").split("/")
+    target = canonical.strip("/")
+    if len(segments) >= 2 and _SEGMENT.match(segments[0]) and "/".join(segments[1:]) == target:
+        rules.append(UrlRule("prefix", segments[0]))
+    elif len(segments) >= 2 and _SEGMENT.match(segments[-1]) and "/".join(segments[:-1]) == target:
+        rules.append(UrlRule("suffix", segments[-1]))
+    elif copy != canonical and not rules:
+        return []
+    return rules
+
+
+@dataclass
+class RuleCount:
+    """What a rule of a host has done: its successes and failures."""
+
+    successes: int = 0
+    failures: int = 0
+
+    @property
+    def trials(self) -> int:
+        return self.successes + self.failures
+
+    @property
+    def confidence(self) -> float:
+        """Laplace's estimate of the chance that its next prediction is right."""
+        return (self.successes + 1) / (self.trials + 2)
+
+
+#: ``(host, rule name) -> (successes, failures)``: what crosses to and from a store.
+RuleCounts = Mapping[tuple[str, str], tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A request's URL rewritten by the confident rules of its host into a URL already decided."""
+
+    url: str
+    target: str
+    rules: tuple[str, ...]
+
+
+class RuleBook:
+    """The rules of every host and their counts, with the thresholds that make one confident.
+
+    Not thread-safe: the crawl keeps it on its store thread; :meth:`merge` takes what other processes
+    counted (from the store), :meth:`pending` gives what this one counted since it last gave it."""
+
+    def __init__(self, min_support: int = 20, min_confidence: float = 0.98) -> None:
+        self.min_support = min_support
+        self.min_confidence = min_confidence
+        self.counts: dict[str, dict[UrlRule, RuleCount]] = {}
+        self._pending: dict[tuple[str, str], list[int]] = {}
+
+    def merge(self, counts: RuleCounts) -> None:
+        """Take the counts of the store (every process's), replacing this book's."""
+        book: dict[str, dict[UrlRule, RuleCount]] = {}
+        for (host, name), (successes, failures) in counts.items():
+            try:
+                rule = UrlRule.parse(name)
+            except ValueError:  # a rule of a later version: not ours to apply
+                continue
+            book.setdefault(host, {})[rule] = RuleCount(successes, failures)
+        for (host, name), (successes, failures) in self._pending.items():
+            count = book.setdefault(host, {}).setdefault(UrlRule.parse(name), RuleCount())
+            count.successes += successes
+            count.failures += failures
+        self.counts = book
+
+    def pending(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """What this book counted since the last call (to add to the store), and forget it."""
+        out = {key: (value[0], value[1]) for key, value in self._pending.items()}
+        self._pending.clear()
+        return out
+
+    def propose(self, copy_url: str, canonical_url: str) -> list[UrlRule]:
+        """A near-duplicate verdict: the rules that explain its URL become rules of its host (no count yet:
+        they are counted when tried)."""
+        rules = explain(copy_url, canonical_url)
+        host = host_of(copy_url)
+        for rule in rules:
+            if rule not in self.counts.setdefault(host, {}):
+                self.counts[host][rule] = RuleCount()
+                self._pending.setdefault((host, rule.name), [0, 0])
+        return rules
+
+    def trial_targets(self, url: str) -> dict[UrlRule, str]:
+        """The rules of ``url``'s host that rewrite it, each with the URL it rewrites it into."""
+        out = {}
+        for rule in self.counts.get(host_of(url), {}):
+            target = rule.apply(url)
+            if target is not None:
+                out[rule] = target
+        return out
+
+    def record(self, url: str, rule: UrlRule, success: bool) -> None:
+        """One trial of ``rule`` on ``url``'s host."""
+        host = host_of(url)
+        count = self.counts.setdefault(host, {}).setdefault(rule, RuleCount())
+        pending = self._pending.setdefault((host, rule.name), [0, 0])
+        if success:
+            count.successes += 1
+            pending[0] += 1
+        else:
+            count.failures += 1
+            pending[1] += 1
+
+    def confident(self, host: str) -> list[UrlRule]:
+        """The rules of ``host`` a prediction may use, in the order they are applied."""
+        return sorted(
+            (
+                rule
+                for rule, count in self.counts.get(host, {}).items()
+                if count.successes >= self.min_support and count.confidence >= self.min_confidence
+            ),
+            key=lambda r: (KINDS.index(r.kind), r.arg),
+        )
+
+    def rewrites(self, url: str) -> list[Prediction]:
+        """What ``url`` becomes by its host's confident rules, each applied once in order: every step's URL
+        with the rules that made it, shortest first. The caller asks its store which of them was decided
+        already (one lookup for all); the first one that was is the prediction."""
+        current, used, out = url, [], []
+        for rule in self.confident(host_of(url)):
+            rewritten = rule.apply(current)
+            if rewritten is None:
+                continue
+            current = rewritten
+            used.append(rule.name)
+            out.append(Prediction(url, current, tuple(used)))
+        return out
+
+    def rules(self) -> Iterable[tuple[str, UrlRule, RuleCount]]:
+        """Every rule with its host and counts."""
+        for host, rules in sorted(self.counts.items()):
+            for rule, count in sorted(rules.items()):
+                yield host, rule, count
+
+
+class RuleCountStore(Protocol):
+    """Where the counts of every process meet (:class:`scrapy_neardup.store.Store`)."""
+
+    def add_rule_counts(self, counts: RuleCounts) -> None: ...
+
+    def rule_counts(self) -> dict[tuple[str, str], tuple[int, int]]: ...
+
+
+class Learner:
+    """A crawl's URL rules, kept in step with its store: it proposes and tries rules on every decided page,
+    predicts, and every ``sync_every`` pages (and at :meth:`sync`) adds its counts to the store and takes
+    everyone's. ``group_of`` says which group a URL was filed in (``None``: not decided yet). Not
+    thread-safe: the crawl calls it on its store thread, under the store's lock."""
+
+    def __init__(
+        self, book: RuleBook, store: RuleCountStore, group_of: Callable[[str], str | None], sync_every: int = 200
+    ) -> None:
+        self.book = book
+        self.store = store
+        self.group_of = group_of
+        self.sync_every = sync_every
+        self._since_sync = 0
+        self.book.merge(store.rule_counts())
+
+    def observe(self, key: str, status: str, canonical: str) -> bool:
+        """A page was decided: filed as ``canonical``'s near-duplicate (``status`` ``duplicate``, or ``seen``
+        with a canonical other than itself), or as its own group. A page whose key is not its URL is not
+        observed (the caller leaves it out). Whether the book was synchronised with the store."""
+        group = canonical if status in ("duplicate", "seen") and canonical else key
+        if status == "duplicate":
+            self.book.propose(key, canonical)
+        for rule, target in self.book.trial_targets(key).items():
+            target_group = self.group_of(target)
+            if target_group is not None and target != key:
+                self.book.record(key, rule, target_group == group)
+        self._since_sync += 1
+        if self._since_sync >= self.sync_every:
+            self.sync()
+            return True
+        return False
+
+    def predict(self, url: str) -> Prediction | None:
+        """The first rewrite of ``url`` by its host's confident rules that was decided already."""
+        for prediction in self.book.rewrites(url):
+            if self.group_of(prediction.target) is not None:
+                return prediction
+        return None
+
+    def sync(self) -> None:
+        """Add this process's counts to the store's and take everyone's."""
+        self._since_sync = 0
+        pending = self.book.pending()
+        if pending:
+            self.store.add_rule_counts(pending)
+        self.book.merge(self.store.rule_counts())

@@ -1,0 +1,176 @@
+"""URL rules in real crawls (NEARDUP_URL_RULES): learned from the verdicts, kept in the store, used to
+leave predicted duplicates unfetched; never a request the spider forces, never a page of its own."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from helpers.crawlkit import ServerThread, pages_server, paths_crawl_command, read_result
+from helpers.pages import html, story
+
+from scrapy_neardup.store import SqliteStore
+
+pytestmark = pytest.mark.slow
+
+ORIGINALS = [f"/news/{i}" for i in range(30)]
+
+
+def site() -> dict[str, str]:
+    pages = {}
+    for i, path in enumerate(ORIGINALS):
+        pages[path] = html(story(100 + i))
+        pages[f"{path}?utm_source=feed"] = html(story(100 + i))
+        pages[f"/amp{path}"] = html(story(100 + i))
+    pages["/forced/a"] = html(story(7))
+    pages["/forced/a?utm_source=feed"] = html(story(7))
+    return pages
+
+
+def crawl(tmp_path, server, paths, name, **settings):
+    settings = {
+        "NEARDUP_ACTION": "tag",  # every fetched page reaches the spider: the items are what was fetched
+        "NEARDUP_URL_RULES": "skip",
+        "NEARDUP_URL_RULES_MIN_SUPPORT": "3",
+        "NEARDUP_URL_RULES_CONFIDENCE": "0.8",  # (3 + 1) / (3 + 2): three successes and no failure
+        "NEARDUP_URL_RULES_EXPLORE": "0",
+        "CONCURRENT_REQUESTS": "1",
+        "LOG_LEVEL": "INFO",
+        **settings,
+    }
+    cmd, env, stats_file, items_file = paths_crawl_command(
+        tmp_path, server.url, paths, settings, name, spider_args=["filtered=1"]
+    )
+    proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=180)
+    result = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
+    assert result.returncode == 0 and "Traceback" not in result.log, result.log[-3000:]
+    return result
+
+
+def test_learned_rules_leave_predicted_duplicates_unfetched_and_every_original_fetched(tmp_path):
+    """The first ten articles come with their aliases (the warm-up: each alias a near-duplicate, each a
+    success of its rule); after three successes a rule is used, and the later aliases are not fetched. Every
+    original reaches the spider, the forced request is fetched, and a second crawl on the same store skips
+    every alias from its first request on."""
+    paths = ["/forced/a"]
+    for path in ORIGINALS[:10]:
+        paths += [path, f"{path}?utm_source=feed", f"/amp{path}"]
+    for path in ORIGINALS[10:]:
+        paths += [path, f"/amp{path}", f"{path}?utm_source=feed"]
+    paths.append("/forced/a?utm_source=feed")
+    with ServerThread(pages_server(site())) as server:
+        first = crawl(tmp_path, server, paths, "first")
+        fetched = {item["path"] for item in first.items}
+        assert set(ORIGINALS) <= fetched  # no page of its own was left unfetched
+        assert "/forced/a?utm_source=feed" in fetched  # dont_filter: never predicted away
+        stats = first.neardup_stats()
+        # After the warm-up (three successes a rule), the 20 later articles' 40 aliases are predicted.
+        assert stats.get("neardup/skipped/predicted", 0) >= 38, stats
+        assert stats.get("neardup/url_rules/confident") == 2
+        assert "not fetched: the URL rules" in first.log
+        store = SqliteStore(str(tmp_path / "store.sqlite3"))
+        store.open_existing()
+        counts = store.rule_counts()
+        store.close()
+        assert counts[("127.0.0.1", "param:utm_source")][1] == 0
+        assert counts[("127.0.0.1", "prefix:amp")][1] == 0
+        assert counts[("127.0.0.1", "param:utm_source")][0] >= 3  # confident at three: then not fetched
+        again = crawl(tmp_path, server, paths, "again")
+    fetched = {item["path"] for item in again.items}
+    assert fetched == set(ORIGINALS) | {"/forced/a", "/forced/a?utm_source=feed"}
+    assert again.neardup_stats().get("neardup/skipped/predicted", 0) == 60
+
+
+def test_learn_mode_fetches_everything_and_keeps_the_rules(tmp_path):
+    """The default: the rules are learned and stored, nothing is skipped."""
+    paths = [p for path in ORIGINALS[:12] for p in (path, f"{path}?utm_source=feed")]
+    with ServerThread(pages_server(site())) as server:
+        result = crawl(tmp_path, server, paths, "learn", NEARDUP_URL_RULES="learn")
+    assert {item["path"] for item in result.items} >= set(ORIGINALS[:12])
+    assert "neardup/skipped/predicted" not in result.stats
+    store = SqliteStore(str(tmp_path / "store.sqlite3"))
+    store.open_existing()
+    assert store.rule_counts()[("127.0.0.1", "param:utm_source")] == (12, 0)
+    store.close()
+    # scrapy-neardup rules: the table, JSON, and duplicate-url-discarder's rule file.
+    url = f"sqlite:///{tmp_path}/store.sqlite3"
+    table = cli("rules", url, "--min-support", "3", "--min-confidence", "0.9")
+    assert table.splitlines()[1].split("\t") == ["127.0.0.1", "param:utm_source", "12", "0", "0.9286", "yes"]
+    assert cli("rules", url).splitlines() == ["host\trule\tsuccesses\tfailures\tconfidence\tused"]  # 0.98: no
+    listed = json.loads(cli("rules", url, "--all", "--format", "json"))
+    assert listed == [
+        {
+            "host": "127.0.0.1",
+            "rule": "param:utm_source",
+            "successes": 12,
+            "failures": 0,
+            "confidence": 0.9286,
+            "confident": False,
+        }
+    ]
+    out = tmp_path / "dud.json"
+    cli("rules", url, "--all", "--format", "dud", "-o", str(out))
+    assert json.loads(out.read_text()) == [
+        {"args": ["utm_source"], "order": 100, "processor": "queryRemoval", "urlPattern": {"include": ["127.0.0.1"]}}
+    ]
+
+
+def cli(*args: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy_neardup.offline.cli", *args], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_processes_sharing_a_redis_store_add_up_their_counts(tmp_path, redis_server):
+    """Two crawl processes at once on one Redis server (each a half of the site, each in learn mode): the
+    store holds the sum of what each learned, and a third process that crawls the site in skip mode uses it."""
+    pages = site()
+    halves = [
+        [p for path in ORIGINALS[:6] for p in (path, f"{path}?utm_source=feed")],
+        [p for path in ORIGINALS[6:12] for p in (path, f"{path}?utm_source=feed")],
+    ]
+    redis = {"NEARDUP_STORE_URL": redis_server.url, "NEARDUP_REDIS_KEY": "rules:{%(spider)s}"}
+    with ServerThread(pages_server(pages)) as server:
+        procs = []
+        for i, half in enumerate(halves):
+            cmd, env, stats_file, items_file = paths_crawl_command(
+                tmp_path,
+                server.url,
+                half,
+                {"NEARDUP_ACTION": "tag", "NEARDUP_URL_RULES": "learn", "CONCURRENT_REQUESTS": "1", **redis},
+                f"half{i}",
+                spider_args=["filtered=1"],
+            )
+            procs.append(
+                (
+                    subprocess.Popen(
+                        cmd, cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+                    ),
+                    stats_file,
+                    items_file,
+                )
+            )
+        for proc, stats_file, items_file in procs:
+            log, _ = proc.communicate(timeout=180)
+            result = read_result(proc.returncode, stats_file, items_file, log)
+            assert result.returncode == 0 and "Traceback" not in result.log, result.log[-3000:]
+        listed = json.loads(cli("rules", redis_server.url, "--redis-key", "rules:{paths}", "--all", "--format", "json"))
+        assert [(r["host"], r["rule"], r["successes"], r["failures"]) for r in listed] == [
+            ("127.0.0.1", "param:utm_source", 12, 0)
+        ]
+        later = [p for path in ORIGINALS[12:20] for p in (path, f"{path}?utm_source=feed")]
+        third = crawl(
+            tmp_path,
+            server,
+            later,
+            "third",
+            NEARDUP_URL_RULES_MIN_SUPPORT="10",
+            NEARDUP_URL_RULES_CONFIDENCE="0.9",
+            **redis,
+        )
+    assert {item["path"] for item in third.items} == set(ORIGINALS[12:20])
+    assert third.neardup_stats().get("neardup/skipped/predicted") == 8

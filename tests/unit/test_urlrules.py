@@ -1,0 +1,99 @@
+"""URL rules learned from verdicts (scrapy_neardup.engine.urlrules): proposed by near-duplicate verdicts,
+tried on every page whose URL they rewrite into a URL decided before, used once confident."""
+
+import pytest
+
+from scrapy_neardup.engine.urlrules import Learner, RuleBook, RuleCount, UrlRule, explain
+from scrapy_neardup.store import MemoryStore
+
+
+@pytest.mark.parametrize(
+    ("copy", "canonical", "rules"),
+    [
+        ("https://a.com/x?utm_source=t&id=1", "https://a.com/x?id=1", ["param:utm_source"]),
+        (
+            "https://a.com/x?id=1&utm_source=t&utm_medium=m",
+            "https://a.com/x?id=1",
+            ["param:utm_medium", "param:utm_source"],
+        ),
+        ("https://a.com/amp/news/x", "https://a.com/news/x", ["prefix:amp"]),
+        ("https://a.com/news/x/print", "https://a.com/news/x", ["suffix:print"]),
+        ("https://a.com/news/x/print/", "https://a.com/news/x/", ["suffix:print"]),
+        ("http://www.a.com/x/index.html", "https://a.com/x/", ["index:index.html", "scheme", "www"]),
+        ("https://a.com/x/", "https://a.com/x", ["slash"]),
+        # Not explained: another path, another value, a number dropped from the path, another host.
+        ("https://a.com/x", "https://a.com/y", []),
+        ("https://a.com/x?id=2", "https://a.com/x?id=1", []),
+        ("https://a.com/2020/x", "https://a.com/x", []),
+        ("https://b.com/x", "https://a.com/x", []),
+        ("https://a.com/x", "https://a.com/x?id=1", []),
+        ("https://a.com/x?b=1&a=2", "https://a.com/x?a=2&b=1", []),
+    ],
+)
+def test_explain_finds_the_atomic_rewrites_of_a_copys_url(copy, canonical, rules):
+    assert [r.name for r in explain(copy, canonical)] == rules
+
+
+def test_each_rule_rewrites_only_what_it_names():
+    assert UrlRule("param", "utm_source").apply("https://a.com/x?utm_source=1&b=2") == "https://a.com/x?b=2"
+    assert UrlRule("param", "utm_source").apply("https://a.com/x?b=2") is None
+    assert UrlRule("prefix", "amp").apply("https://a.com/amp/x") == "https://a.com/x"
+    assert UrlRule("prefix", "amp").apply("https://a.com/amp") is None  # the whole path is not a prefix
+    assert UrlRule("suffix", "print").apply("https://a.com/x/print") == "https://a.com/x"
+    assert UrlRule("suffix", "print").apply("https://a.com/print") is None
+    assert UrlRule("www").apply("https://www.a.com/x") == "https://a.com/x"
+    assert UrlRule("scheme").apply("https://a.com/x") is None
+    assert UrlRule.parse("param:utm_source") == UrlRule("param", "utm_source")
+    with pytest.raises(ValueError):
+        UrlRule.parse("regex:.*")
+
+
+def test_a_rule_is_used_once_it_has_its_support_and_retired_by_one_failure():
+    book = RuleBook(min_support=3, min_confidence=0.8)
+    rule = UrlRule("param", "utm_source")
+    assert book.propose("https://a.com/1?utm_source=x", "https://a.com/1") == [rule]
+    for _ in range(2):
+        book.record("https://a.com/2?utm_source=x", rule, True)
+    assert book.confident("a.com") == []  # two successes: under the support
+    book.record("https://a.com/3?utm_source=x", rule, True)
+    assert book.confident("a.com") == [rule]  # 4/5 = 0.8
+    assert [p.target for p in book.rewrites("https://a.com/9?utm_source=y&k=1")] == ["https://a.com/9?k=1"]
+    assert book.rewrites("https://b.com/9?utm_source=y") == []  # another host has its own rules
+    book.record("https://a.com/4?utm_source=x", rule, False)
+    assert book.confident("a.com") == []  # 4/6: retired at once
+    assert RuleCount(50, 1).confidence < 0.98 < RuleCount(50, 0).confidence
+
+
+def test_the_learner_tries_rules_on_the_verdicts_and_shares_its_counts_through_the_store():
+    """Two processes (two learners) on one store: each proposes, tries and counts; after a sync each has the
+    other's counts. A page whose rewritten URL is in another group is a failure."""
+    store = MemoryStore()
+    groups = {}
+
+    def group_of(url):
+        return groups.get(url)
+
+    one = Learner(RuleBook(min_support=2, min_confidence=0.7), store, group_of, sync_every=1000)
+    two = Learner(RuleBook(min_support=2, min_confidence=0.7), store, group_of, sync_every=1000)
+    rule = UrlRule("param", "ref")
+    for i in range(3):
+        groups[f"https://a.com/{i}"] = f"https://a.com/{i}"
+        one.observe(f"https://a.com/{i}", "unique", f"https://a.com/{i}")
+        groups[f"https://a.com/{i}?ref=x"] = f"https://a.com/{i}"
+        one.observe(f"https://a.com/{i}?ref=x", "duplicate", f"https://a.com/{i}")
+    # The first alias proposed the rule and was its first success (its verdict is ground truth); the
+    # next two were its trials.
+    assert one.book.counts["a.com"][rule] == RuleCount(3, 0)
+    assert one.predict("https://a.com/0?ref=y").target == "https://a.com/0"
+    assert one.predict("https://a.com/77?ref=y") is None  # its rewrite was never decided
+    one.sync()
+    two.sync()
+    assert two.book.counts["a.com"][rule] == RuleCount(3, 0)
+    # A page the rule maps onto another group: a failure, counted by the second process.
+    groups["https://a.com/5"] = "https://a.com/5"
+    groups["https://a.com/5?ref=z"] = "https://a.com/5?ref=z"
+    two.observe("https://a.com/5?ref=z", "unique", "https://a.com/5?ref=z")
+    two.sync()
+    one.sync()
+    assert one.book.counts["a.com"][rule] == RuleCount(3, 1)
+    assert store.rule_counts()[("a.com", "param:ref")] == (3, 1)
