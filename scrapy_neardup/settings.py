@@ -297,6 +297,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("NEARDUP_SIMHASH_BLOCKS", "int", None, "SimHash table blocks", optional=True, low=2, high=64),
     Setting("NEARDUP_SIMHASH_MAX_DISTANCE", "int", None, "SimHash Hamming distance", optional=True, low=0, high=64),
+    Setting("NEARDUP_SOFT404", "bool", True, "probe each host for its soft-404 page and recognise its copies"),
     Setting("NEARDUP_STORE_CLASS", "str", None, "a store backend of your own", optional=True, check=_store_class),
     Setting("NEARDUP_STORE_COMMIT_EVERY", "int", 500, "SQLite commits after this many pages", low=1),
     Setting("NEARDUP_STORE_COMMIT_SECS", "float", 1.0, "or after this many seconds", low=0.0, high=3600.0),
@@ -423,6 +424,7 @@ class Config:
     shingle_size: int
     simhash_blocks: int | None
     simhash_max_distance: int | None
+    soft404: bool
     store_class: str | None
     store_commit_every: int
     store_commit_secs: float

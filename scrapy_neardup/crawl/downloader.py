@@ -12,6 +12,7 @@ import zlib
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
+from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, TextResponse
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -21,9 +22,9 @@ from ..engine.decisions import Declared
 from .reporting import verdict_meta
 from .screening import response_job
 from .service import NearDupService, Prepared
+from .soft404 import Answer
 
 if TYPE_CHECKING:
-    from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from typing_extensions import Self
@@ -45,6 +46,11 @@ META_FOLLOWED_FROM = "neardup_followed_from"
 #: decided that its URL becomes): fetched anyway to keep checking the rules, or sent back to the scheduler
 #: at a lower priority (``NEARDUP_URL_RULES = "deprioritize"``).
 META_PREDICTED = "neardup_predicted"
+#: ``Request.meta`` key of the plugin's request for a URL of a host that cannot exist (the value: the URL of
+#: the page that made it ask): its answer is the host's soft-404 page (``NEARDUP_SOFT404``).
+META_SOFT404_PROBE = "neardup_soft404_probe"
+#: Flag added to ``Response.flags`` of a soft-404 page in tag mode.
+SOFT404_FLAG = "soft-404"
 #: How much lower a deprioritized request's priority is made.
 DEPRIORITIZE_BY = 1000
 #: Responses of declared pages fetched first, kept for the request that follows them (no second download).
@@ -136,8 +142,12 @@ class NearDupDownloaderMiddleware:
         service = self.service
         if service.refused:  # the store could not be opened and the spider is closing: nothing unchecked
             raise IgnoreRequest(f"scrapy-neardup: the store could not be opened ({service.refused})")
-        if not self.check_pages or request.meta.get(META_DECLARED_BY) is not None:
-            return response  # a declared page fetched first: its copy's check decides it
+        if (
+            not self.check_pages
+            or request.meta.get(META_DECLARED_BY) is not None
+            or request.meta.get(META_SOFT404_PROBE) is not None
+        ):
+            return response  # a declared page fetched first, or a probe: the check that asked decides
         if request.meta.get(META_ENABLED, True) is False:
             service.report.skip("disabled", response.url)
             return response
@@ -166,11 +176,18 @@ class NearDupDownloaderMiddleware:
             declaration=declaration,
             own_key=bool(own_key),
             resolve=fetch_first if self.config.canonical_fetch != "none" else None,
+            probe=self._probe if self.config.soft404 and not own_key else None,
         )
         if verdict is None:
             request.meta[META_VERDICT] = {"status": "skipped", "reason": prepared.skip_reason or "store_error"}
             return response
         request.meta[META_VERDICT] = verdict_meta(verdict)
+        if verdict.status == "soft404":
+            if self.config.action == "drop":
+                service.stats.inc_value("neardup/dropped")
+                raise IgnoreRequest(f"soft-404 page: its host answers {verdict.canonical}, which cannot exist, alike")
+            service.stats.inc_value("neardup/tagged")
+            return response.replace(flags=[*response.flags, SOFT404_FLAG])
         if verdict.is_duplicate:
             if self.config.canonical and not own_key:
                 self._follow_declared(request, chosen(declaration, prepared.declared_canonical), verdict.canonical)
@@ -228,6 +245,32 @@ class NearDupDownloaderMiddleware:
             self._kept.popitem(last=False)
         return Declared(response.url, prepared)
 
+    async def _probe(self, url: str) -> Answer:
+        """Fetch ``url``, a URL of a host that cannot exist, through every downloader middleware (robots.txt,
+        the download delay, retries, redirects), and prepare its answer: the host's soft-404 page, when it
+        answers 200 with HTML where it was asked (``None`` otherwise: a 404, a redirect, an error)."""
+        service = self.service
+        engine = self.crawler.engine
+        service.stats.inc_value("neardup/soft404/probed")
+        request = Request(url, meta={META_SOFT404_PROBE: url}, dont_filter=True, priority=1000)
+        try:
+            assert engine is not None
+            if hasattr(engine, "download_async"):
+                response = await engine.download_async(request)
+            else:  # pragma: no cover - Scrapy < 2.14
+                response = await maybe_deferred_to_future(engine.download(request))
+        except Exception:  # noqa: BLE001 - robots.txt, an error: no soft-404 answer for this host
+            return None
+        if not 200 <= response.status < 300 or not is_html(response) or response.url != url:
+            return None
+        job = response_job(response, self.config.max_body_size)
+        if isinstance(job, str):
+            return None
+        prepared = await service.prepare(job)
+        if not isinstance(prepared, Prepared) or prepared.fingerprint is None:
+            return None
+        return prepared, url
+
     def _follow_declared(self, request: Request, declaration: Declaration | None, canonical: str) -> None:
         """A copy judged a near-duplicate of the very page it declares canonical: that page is requested in its
         place (the copy's callback and meta carried over, as a redirect would), through the scheduler, so that
@@ -254,6 +297,8 @@ _OWN_META = (
     META_VERDICT,
     META_DECLARED_BY,
     META_FOLLOWED_FROM,
+    META_PREDICTED,
+    META_SOFT404_PROBE,
     "redirect_urls",
     "redirect_times",
     "redirect_ttl",

@@ -76,7 +76,14 @@ class Reporter:
                     verdict.status,
                     f" (such pages are counted in neardup/rechecked/{verdict.rechecked})" if first else "",
                 )
-        if verdict.status == "duplicate":
+        if verdict.status == "soft404":
+            self.log_once(
+                "soft404",
+                f"{key} is a soft-404 page: a near-duplicate (similarity {verdict.similarity:.3f}) of what its "
+                f"host answers for {verdict.canonical}, a URL that cannot exist (such pages are counted in "
+                "neardup/soft404; see NEARDUP_SOFT404)",
+            )
+        elif verdict.status == "duplicate":
             group = self.groups.get(verdict.canonical)
             if group is not None:
                 group.append(key)
@@ -145,13 +152,14 @@ class Reporter:
             k.rsplit("/", 1)[1]: v for k, v in self.stats.get_stats().items() if k.startswith("neardup/skipped/")
         }
         logger.info(
-            "scrapy-neardup: %d pages checked: %d unique, %d near-duplicates (%d dropped), %d seen before; "
-            "%d skipped%s",
+            "scrapy-neardup: %d pages checked: %d unique, %d near-duplicates (%d dropped), %d seen before, "
+            "%d soft-404; %d skipped%s",
             get("neardup/checked", 0),
             get("neardup/unique", 0),
             get("neardup/duplicate", 0),
             get("neardup/dropped", 0),
             get("neardup/seen", 0),
+            get("neardup/soft404", 0),
             sum(skipped.values()),
             " (" + ", ".join(f"{k}: {v}" for k, v in sorted(skipped.items())) + ")" if skipped else "",
             extra={"spider": spider},

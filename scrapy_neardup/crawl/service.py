@@ -38,6 +38,7 @@ from .bodies import IdenticalBodies, body_digest
 from .reactor import in_thread, pool_reader, reply
 from .reporting import Reporter
 from .screening import Job
+from .soft404 import Answer, HostAnswers
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -129,6 +130,8 @@ class NearDupService:
         #: rule, a snapshot the reactor reads before it asks for a prediction.
         self.rules: Learner | None = None
         self.ruled_hosts: frozenset[str] = frozenset()
+        #: Each host's answer to a URL that cannot exist (NEARDUP_SOFT404).
+        self.soft404_answers = HostAnswers()
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
@@ -301,6 +304,8 @@ class NearDupService:
             for pool in (store_thread, threads):
                 if pool is not None:
                     pool.stop()
+        if self.config.soft404:
+            self.stats.set_value("neardup/soft404/hosts", self.soft404_answers.hosts_with_answer)
         self.report.log_summary(spider)
 
     # -- the work ----------------------------------------------------------------------------------
@@ -312,6 +317,7 @@ class NearDupService:
         declaration: Declaration | None = None,
         own_key: bool = False,
         resolve: Resolver | None = None,
+        probe: Callable[[str], Awaitable[Answer]] | None = None,
     ) -> tuple[Prepared, Verdict | None]:
         """Analyse a document (extract and fingerprint it, in a worker), decide which text it is filed on
         (the template guard) and check-and-insert it in the store, under ``key``.
@@ -323,7 +329,9 @@ class NearDupService:
         ``NEARDUP_CANONICAL`` it is weighed by the rules of :mod:`scrapy_neardup.engine.canonical`, unless
         ``own_key`` says the key was given (``neardup_key``). ``resolve`` may fetch the declared page first
         (the downloader middleware's, for a page of the same site): it is given the key and the declared URL
-        and returns the :class:`Declared` page, or ``None`` to decide without it.
+        and returns the :class:`Declared` page, or ``None`` to decide without it. ``probe`` fetches a URL of
+        the page's host that cannot exist (``NEARDUP_SOFT404``): a page that is a near-duplicate of that
+        answer is a soft-404 page, never filed (:mod:`.soft404`).
 
         A worker's result is read by the reactor (:class:`ReactorIO`); a local store (SQLite, memory: well
         under a millisecond a page) decides right there, Redis on the plugin's store thread, which wakes the
@@ -340,6 +348,10 @@ class NearDupService:
         prepared = await self.prepare(job)
         if isinstance(prepared, BaseException) or prepared.fingerprint is None:
             return self._settle(key, Outcome(prepared) if isinstance(prepared, Prepared) else prepared)
+        if probe is not None and url is not None:
+            soft404 = await self._soft404(key, url, prepared, probe)
+            if soft404 is not None:
+                return prepared, soft404
         declared = None
         if self.config.canonical and not own_key:
             declaration = chosen(declaration, prepared.declared_canonical)
@@ -349,6 +361,24 @@ class NearDupService:
                     declared = await resolve(key, declaration.url) or declared
         outcome = await self._decided(prepared, key, url, declared)
         return self._settle(key, outcome)
+
+    async def _soft404(
+        self, key: str, url: str, prepared: Prepared, probe: Callable[[str], Awaitable[Answer]]
+    ) -> Verdict | None:
+        """The ``soft404`` verdict of a page that is a near-duplicate of its host's answer to a URL that
+        cannot exist; ``None`` for any other page (or a host without such an answer)."""
+        answer = await self.soft404_answers.answer(url, probe)
+        if answer is None or self.detector is None or prepared.fingerprint is None:
+            return None
+        page, answered = answer
+        if page.fingerprint is None or answered == url:
+            return None
+        similarity = self.detector.matches(prepared.fingerprint.signature, page.fingerprint.signature)
+        if similarity is None:
+            return None
+        verdict = Verdict("soft404", key, answered, similarity)
+        self.report.record(key, verdict)
+        return verdict
 
     async def prepare(self, job: Job) -> Prepared | BaseException:
         """Extract and fingerprint a document in a worker (or a thread of this process), nothing decided:

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from ..store.base import FORMAT_VERSION, Added, Candidate, DocRecord, Filing, Query, Store, StoreError
 from .algorithms.base import Algorithm
 
-Status = Literal["unique", "duplicate", "seen"]
+Status = Literal["unique", "duplicate", "seen", "soft404"]
 #: Why a known key was checked afresh instead of being *seen*: its content changed beyond the threshold,
 #: its record is older than the age limit, or its canonical was removed (see :class:`DocRecord`).
 Recheck = Literal["changed", "expired", "orphaned"]
@@ -43,7 +43,8 @@ class Verdict:
 
     ``status`` is ``unique`` (filed as a new canonical page), ``duplicate`` (a near-duplicate of
     ``canonical`` with ``similarity``), or ``seen`` (the key was filed before: a re-crawl, not a
-    near-duplicate of itself; ``canonical`` says what it was filed as).
+    near-duplicate of itself; ``canonical`` says what it was filed as). A crawl adds ``soft404``: a page that
+    is its host's answer to a URL that cannot exist (``canonical``: that URL), never filed.
     """
 
     status: Status

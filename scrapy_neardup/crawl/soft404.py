@@ -1,0 +1,71 @@
+"""Soft-404 pages: what a server answers, with status 200, for a URL that cannot exist.
+
+A server that answers every unknown URL with one "not found" page and status 200 (3-7 % of servers in the
+surveys: Meneses et al., 2012; Prieto et al., 2014) makes all its dead links one group of near-duplicates of
+unrelated URLs, and the first of them the canonical page of the others. So, as Bar-Yossef et al. ("Sic
+transit gloria telae", WWW 2004) did, each host is asked once for a URL that cannot exist; when it answers 200
+with an HTML page, that page's fingerprints are the host's soft-404 answer, and a page of the host that is
+its near-duplicate is a soft-404 page (verdict ``soft404``): dropped or tagged like a near-duplicate, counted
+apart, never filed (so never a canonical page) and never a lesson for the URL rules.
+
+A probe that is redirected (many servers send unknown URLs to their home page) teaches nothing: the page it
+lands on is a real page of the site, so the host is taken to have no soft-404 answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
+
+from twisted.internet.defer import Deferred
+
+if TYPE_CHECKING:
+    from ..engine.prepare import Prepared
+
+#: What a probe brings back: the prepared answer and the URL it answered, or ``None`` (no soft-404 answer).
+Answer = tuple["Prepared", str] | None
+
+
+def probe_url(url: str) -> str:
+    """A URL of ``url``'s host that cannot exist: a path made of a hash of the host (the same in every
+    process and every crawl, so that one probe per host is all a server sees of a distributed crawl)."""
+    parts = urlsplit(url)
+    digest = hashlib.sha256(parts.netloc.lower().encode("utf-8", "surrogateescape")).hexdigest()[:20]
+    return urlunsplit((parts.scheme, parts.netloc, f"/neardup-no-such-page-{digest}", "", ""))
+
+
+class HostAnswers:
+    """Each host's soft-404 answer, probed once per host (``netloc``) on first need; the pages that arrive
+    while a probe is under way wait for it."""
+
+    def __init__(self) -> None:
+        self._answers: dict[str, Answer] = {}
+        self._waiting: dict[str, list[Deferred]] = {}  # type: ignore[type-arg]
+
+    async def answer(self, url: str, probe: Callable[[str], Awaitable[Answer]]) -> Answer:
+        """The soft-404 answer of ``url``'s host (``probe`` fetches it the first time)."""
+        from scrapy.utils.defer import maybe_deferred_to_future
+
+        host = urlsplit(url).netloc.lower()
+        if host in self._answers:
+            return self._answers[host]
+        if host in self._waiting:
+            waiter: Deferred = Deferred()  # type: ignore[type-arg]
+            self._waiting[host].append(waiter)
+            return await maybe_deferred_to_future(waiter)  # type: ignore[no-any-return]
+        self._waiting[host] = []
+        try:
+            found = await probe(probe_url(url))
+        except Exception:  # noqa: BLE001 - a failed probe means no soft-404 answer, never a failed page
+            found = None
+        self._answers[host] = found
+        for waiter in self._waiting.pop(host):
+            waiter.callback(found)
+        return found
+
+    @property
+    def hosts_with_answer(self) -> int:
+        """The hosts whose probe was answered with a page: the soft-404 hosts."""
+        return sum(1 for answer in self._answers.values() if answer is not None)

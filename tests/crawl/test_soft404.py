@@ -1,0 +1,73 @@
+"""Soft-404 pages in real crawls (NEARDUP_SOFT404): a host that answers 200 with one "not found" page for
+every unknown URL, beside a host that answers 404; in every order, twice on one store."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+
+import pytest
+from helpers.crawlkit import ServerThread, pages_server, paths_crawl_command, read_result
+from helpers.pages import html, story
+
+pytestmark = pytest.mark.slow
+
+#: The soft-404 answer: the site's chrome around a "not found" text (long enough to be fingerprinted).
+NOT_FOUND = html(
+    "Sorry, the page you were looking for could not be found. It may have been moved, renamed or deleted. "
+    + story(999)[:900],
+    chrome="<nav>Home News Sport Culture Contact</nav>",
+)
+
+
+class SoftSite(dict):
+    """Every unknown path answered 200 with :data:`NOT_FOUND`."""
+
+    def get(self, key, default=None):
+        return super().get(key, NOT_FOUND)
+
+
+def crawl(tmp_path, urls, name, **settings):
+    settings = {"NEARDUP_ACTION": "drop", "LOG_LEVEL": "INFO", **settings}
+    cmd, env, stats_file, items_file = paths_crawl_command(tmp_path, "", urls, settings, name)
+    proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=180)
+    result = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
+    assert result.returncode == 0 and "Traceback" not in result.log, result.log[-3000:]
+    return result
+
+
+@pytest.mark.parametrize("order", ["dead links first", "shuffled", "articles first"])
+def test_dead_links_of_a_soft404_host_are_soft404_and_no_page_of_a_sound_host_is(tmp_path, order):
+    soft = SoftSite({f"/article/{i}": html(story(200 + i)) for i in range(6)})
+    sound = {f"/article/{i}": html(story(300 + i)) for i in range(6)}
+    with ServerThread(pages_server(soft)) as soft_host, ServerThread(pages_server(sound)) as sound_host:
+        articles = [f"{soft_host.url}/article/{i}" for i in range(6)] + [
+            f"{sound_host.url}/article/{i}" for i in range(6)
+        ]
+        dead = [f"{soft_host.url}/gone/{i}" for i in range(5)]
+        urls = dead + articles if order == "dead links first" else articles + dead
+        if order == "shuffled":
+            random.Random(4).shuffle(urls)
+        first = crawl(tmp_path, urls, "first")
+        again = crawl(tmp_path, urls, "again")
+    for result in (first, again):
+        stats = result.neardup_stats()
+        assert stats.get("neardup/soft404") == 5, stats
+        assert stats.get("neardup/soft404/probed") == 2 and stats.get("neardup/soft404/hosts") == 1, stats
+        assert {item["url"] for item in result.items} == set(articles)  # dropped: every dead link, no article
+    assert first.neardup_stats()["neardup/unique"] == 12  # soft-404 pages are never filed, never canonical
+    assert again.neardup_stats()["neardup/seen"] == 12
+    assert "is a soft-404 page" in first.log
+
+
+def test_soft404_off_and_tag_mode(tmp_path):
+    soft = SoftSite({"/article/1": html(story(400))})
+    with ServerThread(pages_server(soft)) as host:
+        urls = [f"{host.url}/article/1", f"{host.url}/gone/1", f"{host.url}/gone/2"]
+        tagged = crawl(tmp_path, urls, "tag", NEARDUP_ACTION="tag")
+        off = crawl(tmp_path, urls, "off", NEARDUP_SOFT404="False", NEARDUP_STORE_URL="memory://")
+    assert tagged.neardup_stats().get("neardup/soft404") == 2
+    assert len(tagged.items) == 3  # tag mode: every page reaches the spider
+    # Without the probe, the two dead links are one group: the second a near-duplicate of the first.
+    assert "neardup/soft404/probed" not in off.stats
+    assert off.neardup_stats().get("neardup/duplicate") == 1
