@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 import weakref
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -30,7 +31,7 @@ from ..engine.detector import Detector, Verdict
 from ..engine.extract import decode_html, quiet_trafilatura
 from ..engine.prepare import Prepared
 from ..engine.template import TemplateGuard
-from ..engine.urlrules import Learner, Prediction, RuleBook, host_of
+from ..engine.urlrules import SOFT404_COUNTER, Learner, Prediction, RuleBook, host_of
 from ..settings import Config, ConfigError, unknown_settings
 from ..store import Store, StoreError, StoreMismatchError, StoreWriteError, redact_url
 from ..workers import IN_PROCESS, ExtractionPool, WorkerLost, WorkerTimeout
@@ -132,6 +133,9 @@ class NearDupService:
         self.ruled_hosts: frozenset[str] = frozenset()
         #: Each host's answer to a URL that cannot exist (NEARDUP_SOFT404).
         self.soft404_answers = HostAnswers()
+        #: Per host, soft-404 pages and requests not fetched: added to the store's host counters at close,
+        #: for the report (``scrapy-neardup report``).
+        self.host_counts: Counter[tuple[str, str]] = Counter()
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
@@ -378,6 +382,7 @@ class NearDupService:
             return None
         verdict = Verdict("soft404", key, answered, similarity)
         self.report.record(key, verdict)
+        self.host_counts[(host_of(url), SOFT404_COUNTER)] += 1
         return verdict
 
     async def prepare(self, job: Job) -> Prepared | BaseException:
@@ -613,6 +618,12 @@ class NearDupService:
         """Store thread, at close (the workers are stopped): the URL rules' last counts, then flush and close
         the store."""
         with self._store_lock:
+            counts, self.host_counts = self.host_counts, Counter()
+            if counts:
+                try:
+                    detector.store.add_rule_counts({key: (n, 0) for key, n in counts.items()})
+                except Exception as exc:  # noqa: BLE001 - the fingerprints must still be saved below
+                    logger.warning("scrapy-neardup: the per-host counts for the report were not saved: %s", exc)
             rules, self.rules = self.rules, None
             if rules is not None:
                 try:

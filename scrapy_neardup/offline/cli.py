@@ -8,6 +8,7 @@ scrapy-neardup store STORE_URL count|show|remove|expire|purge
                                                   a crawl's store: look up, remove and age records
 scrapy-neardup rules STORE_URL [--format table|json|dud]
                                                   the URL rules a crawl learned
+scrapy-neardup report STORE_URL -o REPORT.html    an HTML report of a crawl's duplicates
 """
 
 from __future__ import annotations
@@ -326,6 +327,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="a table; JSON; or the rule files of duplicate-url-discarder (DUD_LOAD_RULE_PATHS) (default: table)",
     )
     rules.add_argument("-o", "--output", default="-", help="write here instead of stdout")
+
+    report = sub.add_parser(
+        "report",
+        help="an HTML report of a crawl's duplicates, from its store",
+        description="One self-contained HTML file (no script, nothing fetched when it opens) of what a crawl's "
+        "store holds: per host the share of duplicate fetches and the fetches saved, the largest groups, the "
+        "URL patterns behind the duplicates, the learned rules, the soft-404 hosts, the similarities.",
+    )
+    report.add_argument("store_url", metavar="STORE_URL", help="as NEARDUP_STORE_URL: sqlite:///path, redis://...")
+    report.add_argument("--spider", help="the spider whose Redis index to use (the %%(spider)s of --redis-key)")
+    report.add_argument(
+        "--redis-key", help="the Redis key prefix, as NEARDUP_REDIS_KEY (default: neardup:{%%(spider)s})"
+    )
+    report.add_argument("-o", "--output", required=True, help="the HTML file to write ('-': stdout)")
 
     tune = sub.add_parser(
         "tune",
@@ -868,6 +883,39 @@ def cmd_rules(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """``report STORE_URL -o FILE``: the HTML report of a crawl's store."""
+    from ..store import redact_url
+    from .report import collect, render
+
+    store = _existing_store(args)
+    try:
+        params = store.read_meta() or {}
+        data = collect(
+            redact_url(args.store_url),
+            store.iter_records(),
+            store.rule_counts(),
+            default_of("NEARDUP_URL_RULES_MIN_SUPPORT"),
+            default_of("NEARDUP_URL_RULES_CONFIDENCE"),
+        )
+    finally:
+        store.close()
+    note = ", ".join(f"{k} {v}" for k, v in sorted(params.items()) if not k.startswith("_"))
+    output = AtomicOutput(args.output)
+    try:
+        output.file.write(render(data, f"Store parameters: {note}." if note else ""))
+    except BaseException:
+        output.discard()
+        raise
+    output.commit()
+    print(
+        f"scrapy-neardup: {data.documents} pages, {data.duplicates} near-duplicates in {len(data.groups)} groups, "
+        f"{len(data.rules)} URL rules: {args.output}",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def cmd_store(args: argparse.Namespace) -> int:
     """``store STORE_URL ACTION``: a store opened whatever parameters it was written with; nothing is created."""
     import time
@@ -933,6 +981,7 @@ def main(argv: list[str] | None = None) -> int:
             "lexicon": cmd_lexicon,
             "store": cmd_store,
             "rules": cmd_rules,
+            "report": cmd_report,
         }
         return commands[args.command](args)
     except KeyboardInterrupt:

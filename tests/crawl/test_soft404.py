@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import subprocess
+import sys
 
 import pytest
 from helpers.crawlkit import ServerThread, pages_server, paths_crawl_command, read_result
@@ -68,6 +69,25 @@ def test_soft404_off_and_tag_mode(tmp_path):
         off = crawl(tmp_path, urls, "off", NEARDUP_SOFT404="False", NEARDUP_STORE_URL="memory://")
     assert tagged.neardup_stats().get("neardup/soft404") == 2
     assert len(tagged.items) == 3  # tag mode: every page reaches the spider
+    # The crawl left its soft-404 count in the store, for the report.
+    report = tmp_path / "report.html"
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scrapy_neardup.offline.cli",
+            "report",
+            f"sqlite:///{tmp_path}/store.sqlite3",
+            "-o",
+            str(report),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    page = report.read_text()
+    assert "<b>1</b>soft-404 hosts" in page and "<td class=n>2</td></tr>" in page.split("id=soft404")[1]
     # Without the probe, the two dead links are one group: the second a near-duplicate of the first.
     assert "neardup/soft404/probed" not in off.stats
     assert off.neardup_stats().get("neardup/duplicate") == 1

@@ -1,0 +1,258 @@
+"""``scrapy-neardup report``: one self-contained HTML page of what a crawl's store says about its duplicates.
+
+Per host, the share of fetches that were near-duplicates and the fetches the URL rules saved; the largest
+groups with their URLs; the URL patterns behind the duplicates (the rewrites of
+:mod:`scrapy_neardup.engine.urlrules` that explain a copy's URL); the learned rules; the soft-404 hosts; the
+similarities of the near-duplicates. Plots are inline SVG drawn here, so the file opens offline, with no
+script at all.
+
+Everything a crawled page controls (URLs, hosts) is escaped, and the page forbids every script and every
+request (a Content-Security-Policy of ``default-src 'none'``): a hostile URL is shown as text, never run.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from ..engine.urlrules import SKIPPED_COUNTER, SOFT404_COUNTER, RuleBook, explain, host_of
+
+#: Groups listed, hosts plotted, rows of the pattern table.
+LARGEST_GROUPS = 25
+PLOTTED_HOSTS = 25
+PATTERN_ROWS = 40
+
+
+@dataclass
+class HostFigures:
+    pages: int = 0
+    duplicates: int = 0
+    skipped: int = 0
+    soft404: int = 0
+
+    @property
+    def duplicate_share(self) -> float:
+        fetched = self.pages + self.soft404
+        return (self.duplicates + self.soft404) / fetched if fetched else 0.0
+
+
+@dataclass
+class ReportData:
+    """What the report shows, read from a store (:func:`collect`)."""
+
+    location: str
+    documents: int = 0
+    canonical: int = 0
+    duplicates: int = 0
+    hosts: dict[str, HostFigures] = field(default_factory=dict)
+    groups: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    patterns: Counter[tuple[str, str]] = field(default_factory=Counter)
+    similarities: list[float] = field(default_factory=list)
+    rules: list[tuple[str, str, int, int, float, bool]] = field(default_factory=list)
+
+
+def collect(
+    location: str,
+    records: Iterable[object],
+    rule_counts: Mapping[tuple[str, str], tuple[int, int]],
+    min_support: int,
+    min_confidence: float,
+) -> ReportData:
+    """The report's figures from a store's records (:meth:`Store.iter_records`) and rule counts."""
+    data = ReportData(location)
+    hosts: defaultdict[str, HostFigures] = defaultdict(HostFigures)
+    groups: defaultdict[str, list[tuple[str, float]]] = defaultdict(list)
+    for record in records:
+        key, canonical, similarity = record.key, record.canonical, record.similarity  # type: ignore[attr-defined]
+        data.documents += 1
+        figures = hosts[host_of(key) or "(no host)"]
+        figures.pages += 1
+        if canonical is None:
+            data.canonical += 1
+            continue
+        data.duplicates += 1
+        figures.duplicates += 1
+        groups[canonical].append((key, similarity))
+        data.similarities.append(similarity)
+        rules = explain(key, canonical)
+        if rules:
+            data.patterns[(host_of(key), " + ".join(r.name for r in rules))] += 1
+        elif urlsplit(key).netloc.lower() != urlsplit(canonical).netloc.lower():
+            data.patterns[(host_of(key), "another site's page")] += 1
+        else:
+            data.patterns[(host_of(key), "another path of the site")] += 1
+    for (host, name), (number, _) in rule_counts.items():
+        if name == SOFT404_COUNTER:
+            hosts[host].soft404 += number
+        elif name == SKIPPED_COUNTER:
+            hosts[host].skipped += number
+    book = RuleBook(min_support, min_confidence)
+    book.merge(rule_counts)
+    for host, rule, count in book.rules():
+        used = rule in book.confident(host)
+        data.rules.append((host, rule.name, count.successes, count.failures, count.confidence, used))
+    data.hosts = dict(hosts)
+    data.groups = dict(groups)
+    return data
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _bars(rows: list[tuple[str, float, str]], width: int = 640, unit: str = "") -> str:
+    """A horizontal bar chart as inline SVG: ``(label, value, note)`` a bar, values scaled to the largest."""
+    if not rows:
+        return "<p class=none>Nothing to plot.</p>"
+    top = max(value for _, value, _ in rows) or 1.0
+    label_w, bar_w, row_h = 260, width - 260 - 90, 18
+    parts = [
+        f'<svg class=chart role=img width="{width}" height="{row_h * len(rows) + 6}" '
+        f'viewBox="0 0 {width} {row_h * len(rows) + 6}">'
+    ]
+    for i, (label, value, note) in enumerate(rows):
+        y = i * row_h + 3
+        length = max(1.0, bar_w * value / top)
+        shown = label if len(label) <= 40 else label[:39] + "…"
+        parts.append(
+            f'<text x="{label_w - 6}" y="{y + 13}" text-anchor="end">{_e(shown)}</text>'
+            f'<rect x="{label_w}" y="{y}" width="{length:.1f}" height="{row_h - 4}"><title>{_e(label)}: '
+            f"{_e(note)}</title></rect>"
+            f'<text x="{label_w + length + 4:.1f}" y="{y + 13}">{_e(note)}</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _histogram(values: list[float], low: float = 0.0, bins: int = 20) -> str:
+    """The similarities of the near-duplicates as inline SVG columns, ``bins`` from ``low`` to 1."""
+    if not values:
+        return "<p class=none>No near-duplicates.</p>"
+    step = (1.0 - low) / bins
+    counts = [0] * bins
+    for value in values:
+        counts[min(bins - 1, max(0, int((value - low) / step)))] += 1
+    top = max(counts) or 1
+    width, height, column = 640, 180, 640 // bins
+    parts = [f'<svg class=chart role=img width="{width}" height="{height + 24}" viewBox="0 0 {width} {height + 24}">']
+    for i, count in enumerate(counts):
+        h = height * count / top
+        lo = low + i * step
+        parts.append(
+            f'<rect x="{i * column + 1}" y="{height - h:.1f}" width="{column - 2}" height="{h:.1f}">'
+            f"<title>{lo:.2f}–{lo + step:.2f}: {count}</title></rect>"
+        )
+        if i % 4 == 0:
+            parts.append(f'<text x="{i * column}" y="{height + 16}">{lo:.2f}</text>')
+    parts.append(f'<text x="{width - 24}" y="{height + 16}">1.00</text></svg>')
+    return "".join(parts)
+
+
+_STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:70em;color:#222;padding:0 1em}
+h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;margin:.5em 0}td,th{padding:.2em .6em;border-bottom:1px solid #eee;text-align:left}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}.url{font-family:monospace;word-break:break-all}
+.chart rect{fill:#4a7ab5}.chart text{font-size:12px;fill:#333}.none{color:#777}
+.kpi{display:inline-block;margin:0 2em 1em 0}.kpi b{display:block;font-size:1.8em}
+details{margin:.4em 0}summary{cursor:pointer}
+"""
+
+
+def render(data: ReportData, threshold_note: str = "") -> str:
+    """The report as one HTML document, with no script and no outside resource."""
+    hosts = sorted(data.hosts.items(), key=lambda kv: (-(kv[1].duplicates + kv[1].soft404), kv[0]))
+    saved = sum(f.skipped for f in data.hosts.values())
+    soft = [(h, f) for h, f in hosts if f.soft404]
+    out = [
+        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">",
+        "<meta name=viewport content='width=device-width,initial-scale=1'>",
+        f"<title>scrapy-neardup report: {_e(data.location)}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>Near-duplicates in {_e(data.location)}</h1>",
+        f"<p>Made {_e(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))} by scrapy-neardup report. "
+        f"{_e(threshold_note)}</p>",
+        "<section id=summary class=kpis>",
+        f"<span class=kpi><b>{data.documents:,}</b>pages filed</span>",
+        f"<span class=kpi><b>{data.duplicates:,}</b>near-duplicates ({_pct(data.duplicates, data.documents)})</span>",
+        f"<span class=kpi><b>{len(data.groups):,}</b>groups</span>",
+        f"<span class=kpi><b>{saved:,}</b>fetches saved by URL rules</span>",
+        f"<span class=kpi><b>{len(soft):,}</b>soft-404 hosts</span></section>",
+        "<h2 id=hosts>Hosts</h2>",
+        "<p>The share of a host's fetches that were near-duplicates (soft-404 pages included), for the hosts "
+        "with the most of them.</p>",
+        _bars(
+            [
+                (host, f.duplicate_share, f"{f.duplicate_share:.0%} of {f.pages + f.soft404:,}")
+                for host, f in hosts[:PLOTTED_HOSTS]
+                if f.duplicates + f.soft404
+            ]
+        ),
+        "<table><thead><tr><th>host</th><th class=n>pages filed</th><th class=n>near-duplicates</th>"
+        "<th class=n>share</th><th class=n>soft-404 pages</th><th class=n>fetches saved</th></tr></thead><tbody>",
+    ]
+    for host, f in hosts:
+        out.append(
+            f"<tr><td class=url>{_e(host)}</td><td class=n>{f.pages:,}</td><td class=n>{f.duplicates:,}</td>"
+            f"<td class=n>{f.duplicate_share:.1%}</td><td class=n>{f.soft404:,}</td><td class=n>{f.skipped:,}</td></tr>"
+        )
+    out.append("</tbody></table>")
+    out += ["<h2 id=groups>Largest groups</h2>"]
+    largest = sorted(data.groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:LARGEST_GROUPS]
+    if not largest:
+        out.append("<p class=none>No group.</p>")
+    for canonical, members in largest:
+        out.append(
+            f"<details><summary><span class=url>{_e(canonical)}</span> and {len(members):,} "
+            f"near-duplicate{'s' if len(members) != 1 else ''}</summary><table><tbody>"
+        )
+        for key, similarity in sorted(members, key=lambda m: (-m[1], m[0])):
+            out.append(f"<tr><td class=url>{_e(key)}</td><td class=n>{similarity:.3f}</td></tr>")
+        out.append("</tbody></table></details>")
+    out += [
+        "<h2 id=patterns>URL patterns behind the duplicates</h2>",
+        "<p>How each near-duplicate's URL differs from its canonical page's: the rewrites that turn one into the "
+        "other, or another path (a mirror, a copy) or another site (a syndicated or scraped copy).</p>",
+        _bars([(f"{host} {name}", n, f"{n:,}") for (host, name), n in data.patterns.most_common(PLOTTED_HOSTS)]),
+        "<table><thead><tr><th>host</th><th>pattern</th><th class=n>near-duplicates</th></tr></thead><tbody>",
+    ]
+    for (host, name), n in data.patterns.most_common(PATTERN_ROWS):
+        out.append(f"<tr><td class=url>{_e(host)}</td><td class=url>{_e(name)}</td><td class=n>{n:,}</td></tr>")
+    out += [
+        "</tbody></table>",
+        "<h2 id=rules>Learned URL rules</h2>",
+    ]
+    if data.rules:
+        out.append(
+            "<table><thead><tr><th>host</th><th>rule</th><th class=n>successes</th><th class=n>failures</th>"
+            "<th class=n>confidence</th><th>used</th></tr></thead><tbody>"
+        )
+        for host, name, successes, failures, confidence, used in data.rules:
+            out.append(
+                f"<tr><td class=url>{_e(host)}</td><td class=url>{_e(name)}</td><td class=n>{successes:,}</td>"
+                f"<td class=n>{failures:,}</td><td class=n>{confidence:.3f}</td><td>{'yes' if used else 'no'}</td></tr>"
+            )
+        out.append("</tbody></table>")
+    else:
+        out.append("<p class=none>No URL rule was learned (NEARDUP_URL_RULES).</p>")
+    out.append("<h2 id=soft404>Soft-404 hosts</h2>")
+    if soft:
+        out.append("<table><thead><tr><th>host</th><th class=n>soft-404 pages</th></tr></thead><tbody>")
+        out += [f"<tr><td class=url>{_e(h)}</td><td class=n>{f.soft404:,}</td></tr>" for h, f in soft]
+        out.append("</tbody></table>")
+    else:
+        out.append("<p class=none>No host answered a URL that cannot exist with a page (NEARDUP_SOFT404).</p>")
+    out += [
+        "<h2 id=similarities>Similarity of the near-duplicates</h2>",
+        _histogram(data.similarities),
+        "</body></html>",
+    ]
+    return "\n".join(out)
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{part / whole:.1%}" if whole else "—"
