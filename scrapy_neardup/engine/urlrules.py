@@ -10,10 +10,11 @@ predicted were duplicates often enough, and a fraction of its predictions is sti
 
 * A rule is **proposed** by a near-duplicate verdict whose URL becomes its canonical's URL by a set of atomic
   rewrites (:func:`explain`): each rewrite of the set is a rule of the copy's host.
-* A rule is **tried** whenever a page is decided whose URL the rule rewrites into the URL of a page already
-  decided: a success when both pages are in one group (the same canonical), a failure otherwise
-  (:meth:`RuleBook.trial_targets`, :meth:`RuleBook.record`). A page's own verdict is the ground truth: the
-  prediction is never what makes it true.
+* A rule is **tried** whenever a page is decided whose URL the rules of its host rewrite into the URL of a
+  page already decided: a success of every rule of that rewrite when both pages are in one group (the same
+  canonical), a failure otherwise (:meth:`RuleBook.trial_steps`, :meth:`RuleBook.record`). Either page may
+  be the alias: an original fetched after its alias is its near-duplicate, and tries the rules from the
+  alias's side. A page's own verdict is the ground truth: the prediction is never what makes it true.
 * A rule is **applied** (:meth:`RuleBook.rewrites`) once it has ``min_support`` successes and its estimated
   success rate, ``(successes + 1) / (trials + 2)`` (Laplace's rule of succession), is at least
   ``min_confidence``: a single failure after fifty successes takes it below 0.98, so a rule that starts to
@@ -251,13 +252,18 @@ class RuleBook:
                 self._pending.setdefault((host, rule.name), [0, 0])
         return rules
 
-    def trial_targets(self, url: str) -> dict[UrlRule, str]:
-        """The rules of ``url``'s host that rewrite it, each with the URL it rewrites it into."""
-        out = {}
-        for rule in self.counts.get(host_of(url), {}):
-            target = rule.apply(url)
-            if target is not None:
-                out[rule] = target
+    def trial_steps(self, url: str) -> list[tuple[str, tuple[UrlRule, ...]]]:
+        """What ``url`` becomes by every rule of its host (confident or not), each applied once in order:
+        each step's URL with the rules that made it. A trial takes the first step that was decided: all its
+        rules together succeed or fail (two tracking parameters are dropped together, or not at all)."""
+        current, used, out = url, [], []
+        for rule in sorted(self.counts.get(host_of(url), {}), key=lambda r: (KINDS.index(r.kind), r.arg)):
+            rewritten = rule.apply(current)
+            if rewritten is None:
+                continue
+            current = rewritten
+            used.append(rule)
+            out.append((current, tuple(used)))
         return out
 
     def record(self, url: str, rule: UrlRule, success: bool) -> None:
@@ -334,11 +340,20 @@ class Learner:
         observed (the caller leaves it out). Whether the book was synchronised with the store."""
         group = canonical if status in ("duplicate", "seen") and canonical else key
         if status == "duplicate":
+            # Either URL may be the alias: the original fetched after its alias is its near-duplicate.
             self.book.propose(key, canonical)
-        for rule, target in self.book.trial_targets(key).items():
+            self.book.propose(canonical, key)
+            for target, rules in self.book.trial_steps(canonical):
+                if target == key:
+                    for rule in rules:
+                        self.book.record(canonical, rule, True)
+                    break
+        for target, rules in self.book.trial_steps(key):
             target_group = self.group_of(target)
             if target_group is not None and target != key:
-                self.book.record(key, rule, target_group == group)
+                for rule in rules:
+                    self.book.record(key, rule, target_group == group)
+                break
         self._since_sync += 1
         if self._since_sync >= self.sync_every:
             self.sync()

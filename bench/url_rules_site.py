@@ -1,0 +1,230 @@
+"""URL rules and soft-404 pages on a site of several thousand URLs: what the rules save, and what they cost.
+
+    python3 dev.py bench bench/url_rules_site.py ../shared/neardup-dev [--repeat 3]
+
+The site is built from neardup-dev's real pages: every original article under one of four hosts
+(``site0.example`` … ``site3.example``, by its position in the manifest), each with the alias patterns of
+real sites at these rates: a tracking-parameter copy (``?utm_source=newsletter&utm_medium=email``) for half
+of them, an AMP copy (``/amp/...``) for 30 %, a print copy (``.../print``) for 20 %, a ``www.`` copy for 10 %;
+the set's real copies (mirrors, syndicated, edited, printed and noisy copies) under ``copies.example``; and
+300 dead links, 150 on ``site3.example``, which answers every unknown URL with one "not found" page and
+status 200 (a soft-404 host), and 150 on ``site0.example``, which answers 404. Every URL is requested once,
+in one shuffled order, through the local server as the crawl's HTTP proxy (the plugin sees the hosts a real
+crawl would). The crawl runs in tag mode (every fetched page reaches the spider with its verdict) with
+``NEARDUP_URL_RULES`` ``learn`` (everything fetched) and ``skip``, alternating, ``--repeat`` times; the
+figures are medians. Reported: fetches, bytes and seconds saved; the aliases never fetched, over the whole
+crawl and over its second half (after the warm-up); every request that was skipped although its page is
+not an alias (a unique page wrongly skipped); the soft-404 verdicts' precision and recall against the dead
+links of the soft-404 host, and any soft-404 verdict on another host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import multiprocessing
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from urllib.parse import urlsplit
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import localsite  # noqa: E402  (bench/, the script's own folder)
+
+from scrapy_neardup.offline.evaluation import load_manifest  # noqa: E402
+
+NOT_FOUND = (
+    "<html><head><title>Not found</title></head><body><nav>Home News Sport Culture Contact About Archive</nav>"
+    "<main><h1>Page not found</h1><p>Sorry, the page you were looking for could not be found. It may have been "
+    "moved, renamed or deleted, or the address may be mistyped. Try the search box above, or go back to the "
+    "home page and browse the sections of the site: news, sport, culture and the archive of every article "
+    "we have published since the site began.</p></main><footer>Copyright the site. All rights reserved. "
+    "Imprint, privacy policy and terms of use.</footer></body></html>"
+).encode()
+SOFT_HOST, SOUND_HOST = "site3.example", "site0.example"
+
+
+def build_site(dataset: str, seed: int = 7) -> tuple[dict[str, bytes], dict[str, str]]:
+    """The site: URL -> body, and URL -> what it is (``original``, ``alias``, ``copy``, ``dead-soft``,
+    ``dead-404``)."""
+    manifest = load_manifest(os.path.join(dataset, "manifest.jsonl"))
+    rng = random.Random(seed)
+    pages: dict[str, bytes] = {}
+    kinds: dict[str, str] = {}
+    for i, row in enumerate(manifest):
+        with open(os.path.join(dataset, row["file"]), "rb") as f:
+            body = f.read()
+        body = gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body
+        slug = "".join(c if c.isalnum() else "-" for c in (urlsplit(row["url"]).path.strip("/") or "home"))[:60]
+        if row.get("kind") != "original":
+            url = f"http://copies.example/{i}/{slug}"
+            pages[url], kinds[url] = body, "copy"
+            continue
+        host = f"site{i % 4}.example"
+        url = f"http://{host}/{i}/{slug}"
+        pages[url], kinds[url] = body, "original"
+        for chance, alias in (
+            (0.5, f"{url}?utm_source=newsletter&utm_medium=email"),
+            (0.3, f"http://{host}/amp/{i}/{slug}"),
+            (0.2, f"{url}/print"),
+            (0.1, f"http://www.{host}/{i}/{slug}"),
+        ):
+            if rng.random() < chance:
+                pages[alias], kinds[alias] = body, "alias"
+    for n in range(150):
+        kinds[f"http://{SOFT_HOST}/gone/{n}"] = "dead-soft"
+        kinds[f"http://{SOUND_HOST}/gone/{n}"] = "dead-404"
+    return pages, kinds
+
+
+def serve(pages: dict[str, bytes]) -> tuple[str, multiprocessing.Process]:
+    def page(request):  # type: ignore[no-untyped-def]
+        url = request.path if request.path.startswith("http") else f"http://{request.headers['Host']}{request.path}"
+        body = pages.get(url)
+        if body is not None:
+            return body, "text/html; charset=utf-8"
+        if urlsplit(url).hostname == SOFT_HOST:
+            return NOT_FOUND, "text/html; charset=utf-8"
+        return None
+
+    return localsite.serve(page)
+
+
+def crawl_child(proxy: str, urls: list[str], settings: dict, out: str) -> None:
+    os.environ["http_proxy"] = proxy
+    import scrapy
+    from scrapy.crawler import CrawlerProcess
+
+    class SiteSpider(scrapy.Spider):
+        name = "rules"
+
+        async def start(self):  # type: ignore[no-untyped-def]
+            for url in urls:
+                yield scrapy.Request(url)
+
+        def parse(self, response):  # type: ignore[no-untyped-def]
+            verdict = response.meta.get("neardup") or {}
+            yield {"url": response.request.url, "status": verdict.get("status")}
+
+    items_path = out + ".items.jsonl"
+    process = CrawlerProcess({**settings, "FEEDS": {items_path: {"format": "jsonlines", "overwrite": True}}})
+    crawler = process.create_crawler(SiteSpider)
+    started = time.perf_counter()
+    process.crawl(crawler)
+    process.start()
+    seconds = time.perf_counter() - started
+    with open(items_path, encoding="utf-8") as f:
+        items = [json.loads(line) for line in f]
+    stats = {k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, (int, float))}
+    with open(out, "w") as f:
+        json.dump({"seconds": seconds, "items": items, "stats": stats}, f)
+
+
+def crawl(proxy: str, urls: list[str], settings: dict, workdir: str) -> dict:
+    out = tempfile.mktemp(dir=workdir, suffix=".json")
+    process = multiprocessing.get_context("fork").Process(target=crawl_child, args=(proxy, urls, settings, out))
+    process.start()
+    process.join()
+    if process.exitcode != 0:
+        raise RuntimeError(f"crawl failed (exit code {process.exitcode})")
+    with open(out) as f:
+        return json.load(f)
+
+
+def figures(result: dict, urls: list[str], kinds: dict[str, str]) -> dict:
+    fetched = {item["url"]: item["status"] for item in result["items"]}
+    requested_html = [u for u in urls if kinds[u] != "dead-404"]
+    skipped = [u for u in requested_html if u not in fetched]
+    aliases = [u for u in urls if kinds[u] == "alias"]
+    second_half = set(urls[len(urls) // 2 :])
+    wrongly = [u for u in skipped if kinds[u] != "alias"]
+    soft = {u for u, status in fetched.items() if status == "soft404"}
+    dead_soft = {u for u in urls if kinds[u] == "dead-soft"}
+    stats = result["stats"]
+    return {
+        "seconds": round(result["seconds"], 2),
+        "fetches": stats.get("response_received_count", 0),
+        "bytes": stats.get("downloader/response_bytes", 0),
+        "predicted_skips": stats.get("neardup/skipped/predicted", 0),
+        "aliases_not_fetched": f"{sum(1 for u in aliases if u not in fetched)} of {len(aliases)}",
+        "aliases_not_fetched_second_half": (
+            f"{sum(1 for u in aliases if u in second_half and u not in fetched)} of "
+            f"{sum(1 for u in aliases if u in second_half)}"
+        ),
+        "unique_pages_wrongly_skipped": wrongly,
+        "soft404_precision": round(len(soft & dead_soft) / len(soft), 4) if soft else None,
+        "soft404_recall": round(len(soft & dead_soft) / len(dead_soft), 4) if dead_soft else None,
+        "soft404_on_other_hosts": sorted(u for u in soft if urlsplit(u).hostname != SOFT_HOST),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dataset", help="folder with manifest.jsonl (e.g. ../shared/neardup-dev)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("-s", dest="settings", action="append", default=[], metavar="NAME=VALUE")
+    args = parser.parse_args()
+    pages, kinds = build_site(args.dataset)
+    urls = list(kinds)
+    random.Random(11).shuffle(urls)
+    proxy, server = serve(pages)
+    workdir = tempfile.mkdtemp(prefix="bench-rules-")
+    runs: dict[str, list[dict]] = {"learn": [], "skip": []}
+    try:
+        for round_ in range(args.repeat):
+            for mode in runs:
+                settings = {
+                    "ADDONS": {"scrapy_neardup.Addon": 300},
+                    "NEARDUP_ENABLED": True,
+                    "NEARDUP_ACTION": "tag",
+                    "NEARDUP_URL_RULES": mode,
+                    "NEARDUP_STORE_URL": f"sqlite:///{tempfile.mktemp(dir=workdir, suffix='.sqlite3')}",
+                    "LOG_LEVEL": "WARNING",
+                    "CONCURRENT_REQUESTS": 16,
+                    "CONCURRENT_REQUESTS_PER_DOMAIN": 16,
+                    "TELNETCONSOLE_ENABLED": False,
+                    "ROBOTSTXT_OBEY": False,
+                    "COOKIES_ENABLED": False,
+                    **dict(item.partition("=")[::2] for item in args.settings),
+                }
+                result = figures(crawl(proxy, urls, settings, workdir), urls, kinds)
+                runs[mode].append(result)
+                print(f"round {round_ + 1} {mode}: {json.dumps(result)[:300]}", file=sys.stderr, flush=True)
+    finally:
+        server.terminate()
+    summary = {}
+    for mode, results in runs.items():
+        summary[mode] = {
+            "median_seconds": statistics.median(r["seconds"] for r in results),
+            "median_fetches": statistics.median(r["fetches"] for r in results),
+            "median_bytes": statistics.median(r["bytes"] for r in results),
+            "last": results[-1],
+        }
+    learn, skip = summary["learn"], summary["skip"]
+    counts = {kind: sum(1 for k in kinds.values() if k == kind) for kind in sorted(set(kinds.values()))}
+    print(
+        json.dumps(
+            {
+                "command": " ".join(["bench/url_rules_site.py", *sys.argv[1:]]),
+                "urls": len(urls),
+                "kinds": counts,
+                "repeat": args.repeat,
+                "saved": {
+                    "fetches": f"{1 - skip['median_fetches'] / learn['median_fetches']:.1%}",
+                    "bytes": f"{1 - skip['median_bytes'] / learn['median_bytes']:.1%}",
+                    "seconds": f"{1 - skip['median_seconds'] / learn['median_seconds']:.1%}",
+                },
+                **summary,
+            },
+            indent=1,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
