@@ -214,13 +214,8 @@ class NearDupDownloaderMiddleware:
         meta = {k: v for k, v in request.meta.items() if k not in _OWN_META}
         # Not dont_filter, whatever the copy's request says: the offsite check must apply to the declared page.
         probe = request.replace(url=declared_url, meta={**meta, META_DECLARED_BY: request.url}, dont_filter=False)
-        engine = self.crawler.engine
         try:
-            assert engine is not None
-            if hasattr(engine, "download_async"):
-                response = await engine.download_async(probe)
-            else:  # pragma: no cover - Scrapy < 2.14
-                response = await maybe_deferred_to_future(engine.download(probe))
+            response = await self._download(probe)
         except Exception as exc:  # noqa: BLE001 - forbidden by robots.txt, off the allowed domains, unreachable
             service.stats.inc_value("neardup/canonical/fetch_failed")
             service.report.log_once(
@@ -233,11 +228,8 @@ class NearDupDownloaderMiddleware:
         if not 200 <= response.status < 300 or not is_html(response):
             service.stats.inc_value("neardup/canonical/fetch_failed")
             return None
-        job = response_job(response, self.config.max_body_size)
-        if isinstance(job, str):
-            return None
-        prepared = await service.prepare(job)
-        if not isinstance(prepared, Prepared) or prepared.fingerprint is None:
+        prepared = await self._prepared(response)
+        if prepared is None:
             return None
         if response.url == key:
             return None  # the declaration led back to the page itself
@@ -251,27 +243,34 @@ class NearDupDownloaderMiddleware:
         """Fetch ``url``, a URL of a host that cannot exist, through every downloader middleware (robots.txt,
         the download delay, retries, redirects), and prepare its answer: the host's soft-404 page, when it
         answers 200 with HTML where it was asked (``None`` otherwise: a 404, a redirect, an error)."""
-        service = self.service
-        engine = self.crawler.engine
-        service.stats.inc_value("neardup/soft404/probed")
-        request = Request(url, meta={META_SOFT404_PROBE: url}, dont_filter=True, priority=1000)
+        self.service.stats.inc_value("neardup/soft404/probed")
+        request = Request(url, meta={META_SOFT404_PROBE: url}, dont_filter=True)
         try:
-            assert engine is not None
-            if hasattr(engine, "download_async"):
-                response = await engine.download_async(request)
-            else:  # pragma: no cover - Scrapy < 2.14
-                response = await maybe_deferred_to_future(engine.download(request))
+            response = await self._download(request)
         except Exception:  # noqa: BLE001 - robots.txt, an error: no soft-404 answer for this host
             return None
         if not 200 <= response.status < 300 or not is_html(response) or response.url != url:
             return None
+        prepared = await self._prepared(response)
+        return None if prepared is None else (prepared, url)
+
+    async def _download(self, request: Request) -> Response:
+        """One of the plugin's own requests, through every downloader middleware, not the scheduler."""
+        engine = self.crawler.engine
+        assert engine is not None
+        if hasattr(engine, "download_async"):
+            return await engine.download_async(request)  # type: ignore[no-any-return]
+        return await maybe_deferred_to_future(engine.download(request))  # pragma: no cover - Scrapy < 2.14
+
+    async def _prepared(self, response: Response) -> Prepared | None:
+        """A response of the plugin's own fingerprinted in a worker; ``None`` when it has no text to judge."""
         job = response_job(response, self.config.max_body_size)
         if isinstance(job, str):
             return None
-        prepared = await service.prepare(job)
+        prepared = await self.service.prepare(job)
         if not isinstance(prepared, Prepared) or prepared.fingerprint is None:
             return None
-        return prepared, url
+        return prepared
 
     def _follow_declared(self, request: Request, declaration: Declaration | None, canonical: str) -> None:
         """A copy judged a near-duplicate of the very page it declares canonical: that page is requested in its

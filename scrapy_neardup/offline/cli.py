@@ -145,6 +145,15 @@ def _add_algorithm_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    """The store a command reads: its URL, and for Redis the spider or key prefix of its index."""
+    parser.add_argument("store_url", metavar="STORE_URL", help="as NEARDUP_STORE_URL: sqlite:///path, redis://...")
+    parser.add_argument("--spider", help="the spider whose Redis index to use (the %%(spider)s of --redis-key)")
+    parser.add_argument(
+        "--redis-key", help="the Redis key prefix, as NEARDUP_REDIS_KEY (default: neardup:{%%(spider)s})"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scrapy-neardup",
@@ -268,11 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
         "documents, show a URL's record, remove URLs, expire records not seen "
         "since a date. Nothing else may use a SQLite store meanwhile.",
     )
-    store.add_argument("store_url", metavar="STORE_URL", help="as NEARDUP_STORE_URL: sqlite:///path, redis://...")
-    store.add_argument("--spider", help="the spider whose Redis index to use (the %%(spider)s of --redis-key)")
-    store.add_argument(
-        "--redis-key", help="the Redis key prefix, as NEARDUP_REDIS_KEY (default: neardup:{%%(spider)s})"
-    )
+    _add_store_arguments(store)
     actions = store.add_subparsers(dest="action", metavar="ACTION", required=True)
     actions.add_parser("count", help="print the number of documents held")
     actions.add_parser("export", help="print every record as JSON lines (as show does), oldest first")
@@ -302,11 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="The URL rules learned from a crawl's verdicts (NEARDUP_URL_RULES) and kept in its store: "
         "for each host, the rewrites that led to a page met before, with their successes and failures.",
     )
-    rules.add_argument("store_url", metavar="STORE_URL", help="as NEARDUP_STORE_URL: sqlite:///path, redis://...")
-    rules.add_argument("--spider", help="the spider whose Redis index to use (the %%(spider)s of --redis-key)")
-    rules.add_argument(
-        "--redis-key", help="the Redis key prefix, as NEARDUP_REDIS_KEY (default: neardup:{%%(spider)s})"
-    )
+    _add_store_arguments(rules)
     rules.add_argument("--all", action="store_true", help="every rule, not only those a crawl would use")
     rules.add_argument(
         "--min-support",
@@ -335,11 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
         "store holds: per host the share of duplicate fetches and the fetches saved, the largest groups, the "
         "URL patterns behind the duplicates, the learned rules, the soft-404 hosts, the similarities.",
     )
-    report.add_argument("store_url", metavar="STORE_URL", help="as NEARDUP_STORE_URL: sqlite:///path, redis://...")
-    report.add_argument("--spider", help="the spider whose Redis index to use (the %%(spider)s of --redis-key)")
-    report.add_argument(
-        "--redis-key", help="the Redis key prefix, as NEARDUP_REDIS_KEY (default: neardup:{%%(spider)s})"
-    )
+    _add_store_arguments(report)
     report.add_argument("-o", "--output", required=True, help="the HTML file to write ('-': stdout)")
 
     tune = sub.add_parser(
