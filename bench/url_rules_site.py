@@ -36,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import localsite  # noqa: E402  (bench/, the script's own folder)
 
 from scrapy_neardup.offline.evaluation import load_manifest  # noqa: E402
+from scrapy_neardup.settings import default_of  # noqa: E402
 
 NOT_FOUND = (
     "<html><head><title>Not found</title></head><body><nav>Home News Sport Culture Contact About Archive</nav>"
@@ -46,6 +47,10 @@ NOT_FOUND = (
     "Imprint, privacy policy and terms of use.</footer></body></html>"
 ).encode()
 SOFT_HOST, SOUND_HOST = "site3.example", "site0.example"
+
+
+#: The alias pattern of each alias URL (``utm``, ``amp``, ``print``, ``www``), set by :func:`build_site`.
+PATTERNS: dict[str, str] = {}
 
 
 def build_site(dataset: str, seed: int = 7) -> tuple[dict[str, bytes], dict[str, str]]:
@@ -67,14 +72,15 @@ def build_site(dataset: str, seed: int = 7) -> tuple[dict[str, bytes], dict[str,
         host = f"site{i % 4}.example"
         url = f"http://{host}/{i}/{slug}"
         pages[url], kinds[url] = body, "original"
-        for chance, alias in (
-            (0.5, f"{url}?utm_source=newsletter&utm_medium=email"),
-            (0.3, f"http://{host}/amp/{i}/{slug}"),
-            (0.2, f"{url}/print"),
-            (0.1, f"http://www.{host}/{i}/{slug}"),
+        for chance, pattern, alias in (
+            (0.5, "utm", f"{url}?utm_source=newsletter&utm_medium=email"),
+            (0.3, "amp", f"http://{host}/amp/{i}/{slug}"),
+            (0.2, "print", f"{url}/print"),
+            (0.1, "www", f"http://www.{host}/{i}/{slug}"),
         ):
             if rng.random() < chance:
                 pages[alias], kinds[alias] = body, "alias"
+                PATTERNS[alias] = pattern
     for n in range(150):
         kinds[f"http://{SOFT_HOST}/gone/{n}"] = "dead-soft"
         kinds[f"http://{SOUND_HOST}/gone/{n}"] = "dead-404"
@@ -135,8 +141,34 @@ def crawl(proxy: str, urls: list[str], settings: dict, workdir: str) -> dict:
         return json.load(f)
 
 
-def figures(result: dict, urls: list[str], kinds: dict[str, str]) -> dict:
+def warm_up(confidence: float, min_support: int) -> int:
+    """The successes a rule needs before it is used: ``min_support``, and enough for Laplace's estimate,
+    (s + 1) / (s + 2), to reach ``confidence``."""
+    needed = 0
+    while (needed + 1) / (needed + 2) < confidence and needed < 1_000_000:
+        needed += 1
+    return max(min_support, needed)
+
+
+def after_warm_up(urls: list[str], kinds: dict[str, str], needed: int) -> set[str]:
+    """The aliases requested after the first ``needed`` aliases of their pattern on their host: those a
+    rule could predict once it had its successes (each earlier alias at most one success)."""
+    seen: dict[tuple[str, str], int] = {}
+    out = set()
+    for url in urls:
+        if kinds[url] != "alias":
+            continue
+        host = (urlsplit(url).hostname or "").removeprefix("www.")
+        key = (host, PATTERNS[url])
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] > needed:
+            out.add(url)
+    return out
+
+
+def figures(result: dict, urls: list[str], kinds: dict[str, str], needed: int) -> dict:
     fetched = {item["url"]: item["status"] for item in result["items"]}
+    late = after_warm_up(urls, kinds, needed)
     requested_html = [u for u in urls if kinds[u] != "dead-404"]
     skipped = [u for u in requested_html if u not in fetched]
     aliases = [u for u in urls if kinds[u] == "alias"]
@@ -155,6 +187,7 @@ def figures(result: dict, urls: list[str], kinds: dict[str, str]) -> dict:
             f"{sum(1 for u in aliases if u in second_half and u not in fetched)} of "
             f"{sum(1 for u in aliases if u in second_half)}"
         ),
+        "aliases_not_fetched_after_warm_up": f"{sum(1 for u in late if u not in fetched)} of {len(late)}",
         "unique_pages_wrongly_skipped": wrongly,
         "soft404_precision": round(len(soft & dead_soft) / len(soft), 4) if soft else None,
         "soft404_recall": round(len(soft & dead_soft) / len(dead_soft), 4) if dead_soft else None,
@@ -173,6 +206,7 @@ def main() -> int:
     random.Random(11).shuffle(urls)
     proxy, server = serve(pages)
     workdir = tempfile.mkdtemp(prefix="bench-rules-")
+    extra = dict(item.partition("=")[::2] for item in args.settings)
     runs: dict[str, list[dict]] = {"learn": [], "skip": []}
     try:
         for round_ in range(args.repeat):
@@ -189,9 +223,13 @@ def main() -> int:
                     "TELNETCONSOLE_ENABLED": False,
                     "ROBOTSTXT_OBEY": False,
                     "COOKIES_ENABLED": False,
-                    **dict(item.partition("=")[::2] for item in args.settings),
+                    **extra,
                 }
-                result = figures(crawl(proxy, urls, settings, workdir), urls, kinds)
+                needed = warm_up(
+                    float(settings.get("NEARDUP_URL_RULES_CONFIDENCE", default_of("NEARDUP_URL_RULES_CONFIDENCE"))),
+                    int(settings.get("NEARDUP_URL_RULES_MIN_SUPPORT", default_of("NEARDUP_URL_RULES_MIN_SUPPORT"))),
+                )
+                result = figures(crawl(proxy, urls, settings, workdir), urls, kinds, needed)
                 runs[mode].append(result)
                 print(f"round {round_ + 1} {mode}: {json.dumps(result)[:300]}", file=sys.stderr, flush=True)
     finally:

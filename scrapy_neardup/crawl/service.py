@@ -39,7 +39,7 @@ from .bodies import IdenticalBodies, body_digest
 from .reactor import in_thread, pool_reader, reply
 from .reporting import Reporter
 from .screening import Job
-from .soft404 import Answer, HostAnswers
+from .soft404 import Answer, HostAnswers, ShortTextGroups
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -131,8 +131,10 @@ class NearDupService:
         #: rule, a snapshot the reactor reads before it asks for a prediction.
         self.rules: Learner | None = None
         self.ruled_hosts: frozenset[str] = frozenset()
-        #: Each host's answer to a URL that cannot exist (NEARDUP_SOFT404).
+        #: Each host's answer to a URL that cannot exist, and its groups of unrelated URLs sharing one short
+        #: text (NEARDUP_SOFT404).
         self.soft404_answers = HostAnswers()
+        self.short_groups = ShortTextGroups()
         #: Per host, soft-404 pages and requests not fetched: added to the store's host counters at close,
         #: for the report (``scrapy-neardup report``).
         self.host_counts: Counter[tuple[str, str]] = Counter()
@@ -364,6 +366,17 @@ class NearDupService:
                 if resolve is not None:
                     declared = await resolve(key, declaration.url) or declared
         outcome = await self._decided(prepared, key, url, declared)
+        verdict = outcome.result
+        if (
+            probe is not None
+            and url is not None
+            and isinstance(verdict, Verdict)
+            and verdict.is_duplicate  # a near-duplicate, now or in an earlier crawl (seen)
+            and not outcome.again
+            and self.short_groups.is_soft404(url, verdict.canonical, outcome.prepared.text_length)
+        ):
+            outcome = replace(outcome, result=replace(verdict, status="soft404"))
+            self.host_counts[(host_of(url), SOFT404_COUNTER)] += 1
         return self._settle(key, outcome)
 
     async def _soft404(

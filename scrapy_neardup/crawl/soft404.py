@@ -10,6 +10,12 @@ apart, never filed (so never a canonical page) and never a lesson for the URL ru
 
 A probe that is redirected (many servers send unknown URLs to their home page) teaches nothing: the page it
 lands on is a real page of the site, so the host is taken to have no soft-404 answer.
+
+Some servers answer the probe's URL with a 404 and only some unknown URLs (an unknown product, an expired
+listing) with their "not found" page. Those show up as a group of unrelated URLs of one host sharing one
+short text (:class:`ShortTextGroups`): from the group's :data:`SHORT_GROUP_URLS`-th unrelated URL on, its
+pages are soft-404 pages too. The first ones were decided before the group showed what it is, and stay
+near-duplicates.
 """
 
 from __future__ import annotations
@@ -23,6 +29,11 @@ from twisted.internet.defer import Deferred
 
 if TYPE_CHECKING:
     from ..engine.prepare import Prepared
+
+#: A text of fewer characters, shared by this many URLs of one host that no URL rewrite relates, is taken
+#: for a "not found" template: a soft-404 page.
+SHORT_TEXT_CHARS = 1000
+SHORT_GROUP_URLS = 5
 
 #: What a probe brings back: the prepared answer and the URL it answered, or ``None`` (no soft-404 answer).
 Answer = tuple["Prepared", str] | None
@@ -69,3 +80,26 @@ class HostAnswers:
     def hosts_with_answer(self) -> int:
         """The hosts whose probe was answered with a page: the soft-404 hosts."""
         return sum(1 for answer in self._answers.values() if answer is not None)
+
+
+class ShortTextGroups:
+    """Counts, per host and group, the near-duplicates of a short text whose URLs are unrelated to their
+    canonical page's (another path that no URL rewrite of :mod:`scrapy_neardup.engine.urlrules` explains)."""
+
+    def __init__(self, max_chars: int = SHORT_TEXT_CHARS, min_urls: int = SHORT_GROUP_URLS) -> None:
+        self.max_chars = max_chars
+        self.min_urls = min_urls
+        self._members: dict[tuple[str, str], int] = {}
+
+    def is_soft404(self, url: str, canonical: str, text_length: int) -> bool:
+        """A near-duplicate of ``canonical`` at ``url``: whether its group has shown itself a soft-404 group
+        (this page included)."""
+        from ..engine.urlrules import explain
+
+        if text_length >= self.max_chars or urlsplit(url).netloc.lower() != urlsplit(canonical).netloc.lower():
+            return False
+        if explain(url, canonical) or explain(canonical, url):
+            return False
+        key = (urlsplit(url).netloc.lower(), canonical)
+        self._members[key] = self._members.get(key, 1) + 1  # the canonical page is the group's first URL
+        return self._members[key] >= self.min_urls

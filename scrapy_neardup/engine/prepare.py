@@ -63,6 +63,8 @@ class Prepared:
     ``declared_canonical``: the URL the page declares canonical with ``<link rel="canonical">``, when asked
     for (the crawl files such a page under that URL, see :meth:`Detector.check_declared`). ``reused``: made
     for another response with the same bytes, not extracted again (set in the crawler process, never sent).
+    ``text_length``: the characters of the text fingerprinted (a short text shared by unrelated URLs of a
+    host is what a soft-404 template looks like: :mod:`scrapy_neardup.crawl.soft404`).
     """
 
     fingerprint: Fingerprint | None
@@ -76,6 +78,7 @@ class Prepared:
     work_started: float = 0.0
     declared_canonical: str | None = None
     reused: bool = False
+    text_length: int = 0
 
     def to_wire(self) -> tuple:  # type: ignore[type-arg]
         """Plain bytes, ints and strings: what crosses from a worker process (far cheaper to pickle than
@@ -91,11 +94,12 @@ class Prepared:
             self.work_seconds,
             self.work_started,
             self.declared_canonical,
+            self.text_length,
         )
 
     @classmethod
     def from_wire(cls, wire: tuple) -> Prepared:  # type: ignore[type-arg]
-        skip_reason, method, main_key, fp, page_fp, page_sketch, seconds, work, started, declared = wire
+        skip_reason, method, main_key, fp, page_fp, page_sketch, seconds, work, started, declared, length = wire
         return cls(
             _fp_unwire(fp),
             skip_reason,
@@ -107,6 +111,7 @@ class Prepared:
             work,
             started,
             declared,
+            text_length=length,
         )
 
 
@@ -174,10 +179,11 @@ class DocumentPipeline:
             fingerprint = self.algorithm.fingerprint(got.text)
         except NoWords:
             return Prepared(None, "no_words")
+        length = len(got.text)
         if got.method != "main":
-            return Prepared(fingerprint, method=got.method)
+            return Prepared(fingerprint, method=got.method, text_length=length)
         if not got.page_text or self._sketcher is None:
-            return Prepared(fingerprint, method="main")
+            return Prepared(fingerprint, method="main", text_length=length)
         try:
             page = self.algorithm.fingerprint(got.page_text)
             sketch = (
@@ -186,9 +192,14 @@ class DocumentPipeline:
                 else self._sketcher.fingerprint(got.page_text).signature
             )
         except NoWords:  # the page text holds the main text's words: only for safety
-            return Prepared(fingerprint, method="main")
+            return Prepared(fingerprint, method="main", text_length=length)
         return Prepared(
-            fingerprint, method="main", main_key=text_key(got.text), page_fingerprint=page, page_sketch=sketch
+            fingerprint,
+            method="main",
+            main_key=text_key(got.text),
+            page_fingerprint=page,
+            page_sketch=sketch,
+            text_length=length,
         )
 
     def from_text(self, text: str) -> Prepared:
@@ -196,6 +207,6 @@ class DocumentPipeline:
         if len(stripped) < max(self.min_text_length, 1):
             return Prepared(None, "too_little_text" if stripped else "no_text")
         try:
-            return Prepared(self.algorithm.fingerprint(text), method="text")
+            return Prepared(self.algorithm.fingerprint(text), method="text", text_length=len(stripped))
         except NoWords:
             return Prepared(None, "no_words")

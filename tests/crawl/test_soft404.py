@@ -91,3 +91,23 @@ def test_soft404_off_and_tag_mode(tmp_path):
     # Without the probe, the two dead links are one group: the second a near-duplicate of the first.
     assert "neardup/soft404/probed" not in off.stats
     assert off.neardup_stats().get("neardup/duplicate") == 1
+
+
+def test_unrelated_urls_sharing_one_short_text_are_soft404_from_the_groups_fifth_on(tmp_path):
+    """A host that answers the probe with a 404, but some unknown URLs (expired listings) with one short
+    "not available" page: from the group's fifth unrelated URL on, its pages are soft-404 pages; the first
+    ones were decided before the group showed what it is. A short article with its print copy is no such
+    group (a URL rewrite relates them)."""
+    unavailable = html("This listing is no longer available. " + story(555)[:400])
+    pages = {f"/listing/{n}": unavailable for n in range(8)}
+    pages.update({f"/article/{i}": html(story(600 + i)) for i in range(4)})
+    short = html(story(700)[:600])
+    pages.update({"/short": short, "/print/short": short})
+    with ServerThread(pages_server(pages)) as host:
+        urls = [f"{host.url}{path}" for path in pages]
+        result = crawl(tmp_path, urls, "groups", NEARDUP_ACTION="tag", CONCURRENT_REQUESTS="1")
+    stats = result.neardup_stats()
+    assert stats.get("neardup/soft404/hosts") == 0  # the probe got a 404
+    assert stats.get("neardup/soft404") == 4, stats  # listings 5 to 8
+    assert stats.get("neardup/duplicate") == 4, stats  # listings 2 to 4, and the print copy
+    assert stats.get("neardup/unique") == 6  # the first listing, four articles, the short page
