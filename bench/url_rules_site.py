@@ -130,15 +130,48 @@ def crawl_child(proxy: str, urls: list[str], settings: dict, out: str) -> None:
         json.dump({"seconds": seconds, "items": items, "stats": stats}, f)
 
 
-def crawl(proxy: str, urls: list[str], settings: dict, workdir: str) -> dict:
-    out = tempfile.mktemp(dir=workdir, suffix=".json")
-    process = multiprocessing.get_context("fork").Process(target=crawl_child, args=(proxy, urls, settings, out))
-    process.start()
-    process.join()
-    if process.exitcode != 0:
-        raise RuntimeError(f"crawl failed (exit code {process.exitcode})")
-    with open(out) as f:
-        return json.load(f)
+def crawl(proxy: str, urls: list[str], settings: dict, workdir: str, processes: int = 1) -> dict:
+    """The crawl of ``urls``, by ``processes`` crawler processes at once (each every ``processes``-th URL,
+    all on the store of ``settings``); their items, summed stats and the longest one's seconds."""
+    started = []
+    for n in range(processes):
+        out = tempfile.mktemp(dir=workdir, suffix=".json")
+        part = urls[n::processes]
+        process = multiprocessing.get_context("fork").Process(target=crawl_child, args=(proxy, part, settings, out))
+        process.start()
+        started.append((process, out))
+    results = []
+    for process, out in started:
+        process.join()
+        if process.exitcode != 0:
+            raise RuntimeError(f"crawl failed (exit code {process.exitcode})")
+        with open(out) as f:
+            results.append(json.load(f))
+    stats: dict[str, float] = {}
+    for result in results:
+        for name, value in result["stats"].items():
+            stats[name] = stats.get(name, 0) + value
+    return {
+        "seconds": max(r["seconds"] for r in results),
+        "items": [item for r in results for item in r["items"]],
+        "stats": stats,
+    }
+
+
+def confident_rules(store_url: str, prefix: str | None = None) -> list[str]:
+    """The rules a crawl with the default thresholds uses, as the store holds them at the end."""
+    from scrapy_neardup.engine.urlrules import RuleBook
+    from scrapy_neardup.store import store_from_url
+
+    store = store_from_url(store_url, **({"prefix": prefix} if prefix else {}))
+    store.open_existing()
+    try:
+        counts = store.rule_counts()
+    finally:
+        store.close()
+    book = RuleBook(default_of("NEARDUP_URL_RULES_MIN_SUPPORT"), default_of("NEARDUP_URL_RULES_CONFIDENCE"))
+    book.merge(counts)
+    return sorted(f"{host} {rule.name}" for host, rule, _ in book.rules() if rule in book.confident(host))
 
 
 def warm_up(confidence: float, min_support: int) -> int:
@@ -195,11 +228,36 @@ def figures(result: dict, urls: list[str], kinds: dict[str, str], needed: int) -
     }
 
 
+def three_on_redis(proxy: str, urls: list[str], kinds: dict[str, str], settings: dict, workdir: str) -> dict:
+    """The skip-mode crawl again, by three processes sharing a real redis-server: its figures and rules."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+    from helpers.redis_server import RedisServer
+
+    server = RedisServer(os.path.join(workdir, "redis")).start()
+    try:
+        prefix = "rules:{bench}"
+        shared = {**settings, "NEARDUP_STORE_URL": server.url, "NEARDUP_REDIS_KEY": prefix}
+        needed = warm_up(
+            float(shared.get("NEARDUP_URL_RULES_CONFIDENCE", default_of("NEARDUP_URL_RULES_CONFIDENCE"))),
+            int(shared.get("NEARDUP_URL_RULES_MIN_SUPPORT", default_of("NEARDUP_URL_RULES_MIN_SUPPORT"))),
+        )
+        result = figures(crawl(proxy, urls, shared, workdir, processes=3), urls, kinds, needed)
+        result["confident_rules"] = confident_rules(server.url, prefix)
+        return result
+    finally:
+        server.stop()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dataset", help="folder with manifest.jsonl (e.g. ../shared/neardup-dev)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("-s", dest="settings", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument(
+        "--redis",
+        action="store_true",
+        help="then crawl once more in skip mode with three processes sharing a real redis-server, and compare",
+    )
     args = parser.parse_args()
     pages, kinds = build_site(args.dataset)
     urls = list(kinds)
@@ -230,8 +288,12 @@ def main() -> int:
                     int(settings.get("NEARDUP_URL_RULES_MIN_SUPPORT", default_of("NEARDUP_URL_RULES_MIN_SUPPORT"))),
                 )
                 result = figures(crawl(proxy, urls, settings, workdir), urls, kinds, needed)
+                result["confident_rules"] = confident_rules(settings["NEARDUP_STORE_URL"])
                 runs[mode].append(result)
                 print(f"round {round_ + 1} {mode}: {json.dumps(result)[:300]}", file=sys.stderr, flush=True)
+        distributed = None
+        if args.redis:
+            distributed = three_on_redis(proxy, urls, kinds, {**settings, "NEARDUP_URL_RULES": "skip"}, workdir)
     finally:
         server.terminate()
     summary = {}
@@ -251,6 +313,7 @@ def main() -> int:
                 "urls": len(urls),
                 "kinds": counts,
                 "repeat": args.repeat,
+                "three_processes_on_redis": distributed,
                 "saved": {
                     "fetches": f"{1 - skip['median_fetches'] / learn['median_fetches']:.1%}",
                     "bytes": f"{1 - skip['median_bytes'] / learn['median_bytes']:.1%}",

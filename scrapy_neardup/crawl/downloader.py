@@ -86,7 +86,7 @@ class NearDupDownloaderMiddleware:
     def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
 
-    async def process_request(self, request: Request, spider: object = None) -> Response | None:
+    async def process_request(self, request: Request, spider: object = None) -> Request | Response | None:
         """A declared page followed after its copy was decided: the response fetched then, if still kept.
         With ``NEARDUP_URL_RULES`` ``skip`` or ``deprioritize``: a request the URL rules predict to be a
         duplicate is not fetched, or is sent back to the scheduler at a lower priority."""
@@ -94,7 +94,7 @@ class NearDupDownloaderMiddleware:
             kept = self._kept.pop(request.url, None)
             return None if kept is None else kept.replace(request=request)
         if self.config.url_rules in ("skip", "deprioritize") and self._may_predict(request):
-            await self._predict(request)
+            return await self._predict(request)
         return None
 
     def _may_predict(self, request: Request) -> bool:
@@ -110,16 +110,16 @@ class NearDupDownloaderMiddleware:
             or not self.check_pages
         )
 
-    async def _predict(self, request: Request) -> None:
+    async def _predict(self, request: Request) -> Request | None:
         service = self.service
         prediction = await service.predicted(request.url)
         if prediction is None:
-            return
+            return None
         stats = service.stats
         if explored(request.url, self.config.url_rules_explore):
             stats.inc_value("neardup/url_rules/explored")
             request.meta[META_PREDICTED] = prediction.target
-            return
+            return None
         if self.config.url_rules == "deprioritize":
             engine = self.crawler.engine
             if engine is not None:
@@ -132,7 +132,18 @@ class NearDupDownloaderMiddleware:
                     )
                 )
                 raise IgnoreRequest(f"scrapy-neardup: {request.url} sent back at a lower priority")
-            return
+            return None
+        if not prediction.decided:
+            # Its page, by the rules, is the one at the rewritten URL, not fetched yet: that URL is
+            # requested in its place, through the scheduler, whose dupefilter keeps the page to one fetch.
+            stats.inc_value("neardup/url_rules/rewritten")
+            service.report.log_once(
+                "rewritten",
+                f"{request.url} requested as {prediction.target}: the URL rules {', '.join(prediction.rules)} "
+                "of its host make it that page (such requests are counted in neardup/url_rules/rewritten; "
+                "see NEARDUP_URL_RULES)",
+            )
+            return request.replace(url=prediction.target, meta={**request.meta, META_PREDICTED: request.url})
         stats.inc_value("neardup/skipped/predicted")
         service.host_counts[(host_of(request.url), SKIPPED_COUNTER)] += 1
         service.report.predicted(request.url, prediction.target, prediction.rules)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -201,11 +201,14 @@ RuleCounts = Mapping[tuple[str, str], tuple[int, int]]
 
 @dataclass(frozen=True)
 class Prediction:
-    """A request's URL rewritten by the confident rules of its host into a URL already decided."""
+    """A request's URL rewritten by the confident rules of its host: into a URL already decided
+    (``decided``), or, when none of its rewrites was, into the last of them (the URL the rules say holds
+    the page: to be fetched in its place)."""
 
     url: str
     target: str
     rules: tuple[str, ...]
+    decided: bool = True
 
 
 class RuleBook:
@@ -361,11 +364,13 @@ class Learner:
         return False
 
     def predict(self, url: str) -> Prediction | None:
-        """The first rewrite of ``url`` by its host's confident rules that was decided already."""
-        for prediction in self.book.rewrites(url):
+        """The first rewrite of ``url`` by its host's confident rules that was decided already; else the
+        last one, not decided (``None`` when no confident rule rewrites it)."""
+        rewrites = self.book.rewrites(url)
+        for prediction in rewrites:
             if self.group_of(prediction.target) is not None:
                 return prediction
-        return None
+        return replace(rewrites[-1], decided=False) if rewrites else None
 
     def sync(self) -> None:
         """Add this process's counts to the store's and take everyone's."""

@@ -174,3 +174,19 @@ def test_processes_sharing_a_redis_store_add_up_their_counts(tmp_path, redis_ser
         )
     assert {item["path"] for item in third.items} == set(ORIGINALS[12:20])
     assert third.neardup_stats().get("neardup/skipped/predicted") == 8
+
+
+def test_an_alias_met_before_its_original_is_fetched_as_the_original_once(tmp_path):
+    """With confident rules, an alias whose original was not decided yet is requested as the original, and
+    the original's own request, met later, is the dupefilter's: every original reaches the spider, once, and
+    no alias is fetched."""
+    warm = [p for path in ORIGINALS[:10] for p in (path, f"{path}?utm_source=feed")]
+    later = [f"{path}?utm_source=feed" for path in ORIGINALS[10:20]] + ORIGINALS[10:20]
+    with ServerThread(pages_server(site())) as server:
+        crawl(tmp_path, server, warm, "warm")
+        result = crawl(tmp_path, server, later, "aliases-first")
+    fetched = [item["path"] for item in result.items]
+    assert sorted(fetched) == sorted(ORIGINALS[10:20]), fetched  # each original once, under its own URL
+    stats = result.neardup_stats()
+    assert stats.get("neardup/url_rules/rewritten") == 10, stats
+    assert result.stats.get("dupefilter/filtered") == 10  # the originals' own requests, met later

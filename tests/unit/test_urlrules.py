@@ -85,7 +85,10 @@ def test_the_learner_tries_rules_on_the_verdicts_and_shares_its_counts_through_t
     # next two were its trials.
     assert one.book.counts["a.com"][rule] == RuleCount(3, 0)
     assert one.predict("https://a.com/0?ref=y").target == "https://a.com/0"
-    assert one.predict("https://a.com/77?ref=y") is None  # its rewrite was never decided
+    # Its rewrite was never decided: the prediction is that URL, to fetch in its place.
+    assert one.predict("https://a.com/77?ref=y").decided is False
+    assert one.predict("https://a.com/77?ref=y").target == "https://a.com/77"
+    assert one.predict("https://a.com/77") is None  # no confident rule rewrites it
     one.sync()
     two.sync()
     assert two.book.counts["a.com"][rule] == RuleCount(3, 0)
