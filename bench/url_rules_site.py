@@ -199,9 +199,26 @@ def after_warm_up(urls: list[str], kinds: dict[str, str], needed: int) -> set[st
     return out
 
 
+def after_first_use(urls: list[str], kinds: dict[str, str], fetched: dict[str, str]) -> tuple[int, int]:
+    """The aliases requested after the rule of their pattern on their host was first used (the first alias
+    of that pattern and host not fetched, in request order): how many, and how many of them were fetched."""
+    first: dict[tuple[str, str], int] = {}
+    for position, url in enumerate(urls):
+        if kinds[url] == "alias" and url not in fetched:
+            first.setdefault(((urlsplit(url).hostname or "").removeprefix("www."), PATTERNS[url]), position)
+    later = [
+        url
+        for position, url in enumerate(urls)
+        if kinds[url] == "alias"
+        and position > first.get(((urlsplit(url).hostname or "").removeprefix("www."), PATTERNS[url]), len(urls))
+    ]
+    return len(later), sum(1 for url in later if url in fetched)
+
+
 def figures(result: dict, urls: list[str], kinds: dict[str, str], needed: int) -> dict:
     fetched = {item["url"]: item["status"] for item in result["items"]}
     late = after_warm_up(urls, kinds, needed)
+    used_late, used_fetched = after_first_use(urls, kinds, fetched)
     requested_html = [u for u in urls if kinds[u] != "dead-404"]
     skipped = [u for u in requested_html if u not in fetched]
     aliases = [u for u in urls if kinds[u] == "alias"]
@@ -221,6 +238,7 @@ def figures(result: dict, urls: list[str], kinds: dict[str, str], needed: int) -
             f"{sum(1 for u in aliases if u in second_half)}"
         ),
         "aliases_not_fetched_after_warm_up": f"{sum(1 for u in late if u not in fetched)} of {len(late)}",
+        "aliases_not_fetched_once_their_rule_is_used": f"{used_late - used_fetched} of {used_late}",
         "unique_pages_wrongly_skipped": wrongly,
         "soft404_precision": round(len(soft & dead_soft) / len(soft), 4) if soft else None,
         "soft404_recall": round(len(soft & dead_soft) / len(dead_soft), 4) if dead_soft else None,

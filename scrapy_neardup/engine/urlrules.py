@@ -28,6 +28,7 @@ processes and listed.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -323,18 +324,26 @@ class RuleCountStore(Protocol):
 
 class Learner:
     """A crawl's URL rules, kept in step with its store: it proposes and tries rules on every decided page,
-    predicts, and every ``sync_every`` pages (and at :meth:`sync`) adds its counts to the store and takes
-    everyone's. ``group_of`` says which group a URL was filed in (``None``: not decided yet). Not
-    thread-safe: the crawl calls it on its store thread, under the store's lock."""
+    predicts, and every ``sync_every`` pages or ``sync_secs`` seconds (and at :meth:`sync`) adds its counts
+    to the store and takes everyone's, so that the processes of a crawl use a rule at about the same time.
+    ``group_of`` says which group a URL was filed in (``None``: not decided yet). Not thread-safe: the crawl
+    calls it on its store thread, under the store's lock."""
 
     def __init__(
-        self, book: RuleBook, store: RuleCountStore, group_of: Callable[[str], str | None], sync_every: int = 200
+        self,
+        book: RuleBook,
+        store: RuleCountStore,
+        group_of: Callable[[str], str | None],
+        sync_every: int = 200,
+        sync_secs: float = 2.0,
     ) -> None:
         self.book = book
         self.store = store
         self.group_of = group_of
         self.sync_every = sync_every
+        self.sync_secs = sync_secs
         self._since_sync = 0
+        self._synced_at = time.monotonic()
         self.book.merge(store.rule_counts())
 
     def observe(self, key: str, status: str, canonical: str) -> bool:
@@ -358,7 +367,7 @@ class Learner:
                     self.book.record(key, rule, target_group == group)
                 break
         self._since_sync += 1
-        if self._since_sync >= self.sync_every:
+        if self._since_sync >= self.sync_every or time.monotonic() - self._synced_at >= self.sync_secs:
             self.sync()
             return True
         return False
@@ -375,6 +384,7 @@ class Learner:
     def sync(self) -> None:
         """Add this process's counts to the store's and take everyone's."""
         self._since_sync = 0
+        self._synced_at = time.monotonic()
         pending = self.book.pending()
         if pending:
             self.store.add_rule_counts(pending)

@@ -111,3 +111,42 @@ def test_unrelated_urls_sharing_one_short_text_are_soft404_from_the_groups_fifth
     assert stats.get("neardup/soft404") == 4, stats  # listings 5 to 8
     assert stats.get("neardup/duplicate") == 4, stats  # listings 2 to 4, and the print copy
     assert stats.get("neardup/unique") == 6  # the first listing, four articles, the short page
+
+
+def test_two_processes_on_one_redis_store_find_the_same_soft404_pages(tmp_path):
+    """A distributed crawl: each process probes the hosts it meets (one request a host each), and the
+    dead links of the soft-404 host are soft-404 pages whichever process fetched them; nothing is filed
+    for them in the shared store."""
+    import uuid
+
+    from helpers.stores import shared_redis
+
+    server = shared_redis(tmp_path.parent)
+    soft = SoftSite({f"/article/{i}": html(story(800 + i)) for i in range(4)})
+    with ServerThread(pages_server(soft)) as host:
+        urls = [f"{host.url}/article/{i}" for i in range(4)] + [f"{host.url}/gone/{n}" for n in range(6)]
+        random.Random(2).shuffle(urls)
+        shared = {"NEARDUP_STORE_URL": server.url, "NEARDUP_REDIS_KEY": f"soft:{{{uuid.uuid4().hex}}}"}
+        procs = []
+        for i, part in enumerate((urls[0::2], urls[1::2])):
+            cmd, env, stats_file, items_file = paths_crawl_command(
+                tmp_path, "", part, {"NEARDUP_ACTION": "tag", "LOG_LEVEL": "INFO", **shared}, f"part{i}"
+            )
+            procs.append(
+                (
+                    subprocess.Popen(
+                        cmd, cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+                    ),
+                    stats_file,
+                    items_file,
+                )
+            )
+        results = []
+        for proc, stats_file, items_file in procs:
+            log, _ = proc.communicate(timeout=180)
+            result = read_result(proc.returncode, stats_file, items_file, log)
+            assert result.returncode == 0 and "Traceback" not in result.log, result.log[-3000:]
+            results.append(result)
+    assert sum(r.neardup_stats().get("neardup/soft404", 0) for r in results) == 6
+    assert sum(r.neardup_stats().get("neardup/unique", 0) for r in results) == 4
+    assert all(r.neardup_stats().get("neardup/soft404/probed") == 1 for r in results)

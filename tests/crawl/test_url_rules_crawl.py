@@ -190,3 +190,18 @@ def test_an_alias_met_before_its_original_is_fetched_as_the_original_once(tmp_pa
     stats = result.neardup_stats()
     assert stats.get("neardup/url_rules/rewritten") == 10, stats
     assert result.stats.get("dupefilter/filtered") == 10  # the originals' own requests, met later
+
+
+def test_deprioritize_fetches_predicted_duplicates_after_the_rest_and_never_a_disabled_request(tmp_path):
+    """NEARDUP_URL_RULES = "deprioritize": a predicted duplicate is sent back to the scheduler at a lower
+    priority, so the pages the rules do not predict come first; every page is still fetched."""
+    warm = [p for path in ORIGINALS[:10] for p in (path, f"{path}?utm_source=feed")]
+    later = [p for path in ORIGINALS[10:16] for p in (path, f"{path}?utm_source=feed")] + ORIGINALS[16:22]
+    with ServerThread(pages_server(site())) as server:
+        crawl(tmp_path, server, warm, "warm")
+        result = crawl(tmp_path, server, later, "later", NEARDUP_URL_RULES="deprioritize")
+    fetched = [item["path"] for item in result.items]
+    assert sorted(fetched) == sorted(later)  # nothing lost
+    assert result.neardup_stats().get("neardup/url_rules/deprioritized") == 6
+    # The six aliases come after every page the rules did not predict.
+    assert all(path.endswith("?utm_source=feed") for path in fetched[-6:]), fetched

@@ -384,3 +384,18 @@ def test_a_filing_overtaken_by_a_near_duplicate_filed_since_its_lookup_is_stale_
     finally:
         mine.close()
         other.close()
+
+
+def test_url_rule_counts_on_a_redis_cluster(shared_cluster):
+    """The URL rules' counts of a spider live in one hash of its key prefix's slot: processes add to it on a
+    cluster as on one server."""
+    url = shared_cluster.url
+    prefix = f"rules:{{{uuid.uuid4().hex}}}"
+    one, two = RedisStore(url, prefix=prefix), RedisStore(url, prefix=prefix)
+    for store in (one, two):
+        store.open({"format_version": 1, "algorithm": "minhash"})
+    one.add_rule_counts({("a.com", "param:utm_source"): (4, 0)})
+    two.add_rule_counts({("a.com", "param:utm_source"): (1, 1), ("b.org", "prefix:amp"): (0, 0)})
+    assert one.rule_counts() == {("a.com", "param:utm_source"): (5, 1), ("b.org", "prefix:amp"): (0, 0)}
+    for store in (one, two):
+        store.close()
