@@ -12,15 +12,15 @@ counted per kind of copy.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 from collections import Counter
 
-from scrapy_neardup.engine.text import shingle_set
-from scrapy_neardup.offline.evaluation import extract_pages, load_manifest
-from scrapy_neardup.settings import Config
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from extractor_hybrid import arguments, both_extractions  # noqa: E402  (bench/, the script's own folder)
+
+from scrapy_neardup.engine.text import shingle_set  # noqa: E402
 
 
 def jaccard(a: str, b: str) -> float:
@@ -29,18 +29,11 @@ def jaccard(a: str, b: str) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("dataset", help="folder with manifest.jsonl (e.g. ../shared/neardup-dev)")
-    parser.add_argument("--fast", default="resiliparse-blocks", help="the fast extractor (NEARDUP_EXTRACTOR)")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    args = parser.parse_args()
-    manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
-    settings = {"NEARDUP_ENABLED": True, "NEARDUP_TEMPLATE_REPEATS": 0}
-    reference = Config.from_settings(settings)
+    args = arguments(__doc__.split("\n\n")[0])
+    manifest, reference, slow_pages, fast_pages = both_extractions(args)
     threshold = reference.threshold
-    slow = [p.extraction.text for p in extract_pages(manifest, args.dataset, reference, args.workers)]
-    fast_config = Config.from_settings({**settings, "NEARDUP_EXTRACTOR": args.fast})
-    fast = [p.extraction.text for p in extract_pages(manifest, args.dataset, fast_config, args.workers)]
+    slow = [p.extraction.text for p in slow_pages]
+    fast = [p.extraction.text for p in fast_pages]
     original = {}
     for i, row in enumerate(manifest):
         if row.get("kind") == "original":

@@ -33,19 +33,29 @@ RULES: dict[str, Callable[[Extraction], bool]] = {
 }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arguments(description: str) -> argparse.Namespace:
+    """The options of the extractor probes: the labelled set, the fast extractor, the workers."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("dataset", help="folder with manifest.jsonl (e.g. ../shared/neardup-dev)")
     parser.add_argument("--fast", default="resiliparse-blocks", help="the fast extractor (NEARDUP_EXTRACTOR)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def both_extractions(args: argparse.Namespace) -> tuple[list[dict], Config, list[PageText], list[PageText]]:
+    """The labelled set, the reference configuration, and every page extracted by trafilatura and by the
+    fast extractor. The template guard is off: it reads the page text, which the two take differently."""
     manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
-    # The template guard off: it reads the page text, which trafilatura and Resiliparse take differently.
     settings = {"NEARDUP_ENABLED": True, "NEARDUP_TEMPLATE_REPEATS": 0}
     reference = Config.from_settings(settings)
     fast = Config.from_settings({**settings, "NEARDUP_EXTRACTOR": args.fast})
-    slow_pages: list[PageText] = extract_pages(manifest, args.dataset, reference, args.workers)
-    fast_pages: list[PageText] = extract_pages(manifest, args.dataset, fast, args.workers)
+    slow_pages = extract_pages(manifest, args.dataset, reference, args.workers)
+    return manifest, reference, slow_pages, extract_pages(manifest, args.dataset, fast, args.workers)
+
+
+def main() -> int:
+    args = arguments(__doc__.split("\n\n")[0])
+    manifest, reference, slow_pages, fast_pages = both_extractions(args)
     slow_ms = 1000 * statistics.median(p.seconds for p in slow_pages)
     fast_ms = 1000 * statistics.median(p.seconds for p in fast_pages)
     declared = [p.declared for p in slow_pages]

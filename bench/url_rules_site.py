@@ -171,7 +171,7 @@ def confident_rules(store_url: str, prefix: str | None = None) -> list[str]:
         store.close()
     book = RuleBook(default_of("NEARDUP_URL_RULES_MIN_SUPPORT"), default_of("NEARDUP_URL_RULES_CONFIDENCE"))
     book.merge(counts)
-    return sorted(f"{host} {rule.name}" for host, rule, _ in book.rules() if rule in book.confident(host))
+    return sorted(f"{host} {rule.name}" for host, rule, _, used in book.listing() if used)
 
 
 def warm_up(confidence: float, min_support: int) -> int:

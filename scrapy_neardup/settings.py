@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .engine.algorithms import DEFAULT_ALGORITHM, MINHASH_SKETCH_NAMES, algorithm_names
@@ -485,14 +485,3 @@ class Config:
             return self.store_url
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in spider_name) or "spider"
         return "sqlite:///" + os.path.join(data_dir, "neardup", safe + ".sqlite3")
-
-
-def _config_fields_are_the_table() -> None:  # pragma: no cover - a programming error, caught at import
-    names = [f.name for f in fields(Config) if f.name != "stored_index"]
-    if sorted(names) != sorted(s.field for s in SETTINGS):
-        raise AssertionError(
-            "Config's fields and SETTINGS differ: " + ", ".join(sorted(set(names) ^ {s.field for s in SETTINGS}))
-        )
-
-
-_config_fields_are_the_table()

@@ -19,7 +19,6 @@ from scrapy.utils.defer import maybe_deferred_to_future
 
 from ..engine.canonical import Declaration, chosen, link_header_canonical, may_fetch
 from ..engine.decisions import Declared
-from ..engine.urlrules import SKIPPED_COUNTER, host_of
 from .reporting import verdict_meta
 from .screening import response_job
 from .service import NearDupService, Prepared
@@ -145,7 +144,6 @@ class NearDupDownloaderMiddleware:
             )
             return request.replace(url=prediction.target, meta={**request.meta, META_PREDICTED: request.url})
         stats.inc_value("neardup/skipped/predicted")
-        service.host_counts[(host_of(request.url), SKIPPED_COUNTER)] += 1
         service.report.predicted(request.url, prediction.target, prediction.rules)
         raise IgnoreRequest(
             f"scrapy-neardup: {request.url} not fetched: its URL rules make it {prediction.target}, met before"

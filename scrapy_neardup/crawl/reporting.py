@@ -5,7 +5,10 @@ verdict written to a request's meta."""
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import TYPE_CHECKING, Any
+
+from ..engine.urlrules import SKIPPED_COUNTER, SOFT404_COUNTER, host_of
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -58,6 +61,9 @@ class Reporter:
         self._logged_first_seen = False
         self._logged_skip_reasons: set[str] = set()
         self._logged_rechecks: set[str] = set()
+        #: Per ``(host, counter)``: soft-404 pages and requests left unfetched by the URL rules, added to the
+        #: store at close for ``scrapy-neardup report`` (:meth:`take_host_counts`).
+        self._host_counts: Counter[tuple[str, str]] = Counter()
 
     def record(self, key: str, verdict: Verdict) -> None:
         """Stats, log lines and the crawl's group report for a verdict (reactor thread)."""
@@ -77,6 +83,7 @@ class Reporter:
                     f" (such pages are counted in neardup/rechecked/{verdict.rechecked})" if first else "",
                 )
         if verdict.status == "soft404":
+            self._host_counts[(host_of(key), SOFT404_COUNTER)] += 1
             self.log_once(
                 "soft404",
                 f"{key} is a soft-404 page: a near-duplicate (similarity {verdict.similarity:.3f}) of what its "
@@ -140,11 +147,17 @@ class Reporter:
 
     def predicted(self, url: str, target: str, rules: tuple[str, ...]) -> None:
         """A request not fetched: its URL rules make it a URL decided before (said once at INFO)."""
+        self._host_counts[(host_of(url), SKIPPED_COUNTER)] += 1
         self.log_once(
             "predicted",
             f"{url} not fetched: the URL rules {', '.join(rules)} of its host make it {target}, met before "
             "(such requests are counted in neardup/skipped/predicted; see NEARDUP_URL_RULES)",
         )
+
+    def take_host_counts(self) -> dict[tuple[str, str], int]:
+        """The per-host counts since the last call (for the store), and forget them."""
+        counts, self._host_counts = dict(self._host_counts), Counter()
+        return counts
 
     def log_summary(self, spider: Spider) -> None:
         get = self.stats.get_value

@@ -11,7 +11,6 @@ import logging
 import threading
 import time
 import weakref
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -31,7 +30,7 @@ from ..engine.detector import Detector, Verdict
 from ..engine.extract import decode_html, quiet_trafilatura
 from ..engine.prepare import Prepared
 from ..engine.template import TemplateGuard
-from ..engine.urlrules import SOFT404_COUNTER, Learner, Prediction, RuleBook, host_of
+from ..engine.urlrules import Learner, Prediction, RuleBook, host_of
 from ..settings import Config, ConfigError, unknown_settings
 from ..store import Store, StoreError, StoreMismatchError, StoreWriteError, redact_url
 from ..workers import IN_PROCESS, ExtractionPool, WorkerLost, WorkerTimeout
@@ -135,9 +134,6 @@ class NearDupService:
         #: text (NEARDUP_SOFT404).
         self.soft404_answers = HostAnswers()
         self.short_groups = ShortTextGroups()
-        #: Per host, soft-404 pages and requests not fetched: added to the store's host counters at close,
-        #: for the report (``scrapy-neardup report``).
-        self.host_counts: Counter[tuple[str, str]] = Counter()
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
@@ -376,7 +372,6 @@ class NearDupService:
             and self.short_groups.is_soft404(url, verdict.canonical, outcome.prepared.text_length)
         ):
             outcome = replace(outcome, result=replace(verdict, status="soft404"))
-            self.host_counts[(host_of(url), SOFT404_COUNTER)] += 1
         return self._settle(key, outcome)
 
     async def _soft404(
@@ -395,7 +390,6 @@ class NearDupService:
             return None
         verdict = Verdict("soft404", key, answered, similarity)
         self.report.record(key, verdict)
-        self.host_counts[(host_of(url), SOFT404_COUNTER)] += 1
         return verdict
 
     async def prepare(self, job: Job) -> Prepared | BaseException:
@@ -542,9 +536,7 @@ class NearDupService:
             if synced:
                 self._rules_changed()
             else:
-                confident = {host for host in hosts if rules.book.confident(host)}
-                if confident ^ (hosts & self.ruled_hosts):
-                    self.ruled_hosts = (self.ruled_hosts - hosts) | confident
+                self.ruled_hosts = (self.ruled_hosts - hosts) | {h for h in hosts if rules.book.confident(h)}
         except Exception as exc:  # noqa: BLE001 - the rules are an economy; a failing store is met by the decisions
             logger.debug("scrapy-neardup: the URL rules could not learn from %s: %s", url, exc)
 
@@ -631,7 +623,7 @@ class NearDupService:
         """Store thread, at close (the workers are stopped): the URL rules' last counts, then flush and close
         the store."""
         with self._store_lock:
-            counts, self.host_counts = self.host_counts, Counter()
+            counts = self.report.take_host_counts()
             if counts:
                 try:
                     detector.store.add_rule_counts({key: (n, 0) for key, n in counts.items()})

@@ -114,6 +114,25 @@ class UrlRule:
         return urlunsplit((scheme, host, path, query, ""))
 
 
+def in_order(rules: Iterable[UrlRule]) -> list[UrlRule]:
+    """Rules in the order they are applied: by :data:`KINDS`, then argument."""
+    return sorted(rules, key=lambda r: (KINDS.index(r.kind), r.arg))
+
+
+def _steps(url: str, rules: Iterable[UrlRule]) -> list[tuple[str, tuple[UrlRule, ...]]]:
+    """``url`` rewritten by each of ``rules`` in turn (those that change it): every step's URL with the
+    rules applied so far."""
+    current, used, out = url, [], []
+    for rule in rules:
+        rewritten = rule.apply(current)
+        if rewritten is None:
+            continue
+        current = rewritten
+        used.append(rule)
+        out.append((current, tuple(used)))
+    return out
+
+
 def host_of(url: str) -> str:
     """The host a rule belongs to: lower case, without ``www.`` (a ``www`` rule serves both)."""
     host = (urlsplit(url).hostname or "").lower()
@@ -152,9 +171,8 @@ def explain(copy_url: str, canonical_url: str) -> list[UrlRule]:
         return []
     rules += [UrlRule("param", name) for name in sorted({k for k, v in copy_params if (k, v) not in canonical_params})]
     rules += _path_rules(copy.path or "/", canonical.path or "/")
-    rewritten = copy_url
-    for rule in sorted(rules, key=lambda r: KINDS.index(r.kind)):
-        rewritten = rule.apply(rewritten) or rewritten
+    steps = _steps(copy_url, in_order(set(rules)))
+    rewritten = steps[-1][0] if steps else copy_url
     return sorted(set(rules)) if _same(rewritten, canonical_url) else []
 
 
@@ -260,15 +278,7 @@ class RuleBook:
         """What ``url`` becomes by every rule of its host (confident or not), each applied once in order:
         each step's URL with the rules that made it. A trial takes the first step that was decided: all its
         rules together succeed or fail (two tracking parameters are dropped together, or not at all)."""
-        current, used, out = url, [], []
-        for rule in sorted(self.counts.get(host_of(url), {}), key=lambda r: (KINDS.index(r.kind), r.arg)):
-            rewritten = rule.apply(current)
-            if rewritten is None:
-                continue
-            current = rewritten
-            used.append(rule)
-            out.append((current, tuple(used)))
-        return out
+        return _steps(url, in_order(self.counts.get(host_of(url), {})))
 
     def record(self, url: str, rule: UrlRule, success: bool) -> None:
         """One trial of ``rule`` on ``url``'s host."""
@@ -284,34 +294,28 @@ class RuleBook:
 
     def confident(self, host: str) -> list[UrlRule]:
         """The rules of ``host`` a prediction may use, in the order they are applied."""
-        return sorted(
-            (
-                rule
-                for rule, count in self.counts.get(host, {}).items()
-                if count.successes >= self.min_support and count.confidence >= self.min_confidence
-            ),
-            key=lambda r: (KINDS.index(r.kind), r.arg),
+        return in_order(
+            rule
+            for rule, count in self.counts.get(host, {}).items()
+            if count.successes >= self.min_support and count.confidence >= self.min_confidence
         )
 
     def rewrites(self, url: str) -> list[Prediction]:
         """What ``url`` becomes by its host's confident rules, each applied once in order: every step's URL
         with the rules that made it, shortest first. The caller asks its store which of them was decided
         already (one lookup for all); the first one that was is the prediction."""
-        current, used, out = url, [], []
-        for rule in self.confident(host_of(url)):
-            rewritten = rule.apply(current)
-            if rewritten is None:
-                continue
-            current = rewritten
-            used.append(rule.name)
-            out.append(Prediction(url, current, tuple(used)))
-        return out
+        return [
+            Prediction(url, target, tuple(rule.name for rule in used))
+            for target, used in _steps(url, self.confident(host_of(url)))
+        ]
 
-    def rules(self) -> Iterable[tuple[str, UrlRule, RuleCount]]:
-        """Every rule with its host and counts."""
+    def listing(self) -> list[tuple[str, UrlRule, RuleCount, bool]]:
+        """Every rule with its host, its counts, and whether a prediction may use it."""
+        out = []
         for host, rules in sorted(self.counts.items()):
-            for rule, count in sorted(rules.items()):
-                yield host, rule, count
+            used = set(self.confident(host))
+            out += [(host, rule, count, rule in used) for rule, count in sorted(rules.items())]
+        return out
 
 
 class RuleCountStore(Protocol):

@@ -57,14 +57,22 @@ class Ready(NamedTuple):
 _Result = Union[Ready, Unreadable]
 
 
+def _document(item: Document | RawLine) -> Document | Unreadable:
+    """The document of an input item: a JSON line parsed, or why it cannot be read."""
+    if not isinstance(item, RawLine):
+        return item
+    try:
+        return parse_line(item)
+    except BadLine as exc:
+        return Unreadable(str(exc))
+
+
 def _prepare_in_worker(item: Document | RawLine) -> _Result:
     """A document (a JSON line parsed first) to what the decision needs, in the process that runs it."""
-    if isinstance(item, RawLine):
-        try:
-            item = parse_line(item)
-        except BadLine as exc:
-            return Unreadable(str(exc))
-    return Ready(item.url, prepare(worker_pipeline(), item).to_wire(), item.declared)
+    doc = _document(item)
+    if isinstance(doc, Unreadable):
+        return doc
+    return Ready(doc.url, prepare(worker_pipeline(), doc).to_wire(), doc.declared)
 
 
 def prepare_batch(items: list[Document | RawLine]) -> list[_Result]:
@@ -75,13 +83,11 @@ def prepare_batch(items: list[Document | RawLine]) -> list[_Result]:
 def _lost(item: Document | RawLine, why: BaseException) -> _Result:
     """What a document whose extraction ended its worker (a native crash, the timeout) becomes: a document
     with no fingerprint (skip reason ``error``), reported, never silently dropped."""
-    if isinstance(item, RawLine):
-        try:
-            item = parse_line(item)
-        except BadLine as exc:
-            return Unreadable(str(exc))
-    print(f"scrapy-neardup: {item.url}: extraction failed and the document is skipped ({why})", file=sys.stderr)
-    return Ready(item.url, Prepared(None, "error").to_wire(), item.declared)
+    doc = _document(item)
+    if isinstance(doc, Unreadable):
+        return doc
+    print(f"scrapy-neardup: {doc.url}: extraction failed and the document is skipped ({why})", file=sys.stderr)
+    return Ready(doc.url, Prepared(None, "error").to_wire(), doc.declared)
 
 
 def _worker_batches(documents: Iterable[Document | RawLine]) -> Iterator[list[Document | RawLine]]:

@@ -827,11 +827,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
         store.close()
     book = RuleBook(args.min_support, args.min_confidence)
     book.merge(counts)
-    rows = [
-        (host, rule, count, rule in book.confident(host))
-        for host, rule, count in book.rules()
-        if args.all or rule in book.confident(host)
-    ]
+    rows = [row for row in book.listing() if args.all or row[3]]
     output = AtomicOutput(args.output)
     out = output.file
     try:

@@ -92,8 +92,7 @@ def collect(
             hosts[host].skipped += number
     book = RuleBook(min_support, min_confidence)
     book.merge(rule_counts)
-    for host, rule, count in book.rules():
-        used = rule in book.confident(host)
+    for host, rule, count, used in book.listing():
         data.rules.append((host, rule.name, count.successes, count.failures, count.confidence, used))
     data.hosts = dict(hosts)
     data.groups = dict(groups)
