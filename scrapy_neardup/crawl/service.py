@@ -369,7 +369,7 @@ class NearDupService:
             and isinstance(verdict, Verdict)
             and verdict.is_duplicate  # a near-duplicate, now or in an earlier crawl (seen)
             and not outcome.again
-            and self.short_groups.is_soft404(url, verdict.canonical, outcome.prepared.text_length)
+            and self.short_groups.is_soft404(url, verdict.canonical, outcome.prepared.text_length, verdict.similarity)
         ):
             outcome = replace(outcome, result=replace(verdict, status="soft404"))
         return self._settle(key, outcome)

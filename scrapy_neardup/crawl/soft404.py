@@ -30,10 +30,12 @@ from twisted.internet.defer import Deferred
 if TYPE_CHECKING:
     from ..engine.prepare import Prepared
 
-#: A text of fewer characters, shared by this many URLs of one host that no URL rewrite relates, is taken
+#: A text of fewer characters, shared by this many URLs of one host that no URL rewrite relates, each at
+#: least this similar to the group's first page (one template served again, not an edited copy), is taken
 #: for a "not found" template: a soft-404 page.
 SHORT_TEXT_CHARS = 1000
 SHORT_GROUP_URLS = 5
+SHORT_GROUP_SIMILARITY = 0.9
 
 #: What a probe brings back: the prepared answer and the URL it answered, or ``None`` (no soft-404 answer).
 Answer = tuple["Prepared", str] | None
@@ -91,12 +93,14 @@ class ShortTextGroups:
         self.min_urls = min_urls
         self._members: dict[tuple[str, str], int] = {}
 
-    def is_soft404(self, url: str, canonical: str, text_length: int) -> bool:
+    def is_soft404(self, url: str, canonical: str, text_length: int, similarity: float) -> bool:
         """A near-duplicate of ``canonical`` at ``url``: whether its group has shown itself a soft-404 group
         (this page included)."""
         from ..engine.urlrules import explain
 
-        if text_length >= self.max_chars or urlsplit(url).netloc.lower() != urlsplit(canonical).netloc.lower():
+        if text_length >= self.max_chars or similarity < SHORT_GROUP_SIMILARITY:
+            return False
+        if urlsplit(url).netloc.lower() != urlsplit(canonical).netloc.lower():
             return False
         if explain(url, canonical) or explain(canonical, url):
             return False
