@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .engine.detector import Detector
     from .engine.prepare import DocumentPipeline
     from .engine.template import TemplateGuard
+    from .engine.urlrules import RuleBook
     from .store import Store, StoreMismatchError
 
 #: The setting behind each parameter a store records (what a mismatch message names).
@@ -63,6 +64,20 @@ def build_algorithm(config: Config) -> Algorithm:
     if adopted is None:  # pragma: no cover - open_detector only records an index the algorithm accepts
         raise ConfigError(f"the stored index {config.stored_index} cannot serve {algorithm.name}")
     return adopted
+
+
+def build_rule_book(config: Config) -> RuleBook:
+    """The URL rules' book with the thresholds the settings give (a crawl, the ``rules`` and ``report``
+    commands)."""
+    from .engine.urlrules import RuleBook
+
+    return RuleBook(
+        config.url_rules_min_support,
+        config.url_rules_confidence,
+        prior_hosts=config.url_rules_prior_hosts,
+        prior_support=config.url_rules_prior_support,
+        explore=config.url_rules_explore,
+    )
 
 
 def build_pipeline(config: Config) -> DocumentPipeline:

@@ -324,14 +324,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "NEARDUP_URL_RULES",
         "str",
-        "learn",
+        "skip",
         "URL rules learned from the verdicts: off, learned only, or used to skip or deprioritize requests",
         choices=("off", "learn", "skip", "deprioritize"),
     ),
     Setting(
         "NEARDUP_URL_RULES_CONFIDENCE",
         "float",
-        0.98,
+        0.9,
         "estimated success rate a URL rule needs before it is used",
         low=0.5,
         high=1.0,
@@ -340,13 +340,29 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "NEARDUP_URL_RULES_EXPLORE",
         "float",
-        0.05,
-        "share of predicted duplicates fetched anyway, to keep checking the rules",
+        0.02,
+        "share of a held rule's predicted duplicates fetched anyway, to keep checking it (more while it is young)",
         low=0.0,
         high=1.0,
     ),
     Setting(
-        "NEARDUP_URL_RULES_MIN_SUPPORT", "int", 20, "successful trials before a URL rule is used", low=1, high=1_000_000
+        "NEARDUP_URL_RULES_MIN_SUPPORT", "int", 8, "successful trials before a URL rule is used", low=1, high=1_000_000
+    ),
+    Setting(
+        "NEARDUP_URL_RULES_PRIOR_HOSTS",
+        "int",
+        2,
+        "other hosts where a rule must be confident before it lends them a prior on a new host; 0: no prior",
+        low=0,
+        high=1_000_000,
+    ),
+    Setting(
+        "NEARDUP_URL_RULES_PRIOR_SUPPORT",
+        "int",
+        3,
+        "successful trials on a new host before a rule with a prior is used there",
+        low=1,
+        high=1_000_000,
     ),
     Setting("NEARDUP_WORKER_MAX_TASKS", "int", 1000, "pages per worker process before it is renewed; 0: never", low=0),
     Setting(
@@ -436,6 +452,8 @@ class Config:
     url_rules_confidence: float
     url_rules_explore: float
     url_rules_min_support: int
+    url_rules_prior_hosts: int
+    url_rules_prior_support: int
     worker_max_tasks: int
     worker_timeout: float | None
     workers: int | None

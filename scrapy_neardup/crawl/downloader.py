@@ -17,7 +17,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, TextResponse
 from scrapy.utils.defer import maybe_deferred_to_future
 
-from ..engine.canonical import Declaration, chosen, link_header_canonical, may_fetch
+from ..engine.canonical import Declaration, link_header_canonical, may_fetch
 from ..engine.decisions import Declared
 from .reporting import verdict_meta
 from .screening import response_job
@@ -110,12 +110,20 @@ class NearDupDownloaderMiddleware:
         )
 
     async def _predict(self, request: Request) -> Request | None:
+        """A request the URL rules predict to be a duplicate. It is fetched when it is its group's page (the
+        page the group reaches the spider through) or explored; else it is left unfetched when its group's
+        page was fetched in this crawl already, or replaced by a request for that page (through the
+        scheduler, whose dupefilter keeps the page to one fetch) when it was not: a skip never removes the
+        page a group reaches the spider through, in this crawl or the next."""
         service = self.service
         prediction = await service.predicted(request.url)
         if prediction is None:
             return None
         stats = service.stats
-        if explored(request.url, self.config.url_rules_explore):
+        if prediction.decided and prediction.group == request.url:
+            stats.inc_value("neardup/url_rules/group_page")
+            return None
+        if explored(request.url, prediction.explore):
             stats.inc_value("neardup/url_rules/explored")
             request.meta[META_PREDICTED] = prediction.target
             return None
@@ -132,17 +140,21 @@ class NearDupDownloaderMiddleware:
                 )
                 raise IgnoreRequest(f"scrapy-neardup: {request.url} sent back at a lower priority")
             return None
-        if not prediction.decided:
-            # Its page, by the rules, is the one at the rewritten URL, not fetched yet: that URL is
-            # requested in its place, through the scheduler, whose dupefilter keeps the page to one fetch.
-            stats.inc_value("neardup/url_rules/rewritten")
-            service.report.log_once(
-                "rewritten",
-                f"{request.url} requested as {prediction.target}: the URL rules {', '.join(prediction.rules)} "
-                "of its host make it that page (such requests are counted in neardup/url_rules/rewritten; "
-                "see NEARDUP_URL_RULES)",
-            )
-            return request.replace(url=prediction.target, meta={**request.meta, META_PREDICTED: request.url})
+        page = prediction.target if not prediction.decided else prediction.group
+        if page is not None and not prediction.group_fetched and page != request.url:
+            if prediction.decided and not may_fetch(self.config.canonical_fetch, request.url, page):
+                page = None  # a group of another site: this page would be its near-duplicate, not its way in
+            else:
+                # Its page, by the rules, is the one at the rewritten URL (or its group's page), not fetched in
+                # this crawl: that URL is requested in its place, through the scheduler.
+                stats.inc_value("neardup/url_rules/rewritten")
+                service.report.log_once(
+                    "rewritten",
+                    f"{request.url} requested as {page}: the URL rules {', '.join(prediction.rules)} of its "
+                    "host make it that page (such requests are counted in neardup/url_rules/rewritten; see "
+                    "NEARDUP_URL_RULES)",
+                )
+                return request.replace(url=page, meta={**request.meta, META_PREDICTED: request.url})
         stats.inc_value("neardup/skipped/predicted")
         service.report.predicted(request.url, prediction.target, prediction.rules)
         raise IgnoreRequest(
@@ -200,8 +212,8 @@ class NearDupDownloaderMiddleware:
             service.stats.inc_value("neardup/tagged")
             return response.replace(flags=[*response.flags, SOFT404_FLAG])
         if verdict.is_duplicate:
-            if self.config.canonical and not own_key:
-                self._follow_declared(request, chosen(declaration, prepared.declared_canonical), verdict.canonical)
+            if not own_key:
+                await self._follow_group(request, verdict.canonical)
             if self.config.action == "drop":
                 service.stats.inc_value("neardup/dropped")
                 raise IgnoreRequest(f"near-duplicate of {verdict.canonical} (similarity {verdict.similarity:.3f})")
@@ -281,24 +293,25 @@ class NearDupDownloaderMiddleware:
             return None
         return prepared
 
-    def _follow_declared(self, request: Request, declaration: Declaration | None, canonical: str) -> None:
-        """A copy judged a near-duplicate of the very page it declares canonical: that page is requested in its
-        place (the copy's callback and meta carried over, as a redirect would), through the scheduler, so that
-        it reaches the spider once even when the spider never links to it; the dupefilter drops the request
-        when the spider asked for that page itself."""
-        declared = None if declaration is None else declaration.url
-        if declared is None or self.config.canonical_fetch == "none":
-            self._kept.pop(canonical, None)
+    async def _follow_group(self, request: Request, page: str) -> None:
+        """A near-duplicate of ``page``, its group's page: when that page was not fetched in this crawl (a
+        declared page fetched first, whose response is kept; a group's page no link of this crawl led to yet),
+        it is requested in the copy's place (the copy's callback and meta carried over, as a redirect would),
+        through the scheduler, so that the group reaches the spider once even when the spider never links to
+        its page; the dupefilter drops the request when the spider asked for that page itself. Within
+        ``NEARDUP_CANONICAL_FETCH`` (by default: the same site)."""
+        policy = self.config.canonical_fetch
+        kept = self._kept.get(page) is not None
+        if policy == "none" or page in (request.url,) or not may_fetch(policy, request.url, page):
+            self._kept.pop(page, None)
             return
-        if canonical != declared and self._kept.get(canonical) is None:
-            return  # the group's canonical page is not the one declared (nor where its URL redirected)
-        if not may_fetch(self.config.canonical_fetch, request.url, canonical):
-            return
+        if not kept and await self.service.fetched_now(page) is not False:
+            return  # fetched in this crawl already (it reached the spider then), or the store cannot say
         engine = self.crawler.engine
         if engine is None:  # pragma: no cover - the crawl is over
             return
         meta = {k: v for k, v in request.meta.items() if k not in _OWN_META}
-        engine.crawl(request.replace(url=canonical, meta={**meta, META_FOLLOWED_FROM: request.url}, dont_filter=False))
+        engine.crawl(request.replace(url=page, meta={**meta, META_FOLLOWED_FROM: request.url}, dont_filter=False))
         self.service.stats.inc_value("neardup/canonical/followed")
 
 

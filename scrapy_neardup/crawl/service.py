@@ -23,14 +23,15 @@ from scrapy.utils.project import data_path
 from twisted.internet.defer import Deferred
 from twisted.python.threadpool import ThreadPool
 
-from ..assembly import build_pipeline, build_store, build_template_guard, open_detector
+from ..assembly import build_pipeline, build_rule_book, build_store, build_template_guard, open_detector
+from ..engine.bestcopy import better_copy
 from ..engine.canonical import Declaration, chosen, declared_canonical
 from ..engine.decisions import Decision, DecisionLoop, Declared
 from ..engine.detector import Detector, Verdict
 from ..engine.extract import decode_html, quiet_trafilatura
 from ..engine.prepare import Prepared
 from ..engine.template import TemplateGuard
-from ..engine.urlrules import Learner, Prediction, RuleBook, host_of
+from ..engine.urlrules import Learner, Prediction, host_of
 from ..settings import Config, ConfigError, unknown_settings
 from ..store import Store, StoreError, StoreMismatchError, StoreWriteError, redact_url
 from ..workers import IN_PROCESS, ExtractionPool, WorkerLost, WorkerTimeout
@@ -211,10 +212,10 @@ class NearDupService:
             self.guard = build_template_guard(config, self.algorithm)
         self.detector = detector
         self._decisions = DecisionLoop(detector, self.guard)
+        detector.better = self._better_copy
         if config.url_rules != "off":
             try:
-                book = RuleBook(config.url_rules_min_support, config.url_rules_confidence)
-                self.rules = Learner(book, store, detector.group_of)
+                self.rules = Learner(build_rule_book(config), store, detector.group_of)
                 self._rules_changed()
             except StoreError as exc:  # the rules are an economy: the crawl goes on without them
                 logger.warning("scrapy-neardup: URL rules off for this crawl: %s", exc, extra={"spider": spider})
@@ -520,6 +521,14 @@ class NearDupService:
             mine.prepared, mine.verdict, mine.refiled, tuple(d for d in made[:-1] if not d.again), mine.again
         )
 
+    def _better_copy(self, new: str, old: str) -> bool:
+        """Store thread: whether the page ``new`` takes its group from ``old`` (:mod:`..engine.bestcopy`),
+        unless a page of this crawl declared ``old`` canonical (a declaration outranks the URLs' shapes)."""
+        decisions = self._decisions
+        if decisions is not None and decisions.declarations.declarers_of(old):
+            return False
+        return better_copy(new, old)
+
     def _observe(self, made: list[Decision], url: str | None) -> None:
         """Store thread, under the store lock: the URL rules learn from the pages just decided (those filed
         under their own URL: a page with a ``neardup_key`` of its own says nothing of its URL)."""
@@ -531,7 +540,7 @@ class NearDupService:
                 if decision.again or (decision is made[-1] and decision.key != url):
                     continue
                 verdict = decision.verdict
-                synced |= rules.observe(decision.key, verdict.status, verdict.canonical)
+                synced |= rules.observe(decision.key, verdict.status, verdict.canonical, verdict.displaced)
                 hosts.add(host_of(decision.key))
             if synced:
                 self._rules_changed()
@@ -555,11 +564,31 @@ class NearDupService:
 
         def look() -> Prediction | None:
             with self._store_lock:
-                if self.detector is None:
+                detector = self.detector
+                if detector is None:
                     return None
                 try:
-                    return rules.predict(url)
+                    prediction = rules.predict(url)
+                    if prediction is not None and prediction.group is not None and prediction.group != url:
+                        prediction = replace(prediction, group_fetched=detector.fetched_now(prediction.group))
+                    return prediction
                 except Exception:  # noqa: BLE001 - fetch it: the decision will meet a failing store
+                    return None
+
+        return await self._in_store_thread(look)  # type: ignore[no-any-return]
+
+    async def fetched_now(self, key: str) -> bool | None:
+        """Whether ``key`` was filed or fetched again in this crawl, by any process of it (``None`` when the
+        store cannot say)."""
+
+        def look() -> bool | None:
+            with self._store_lock:
+                detector = self.detector
+                if detector is None:
+                    return None
+                try:
+                    return detector.fetched_now(key)
+                except Exception:  # noqa: BLE001 - the store is failing: the decisions meet and count it
                     return None
 
         return await self._in_store_thread(look)  # type: ignore[no-any-return]
@@ -612,6 +641,8 @@ class NearDupService:
         if isinstance(result, Verdict):
             if not outcome.again:  # else counted when a copy brought it in
                 self.report.record(key, result)
+                if result.displaced is not None:
+                    self.stats.inc_value("neardup/repointed")
             return prepared, result
         if isinstance(result, StoreError):
             self.store_failed(key, result)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -17,6 +17,9 @@ Recheck = Literal["changed", "expired", "orphaned"]
 
 #: How often a check-and-insert is retried when another process filed a document in the same buckets.
 MAX_RETRIES = 16
+#: How many re-pointed canonicals are followed to find a group's page (each re-point goes to a better copy
+#: of a total order, so chains are short; a longer one is a damaged store).
+MAX_CHAIN = 32
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,10 @@ class Verdict:
     also: tuple[str, ...] = ()
     #: Set when the key was filed before but its record was replaced: why it was checked afresh.
     rechecked: Recheck | None = None
+    #: The group's former canonical page, when this page is a better copy and the group was re-pointed to it
+    #: (:meth:`Detector.check_many`): ``status`` is then ``duplicate`` of that page when it was fetched in
+    #: this session (it reached the spider already), else ``unique``.
+    displaced: str | None = None
 
     @property
     def is_duplicate(self) -> bool:
@@ -86,6 +93,12 @@ class Detector:
         self.recheck_changed = recheck_changed
         self.max_age_secs = max_age_secs or None
         self.text_params = dict(text_params or {})
+        #: Whether a page should be its group's page instead of the group's canonical (new URL, canonical
+        #: URL): set by a caller that re-points groups to their best copy (:mod:`.bestcopy`); ``None``: a
+        #: group keeps the first page filed.
+        self.better: Callable[[str, str], bool] | None = None
+        #: When this session began: a page last seen since was fetched in it (:meth:`fetched_now`).
+        self.session_started = time.time()
 
     def meta(self) -> dict[str, object]:
         return {"format_version": FORMAT_VERSION, **self.algorithm.params(), **self.text_params}
@@ -168,9 +181,10 @@ class Detector:
                 key, signature, buckets = check.key, check.signature, check.buckets
                 known = found.known
                 if known is not None:
-                    reason = self._recheck(known, [signature, *check.also])
+                    root = self._root(known)
+                    reason = "orphaned" if root is None else self._recheck(known, [signature, *check.also])
                     if reason is None:
-                        verdicts[i] = Verdict("seen", key, known.canonical or key, known.similarity)
+                        verdicts[i] = Verdict("seen", key, root or key, known.similarity)
                     else:
                         rechecked[i] = reason
                         stale.append(key)
@@ -183,6 +197,14 @@ class Detector:
                 matches = self.best_matches(check, found.candidates)
                 if matches:
                     (sim, best), also = matches[0], tuple(c.key for _, c in matches[1:])
+                    if self._displaces(check, best.key):
+                        # A better copy of the group: filed as canonical, then the group re-pointed to it.
+                        adds.append(Filing(key, signature, buckets, None, 1.0, token))
+                        status: Status = "duplicate" if self.fetched_now(best.key) else "unique"
+                        canonical = best.key if status == "duplicate" else key
+                        verdict = Verdict(status, key, canonical, sim, also, rechecked.get(i), displaced=best.key)
+                        planned.append((i, verdict))
+                        continue
                     adds.append(Filing(key, signature, buckets, best.key, sim, token, best.ref))
                     planned.append((i, Verdict("duplicate", key, best.key, sim, also, rechecked.get(i))))
                 else:
@@ -199,7 +221,7 @@ class Detector:
                     planned.append((i, Verdict("unique", key, key, 1.0, declarers, rechecked.get(i))))
             for (i, verdict), result in zip(planned, self.store.add_many(adds) if adds else []):
                 if result == Added.FILED:
-                    verdicts[i] = verdict
+                    verdicts[i] = verdict if verdict.displaced is None else self._repoint(verdict)
                 else:
                     waiting.append(i)
             if stale:
@@ -212,13 +234,58 @@ class Detector:
     def check_fingerprint(self, key: str, signature: bytes, buckets: Any, also: Sequence[bytes] = ()) -> Verdict:
         return self.check_many([Check(key, signature, buckets, also)])[0]
 
-    def group_of(self, key: str) -> str | None:
-        """The canonical page of the group ``key`` is filed in (itself when it is canonical); ``None`` when
-        it is not filed, or its record is orphaned."""
+    def _displaces(self, check: Check, canonical: str) -> bool:
+        """Whether the page of ``check`` takes its group from ``canonical``: a better copy by the caller's
+        policy, unless a declaration borne out chose the group (``prefer``)."""
+        return self.better is not None and check.prefer is None and self.better(check.key, canonical)
+
+    def _repoint(self, verdict: Verdict) -> Verdict:
+        """The page of ``verdict`` was filed as canonical beside its group's canonical (``displaced``): make
+        that page its near-duplicate. When another process re-pointed the group first, the better of the two
+        pages keeps it; this page's verdict says which group it joined."""
+        old = verdict.displaced
+        for _ in range(MAX_CHAIN):
+            if old is None or old == verdict.key:
+                return verdict
+            if self.store.repoint(old, verdict.key, verdict.similarity):
+                return verdict
+            root = self.group_of(old)
+            if root is None or root == verdict.key:
+                return verdict
+            if self.better is not None and self.better(verdict.key, root):
+                old = root
+                continue
+            # The group's page now is a better copy than this one: this page joins it.
+            if self.store.repoint(verdict.key, root, verdict.similarity):
+                return Verdict("duplicate", verdict.key, root, verdict.similarity, verdict.also, verdict.rechecked)
+            old = self.group_of(verdict.key)
+        return verdict
+
+    def fetched_now(self, key: str) -> bool:
+        """Whether ``key`` was filed or fetched again in this session (its last-seen time)."""
         record = self.store.get(key)
-        if record is None or record.orphaned:
+        return record is not None and record.seen is not None and record.seen >= int(self.session_started)
+
+    def _root(self, record: DocRecord) -> str | None:
+        """The group's page of a filed ``record``: its canonical, followed through re-pointed ones
+        (:attr:`DocRecord.chained`); ``None`` when the chain ends in an orphan."""
+        if record.orphaned:
             return None
-        return record.canonical or key
+        if not record.chained or record.canonical is None:
+            return record.canonical
+        return self.group_of(record.canonical)
+
+    def group_of(self, key: str) -> str | None:
+        """The canonical page of the group ``key`` is filed in (itself when it is canonical; through the
+        canonicals its group was re-pointed from); ``None`` when it is not filed, or its record is orphaned."""
+        for _ in range(MAX_CHAIN):
+            record = self.store.get(key)
+            if record is None or record.orphaned:
+                return None
+            if record.canonical is None:
+                return key
+            key = record.canonical
+        raise StoreError(f"the group of {key!r} is re-pointed more than {MAX_CHAIN} times")
 
     def matches(self, signature: bytes, other: bytes) -> float | None:
         """The similarity of two fingerprints when it is at or above the threshold; else ``None``."""

@@ -17,8 +17,16 @@ predicted were duplicates often enough, and a fraction of its predictions is sti
   alias's side. A page's own verdict is the ground truth: the prediction is never what makes it true.
 * A rule is **applied** (:meth:`RuleBook.rewrites`) once it has ``min_support`` successes and its estimated
   success rate, ``(successes + 1) / (trials + 2)`` (Laplace's rule of succession), is at least
-  ``min_confidence``: a single failure after fifty successes takes it below 0.98, so a rule that starts to
-  predict wrongly is retired at once.
+  ``min_confidence``: a rule that starts to predict wrongly is retired at its first failures.
+* A rule **learns across hosts**: sites share their duplicate-making patterns (``utm_source``, ``amp``,
+  ``print``), so a rule confident on at least ``prior_hosts`` other hosts lends its pooled success rate to a
+  new host as a prior of ``PRIOR_WEIGHT`` trials (the empirical-Bayes estimate of a rate shared by groups:
+  Efron and Morris, 1975). On the new host it is then used after ``prior_support`` successes of its own,
+  while its estimate ``(successes + a + 1) / (trials + PRIOR_WEIGHT + 2)`` stays at ``min_confidence``: a
+  failure there takes it below at once. A rule is never used on a host where it never succeeded: a host
+  whose ``/amp/`` paths are other pages never proposes ``prefix:amp``.
+* A used rule is **explored**: a share of its predictions is fetched anyway, to keep trying it
+  (:meth:`RuleBook.explore_share`): more while it is young, ``explore`` once it has held.
 
 Nothing here knows Scrapy or a store: the counts are kept by the caller (:class:`RuleCounts` crossing to the
 store), and the rules are plain names (``param:utm_source``) so that they can be stored, merged across
@@ -214,6 +222,13 @@ class RuleCount:
         return (self.successes + 1) / (self.trials + 2)
 
 
+#: Trials a prior from other hosts counts for (see the module's docstring).
+PRIOR_WEIGHT = 50
+#: Successes on its host after which a rule is explored at the floor share (``explore``); below, more.
+EXPLORE_MATURE = 20
+#: The largest share of a young rule's predictions fetched anyway.
+EXPLORE_MAX = 0.5
+
 #: ``(host, rule name) -> (successes, failures)``: what crosses to and from a store.
 RuleCounts = Mapping[tuple[str, str], tuple[int, int]]
 
@@ -221,13 +236,18 @@ RuleCounts = Mapping[tuple[str, str], tuple[int, int]]
 @dataclass(frozen=True)
 class Prediction:
     """A request's URL rewritten by the confident rules of its host: into a URL already decided
-    (``decided``), or, when none of its rewrites was, into the last of them (the URL the rules say holds
-    the page: to be fetched in its place)."""
+    (``decided``; ``group``, the page its group reaches the spider through), or, when none of its rewrites
+    was, into the last of them (the URL the rules say holds the page: to be fetched in its place).
+    ``explore``: the share of such predictions fetched anyway (:meth:`RuleBook.explore_share`);
+    ``group_fetched``: the group's page was fetched in this crawl already (set by the crawl)."""
 
     url: str
     target: str
     rules: tuple[str, ...]
     decided: bool = True
+    group: str | None = None
+    explore: float = 0.0
+    group_fetched: bool = False
 
 
 class RuleBook:
@@ -236,11 +256,24 @@ class RuleBook:
     Not thread-safe: the crawl keeps it on its store thread; :meth:`merge` takes what other processes
     counted (from the store), :meth:`pending` gives what this one counted since it last gave it."""
 
-    def __init__(self, min_support: int = 20, min_confidence: float = 0.98) -> None:
+    def __init__(
+        self,
+        min_support: int = 20,
+        min_confidence: float = 0.98,
+        prior_hosts: int = 0,
+        prior_support: int = 3,
+        explore: float = 0.0,
+    ) -> None:
         self.min_support = min_support
         self.min_confidence = min_confidence
+        self.prior_hosts = prior_hosts
+        self.prior_support = prior_support
+        self.explore = explore
         self.counts: dict[str, dict[UrlRule, RuleCount]] = {}
         self._pending: dict[tuple[str, str], list[int]] = {}
+        #: Per rule: the hosts where it is confident on its own counts, and its pooled counts over every
+        #: host (:meth:`_pool`, made again when the counts change).
+        self._pooled: dict[UrlRule, tuple[frozenset[str], int, int]] | None = None
 
     def merge(self, counts: RuleCounts) -> None:
         """Take the counts of the store (every process's), replacing this book's."""
@@ -256,6 +289,7 @@ class RuleBook:
             count.successes += successes
             count.failures += failures
         self.counts = book
+        self._pooled = None
 
     def pending(self) -> dict[tuple[str, str], tuple[int, int]]:
         """What this book counted since the last call (to add to the store), and forget it."""
@@ -291,14 +325,66 @@ class RuleBook:
         else:
             count.failures += 1
             pending[1] += 1
+        self._pooled = None
+
+    def _own(self, count: RuleCount) -> bool:
+        """Confident on its host's counts alone."""
+        return count.successes >= self.min_support and count.confidence >= self.min_confidence
+
+    def _pool(self) -> dict[UrlRule, tuple[frozenset[str], int, int]]:
+        if self._pooled is None:
+            hosts: dict[UrlRule, set[str]] = {}
+            totals: dict[UrlRule, list[int]] = {}
+            for host, rules in self.counts.items():
+                for rule, count in rules.items():
+                    total = totals.setdefault(rule, [0, 0])
+                    total[0] += count.successes
+                    total[1] += count.failures
+                    if self._own(count):
+                        hosts.setdefault(rule, set()).add(host)
+            self._pooled = {
+                rule: (frozenset(hosts.get(rule, ())), total[0], total[1]) for rule, total in totals.items()
+            }
+        return self._pooled
+
+    def prior_confidence(self, host: str, rule: UrlRule) -> float | None:
+        """The rule's estimated success rate on ``host`` with the prior of the other hosts where it is
+        confident; ``None`` when fewer than ``prior_hosts`` lend one."""
+        if self.prior_hosts <= 0:
+            return None
+        pooled = self._pool().get(rule)
+        if pooled is None:
+            return None
+        hosts, successes, failures = pooled
+        count = self.counts.get(host, {}).get(rule, RuleCount())
+        if len(hosts - {host}) < self.prior_hosts:
+            return None
+        others_s, others_f = successes - count.successes, failures - count.failures
+        prior_s = PRIOR_WEIGHT * (others_s + 1) / (others_s + others_f + 2)
+        return (count.successes + prior_s + 1) / (count.trials + PRIOR_WEIGHT + 2)
+
+    def used(self, host: str, rule: UrlRule, count: RuleCount) -> bool:
+        """Whether a prediction on ``host`` may use ``rule`` (with ``count``, its counts there)."""
+        if self._own(count):
+            return True
+        if count.successes < self.prior_support:
+            return False
+        prior = self.prior_confidence(host, rule)
+        return prior is not None and prior >= self.min_confidence
 
     def confident(self, host: str) -> list[UrlRule]:
         """The rules of ``host`` a prediction may use, in the order they are applied."""
-        return in_order(
-            rule
-            for rule, count in self.counts.get(host, {}).items()
-            if count.successes >= self.min_support and count.confidence >= self.min_confidence
-        )
+        return in_order(rule for rule, count in self.counts.get(host, {}).items() if self.used(host, rule, count))
+
+    def explore_share(self, url: str, rules: Iterable[str]) -> float:
+        """The share of the predictions a prediction by ``rules`` (names) on ``url``'s host belongs to that is
+        fetched anyway: ``explore`` once each rule has ``EXPLORE_MATURE`` successes there, more while one is
+        young (``explore * EXPLORE_MATURE / successes``, at most ``EXPLORE_MAX``)."""
+        if self.explore <= 0:
+            return 0.0
+        counts = self.counts.get(host_of(url), {})
+        youngest = min((counts.get(UrlRule.parse(name), RuleCount()).successes for name in rules), default=0)
+        return min(EXPLORE_MAX, self.explore * max(1.0, EXPLORE_MATURE / max(youngest, 1)))
 
     def rewrites(self, url: str) -> list[Prediction]:
         """What ``url`` becomes by its host's confident rules, each applied once in order: every step's URL
@@ -310,7 +396,8 @@ class RuleBook:
         ]
 
     def listing(self) -> list[tuple[str, UrlRule, RuleCount, bool]]:
-        """Every rule with its host, its counts, and whether a prediction may use it."""
+        """Every rule with its host, its counts, and whether a prediction may use it (on its own counts or
+        with the other hosts' prior)."""
         out = []
         for host, rules in sorted(self.counts.items()):
             used = set(self.confident(host))
@@ -350,19 +437,22 @@ class Learner:
         self._synced_at = time.monotonic()
         self.book.merge(store.rule_counts())
 
-    def observe(self, key: str, status: str, canonical: str) -> bool:
+    def observe(self, key: str, status: str, canonical: str, displaced: str | None = None) -> bool:
         """A page was decided: filed as ``canonical``'s near-duplicate (``status`` ``duplicate``, or ``seen``
-        with a canonical other than itself), or as its own group. A page whose key is not its URL is not
-        observed (the caller leaves it out). Whether the book was synchronised with the store."""
-        group = canonical if status in ("duplicate", "seen") and canonical else key
-        if status == "duplicate":
+        with a canonical other than itself), or as its own group; ``displaced``: the group's former canonical
+        page, when this page took the group from it (a better copy, see :mod:`.bestcopy`). A page whose key is
+        not its URL is not observed (the caller leaves it out). Whether the book was synchronised with the
+        store."""
+        group = key if displaced else canonical if status in ("duplicate", "seen") and canonical else key
+        near = displaced or (canonical if status == "duplicate" else None)
+        if near:
             # Either URL may be the alias: the original fetched after its alias is its near-duplicate.
-            self.book.propose(key, canonical)
-            self.book.propose(canonical, key)
-            for target, rules in self.book.trial_steps(canonical):
+            self.book.propose(key, near)
+            self.book.propose(near, key)
+            for target, rules in self.book.trial_steps(near):
                 if target == key:
                     for rule in rules:
-                        self.book.record(canonical, rule, True)
+                        self.book.record(near, rule, True)
                     break
         for target, rules in self.book.trial_steps(key):
             target_group = self.group_of(target)
@@ -381,8 +471,9 @@ class Learner:
         last one, not decided (``None`` when no confident rule rewrites it)."""
         rewrites = self.book.rewrites(url)
         for prediction in rewrites:
-            if self.group_of(prediction.target) is not None:
-                return prediction
+            group = self.group_of(prediction.target)
+            if group is not None:
+                return replace(prediction, group=group, explore=self.book.explore_share(url, prediction.rules))
         return replace(rewrites[-1], decided=False) if rewrites else None
 
     def sync(self) -> None:

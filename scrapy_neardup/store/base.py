@@ -92,6 +92,9 @@ class DocRecord:
     seen: float | None = None
     canonical_signature: bytes | None = None
     orphaned: bool = False
+    #: Its canonical is itself a near-duplicate now: that group was re-pointed to a better copy
+    #: (:meth:`Store.repoint`), and the group's page is found by following ``canonical`` on.
+    chained: bool = False
 
     @property
     def reference(self) -> bytes | None:
@@ -306,6 +309,16 @@ class Store(ABC):
         (changing nothing) when ``key`` is unknown or is a near-duplicate.
         """
         raise NotImplementedError(f"{type(self).__name__} cannot re-file documents")
+
+    def repoint(self, old: str, new: str, similarity: float) -> bool:
+        """Make the canonical document ``old`` a near-duplicate of the canonical document ``new`` (a better copy
+        of its group, filed just before), atomically: ``old`` keeps its signature, so that its own
+        near-duplicates, which still name it, are compared with what they were judged against, and it leaves
+        the candidates of every lookup. Its group's pages are then found through it (:attr:`DocRecord.chained`).
+        Returns ``False``, changing nothing, when either is unknown or not canonical any more (another process
+        re-pointed it first). A backend that cannot re-point keeps every group's first canonical (the default).
+        """
+        return False
 
     def iter_records(self) -> Any:
         """Every document record but orphans (for clustering and export at the end of a crawl)."""

@@ -82,7 +82,13 @@ class MemoryStore(Store):
         if self._canonical[canonical] == _REMOVED:
             return DocRecord(key, None, similarity, None, seen, orphaned=True)
         return DocRecord(
-            key, self._keys[canonical].decode("utf-8"), similarity, None, seen, self._signatures[canonical]
+            key,
+            self._keys[canonical].decode("utf-8"),
+            similarity,
+            None,
+            seen,
+            self._signatures[canonical],
+            chained=self._canonical[canonical] >= 0,
         )
 
     def get(self, key: str) -> DocRecord | None:
@@ -200,6 +206,16 @@ class MemoryStore(Store):
         self._buckets.add(buckets, doc)
         return True
 
+    def repoint(self, old: str, new: str, similarity: float) -> bool:
+        old_doc, new_doc = self._ids_of([old, new])
+        if old_doc < 0 or new_doc < 0 or old_doc == new_doc:
+            return False
+        if self._canonical[old_doc] != -1 or self._canonical[new_doc] != -1:
+            return False
+        self._canonical[old_doc] = new_doc  # its signature stays: its near-duplicates are compared with it
+        self._similarity[old_doc] = similarity
+        return True
+
     def iter_records(self) -> Iterator[DocRecord]:
         for doc in range(len(self._keys)):
             if self._canonical[doc] != _REMOVED:
@@ -231,6 +247,11 @@ class MemoryStore(Store):
         return self._remove_ids(np.flatnonzero(seen < before).tolist())
 
     def purge(self) -> int:
-        canonical = np.frombuffer(self._canonical, dtype=np.int32)
-        dups = np.flatnonzero(canonical >= 0)
-        return self._remove_ids(dups[canonical[canonical[dups]] == _REMOVED].tolist())
+        orphans = 0
+        while True:  # a removed page's near-duplicates, then theirs (a re-pointed group's chain)
+            canonical = np.frombuffer(self._canonical, dtype=np.int32)
+            dups = np.flatnonzero(canonical >= 0)
+            gone = self._remove_ids(dups[canonical[canonical[dups]] == _REMOVED].tolist())
+            orphans += gone
+            if not gone:
+                return orphans

@@ -460,6 +460,22 @@ class SqliteStore(Store):
             return True
         return False
 
+    @_translated
+    def repoint(self, old: str, new: str, similarity: float) -> bool:
+        known = self._known([old, new])
+        if old not in known or new not in known or old == new:
+            return False
+        (old_id, old_record), (new_id, new_record) = known[old], known[new]
+        if old_record.canonical is not None or old_record.orphaned or new_record.canonical is not None:
+            return False
+        # Its signature stays: its own near-duplicates still name it, and are compared with it.
+        self.db.execute(
+            "UPDATE docs SET canonical = ?, similarity = ? WHERE id = ? AND canonical IS NULL",
+            (new_id, similarity, old_id),
+        )
+        self._wrote(1)
+        return True
+
     # -- batches: a few set-based statements per batch instead of several per document ----------------
     def _select_in(self, sql: str, values: Sequence[int]) -> list[tuple[Any, ...]]:
         """Rows of ``sql`` (with one ``{marks}`` for an IN list) for ``values``, in chunks."""
@@ -699,10 +715,14 @@ class SqliteStore(Store):
     @_translated
     def purge(self) -> int:
         db = self.db
-        orphans = db.execute(
-            "DELETE FROM docs WHERE canonical IS NOT NULL AND canonical NOT IN "
-            "(SELECT id FROM docs WHERE canonical IS NULL)"
-        ).rowcount
+        orphans = 0
+        while True:  # a removed page's near-duplicates, then theirs (a re-pointed group's chain)
+            gone = db.execute(
+                "DELETE FROM docs WHERE canonical IS NOT NULL AND canonical NOT IN (SELECT id FROM docs)"
+            ).rowcount
+            orphans += gone
+            if not gone:
+                break
         self._count -= orphans
         canonical = "SELECT id FROM docs WHERE canonical IS NULL"
         db.execute(f"DELETE FROM buckets WHERE doc NOT IN ({canonical})")
@@ -714,17 +734,17 @@ class SqliteStore(Store):
 
 #: Every column of a document's record, its canonical's key and signature beside it.
 _RECORDS = (
-    "SELECT d.id, d.key, d.canonical, c.key, d.similarity, d.sig, d.seen, c.sig "
+    "SELECT d.id, d.key, d.canonical, c.key, d.similarity, d.sig, d.seen, c.sig, c.canonical "
     "FROM docs d LEFT JOIN docs c ON c.id = d.canonical "
 )
 
 
 def _record(row: tuple[Any, ...]) -> DocRecord:
     """The :class:`DocRecord` of a row of :data:`_RECORDS` (an orphan when its canonical is gone)."""
-    _, key, canonical_id, canonical, similarity, sig, seen, canonical_sig = row
+    _, key, canonical_id, canonical, similarity, sig, seen, canonical_sig, chained = row
     seen = None if seen is None else float(seen)
     if canonical_id is None:
         return DocRecord(key, None, similarity, sig, seen)
     if canonical is None:
         return DocRecord(key, None, similarity, None, seen, orphaned=True)
-    return DocRecord(key, canonical, similarity, None, seen, canonical_sig)
+    return DocRecord(key, canonical, similarity, None, seen, canonical_sig, chained=chained is not None)

@@ -258,6 +258,31 @@ def gated(page, gate, timeout=60.0):
 
 
 SPIDER_PATHS = os.path.join(SPIDERS, "paths.py")
+SPIDER_FOLLOW = os.path.join(SPIDERS, "follow.py")
+
+
+def site_crawl_command(tmp_path, base, settings=None, name="crawl", items="/"):
+    """``scrapy runspider`` of the whole-site spider from ``base``'s ``/``, with the plugin on at its defaults
+    (drop mode, a SQLite store in ``tmp_path``) but for ``settings``; an item per page under ``items``."""
+    all_settings = {
+        "ADDONS": json.dumps({"scrapy_neardup.Addon": 300}),
+        "NEARDUP_ENABLED": "True",
+        "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/store.sqlite3",
+        "TELNETCONSOLE_ENABLED": "False",
+        "LOG_LEVEL": "INFO",
+        **(settings or {}),
+    }
+    args = ["runspider", SPIDER_FOLLOW, "-a", f"base={base}", "-a", f"items={items}"]
+    return scrapy_command(args, tmp_path, all_settings, name)
+
+
+def site_crawl(tmp_path, base, settings=None, name="crawl", items="/", timeout=180):
+    """A finished whole-site crawl (:func:`site_crawl_command`), checked to have ended cleanly."""
+    cmd, env, stats_file, items_file = site_crawl_command(tmp_path, base, settings, name, items)
+    proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=timeout)
+    result = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
+    assert result.returncode == 0 and "Traceback" not in result.log, result.log[-3000:]
+    return result
 
 
 def paths_crawl_command(tmp_path, base, pages, settings=None, name="crawl", spider_args=()):

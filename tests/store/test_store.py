@@ -420,3 +420,35 @@ def test_removals_outlive_the_process_and_ids_are_never_reused(store_kind, tmp_p
     assert sorted(c.key for c in s.lookup([100])[0]) == ["http://0/", "http://1/", "http://2/"]
     assert [c.key for c in s.lookup([3, 4, 50])[0]] == ["http://new/"]
     s.close()
+
+
+def test_repoint_makes_a_group_reach_its_better_copy_and_keeps_its_members(store):
+    """A group first filed under a tracking URL is re-pointed to the plain URL filed after it: the old
+    canonical becomes its near-duplicate, keeps its signature (its own near-duplicates are compared with it)
+    and leaves the candidates; its members name it still, marked chained."""
+    store.add("http://e/a?utm=x", b"sig-t", [1, 2])
+    store.add("http://e/amp/a?utm=x", None, [], canonical="http://e/a?utm=x", similarity=0.9)
+    store.add("http://e/a", b"sig-p", [2, 3])
+    assert store.repoint("http://e/a?utm=x", "http://e/a", 0.95)
+    old = store.get("http://e/a?utm=x")
+    assert old.canonical == "http://e/a" and old.similarity == pytest.approx(0.95) and not old.chained
+    assert old.reference == b"sig-p"
+    member = store.get("http://e/amp/a?utm=x")
+    assert member.canonical == "http://e/a?utm=x" and member.chained and member.reference == b"sig-t"
+    assert [c.key for c in store.lookup([1, 2, 3])[0]] == ["http://e/a"]  # the old canonical is no candidate
+    # Not twice, not from a near-duplicate, not to an unknown page.
+    assert not store.repoint("http://e/a?utm=x", "http://e/a", 0.95)
+    assert not store.repoint("http://e/a", "http://e/amp/a?utm=x", 0.9)
+    assert not store.repoint("http://e/a", "http://e/unknown", 0.9)
+    assert store.get("http://e/a").canonical is None
+    # A near-duplicate may still be filed under the new canonical; the chain survives purge.
+    assert store.add("http://e/print/a", None, [], canonical="http://e/a", similarity=0.9)
+    assert store.purge() == 0
+    records = {r.key: r for r in store.iter_records()}
+    assert set(records) == {"http://e/a?utm=x", "http://e/amp/a?utm=x", "http://e/a", "http://e/print/a"}
+    assert records["http://e/amp/a?utm=x"].chained
+    # The new canonical removed: the old one is an orphan, and so (after purge) its member.
+    store.remove(["http://e/a"])
+    assert store.lookup_many([("http://e/a?utm=x", None, [])])[0].known.orphaned
+    assert store.purge() == 3
+    assert store.count() == 0

@@ -78,6 +78,10 @@ _EXPIRE = _lua("expire")
 # dropped. A bin left empty is deleted.
 _PURGE = _lua("purge")
 
+# ARGV: tag, u32 id, u32 id of its new canonical, f32 similarity (12 bytes). Reply: 1 re-pointed, 0 not
+# (the record is gone or no longer canonical).
+_REPOINT = _lua("repoint")
+
 _WRITE_META = _lua("write_meta")
 
 
@@ -110,6 +114,7 @@ _GROUP_SCRIPTS = {
     "write": _WRITE,
     "expire": _EXPIRE,
     "purge": _PURGE,
+    "repoint": _REPOINT,
 }
 _SCRIPTS = {
     "alloc": _ALLOC,

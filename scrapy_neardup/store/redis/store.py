@@ -631,8 +631,11 @@ class RedisStore(Store):
                 elif canonical_id not in records:
                     out.append(Lookup(DocRecord(query.key, None, sim, None, seen, orphaned=True)))
                 else:
-                    canonical, canonical_sig, *_ = parse(canonical_id)
-                    out.append(Lookup(DocRecord(query.key, canonical, sim, None, seen, canonical_sig or None)))
+                    canonical, canonical_sig, its_canonical, *_ = parse(canonical_id)
+                    record = DocRecord(
+                        query.key, canonical, sim, None, seen, canonical_sig or None, chained=bool(its_canonical)
+                    )
+                    out.append(Lookup(record))
                 continue
             lo, hi = int(starts[k]), int(starts[k + 1])
             candidates, seen_ids = [], set()
@@ -842,6 +845,21 @@ class RedisStore(Store):
         self._write({self.layout.record_group(doc): [struct.pack("<II", doc, len(record)) + record]}, {}, {})
         return True
 
+    def repoint(self, old: str, new: str, similarity: float) -> bool:
+        old_id, new_id = self._ids_of([old, new])
+        if not old_id or not new_id or old_id == new_id:
+            return False
+        records = self._records({old_id: False, new_id: False})
+        if old_id not in records or new_id not in records:
+            return False
+        old_key, _, _, _, _ = unpack_record(records[old_id], self._where(old_id))
+        new_key, _, new_canonical, _, _ = unpack_record(records[new_id], self._where(new_id))
+        if old_key != old or new_key != new or new_canonical:
+            return False
+        group = self.layout.record_group(old_id)
+        reply = self._scripts("repoint", {group: [struct.pack("<IIf", old_id, new_id, similarity)]})[group]
+        return int(reply) == 1
+
     # -- reading it all ------------------------------------------------------------------------------
     def _bins(self, kind: bytes) -> dict[int, list[int]]:
         """The numbers of every bin of ``kind`` (``b"b"``, ``b"k"``, ``b"r"``) by group (a SCAN)."""
@@ -882,7 +900,8 @@ class RedisStore(Store):
             if not canonical_id:
                 yield DocRecord(key, None, sim, sig or None, seen)
             elif canonical_id in by_id:  # an orphan (its canonical removed) is skipped
-                yield DocRecord(key, by_id[canonical_id][0], sim, None, seen, by_id[canonical_id][1] or None)
+                theirs = by_id[canonical_id]
+                yield DocRecord(key, theirs[0], sim, None, seen, theirs[1] or None, chained=bool(theirs[2]))
 
     # -- ageing --------------------------------------------------------------------------------------
     _BATCH = 1_000  # bins or ids per script call in a maintenance pass
@@ -930,7 +949,16 @@ class RedisStore(Store):
             + [int(self._call(self.client.get, self._key("seq")) or 0) + 1]
         )
         by_id = self._all_records()
-        orphans = {doc: rec[0] for doc, rec in by_id.items() if rec[2] and rec[2] not in by_id}
+        orphans: dict[int, str] = {}
+        while True:  # a removed page's near-duplicates, then theirs (a re-pointed group's chain)
+            more = {
+                doc: rec[0]
+                for doc, rec in by_id.items()
+                if rec[2] and doc not in orphans and (rec[2] not in by_id or rec[2] in orphans)
+            }
+            if not more:
+                break
+            orphans.update(more)
         self._forget(orphans)
         live = set(by_id) - set(orphans)
         for g, numbers in self._bins(b"b").items():

@@ -1,0 +1,86 @@
+"""Which URL of a group of near-duplicates is the group's page: the best copy, not the first met.
+
+The first page of a group that a crawl meets becomes its canonical page, and crawl order is an accident: a
+tracking-parameter link met before the article's own makes the tracking URL the group's page, and a URL
+rule that is right (``param:utm_source`` rewrites the tracking URL into the plain one) then points the wrong
+way. Search engines choose the representative of a duplicate cluster by evidence about the URLs, not by
+arrival: a declared ``rel=canonical`` that the content bears out, then a preference for https, for URLs
+without tracking or session parameters, and for shorter paths (Google's "Consolidate duplicate URLs"; Nutch's
+``DeduplicationJob`` keeps the copy with the shortest URL). A declaration borne out is handled by the
+decision loop (:mod:`.canonical`); what is left for URLs is the order below.
+
+:func:`copy_rank` is a total order of URLs, so that re-pointing a group to a better copy always ends: every
+re-point goes down the order. It agrees with the atomic rewrites of :mod:`.urlrules`: a URL that a rewrite
+turns into another (drops a parameter, an ``amp`` segment, ``index.html``, ``www.``, a trailing slash,
+http for https) always ranks below its rewrite, so the clean URL a host's rules lead to is its group's page.
+URLs of different hosts are never ranked against each other: which site holds the original of a syndicated
+story is for declarations to say, not the shape of its URL.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, urlsplit
+
+from .urlrules import INDEX_NAMES, host_of
+
+#: Query parameters that only track a visit or a session: their presence makes a URL a worse copy.
+TRACKING_PARAMS = frozenset(
+    {
+        "fbclid",
+        "gclid",
+        "dclid",
+        "msclkid",
+        "yclid",
+        "mc_cid",
+        "mc_eid",
+        "igshid",
+        "ref",
+        "ref_src",
+        "referrer",
+        "source",
+        "src",
+        "cmpid",
+        "sessionid",
+        "session_id",
+        "sid",
+        "phpsessid",
+        "jsessionid",
+        "aspsessionid",
+        "_ga",
+        "_gl",
+        "share",
+        "from",
+    }
+)
+
+
+def is_tracking(name: str) -> bool:
+    """A query parameter that only tracks a visit or a session (``utm_*`` and :data:`TRACKING_PARAMS`)."""
+    name = name.lower()
+    return name.startswith("utm_") or name in TRACKING_PARAMS
+
+
+def copy_rank(url: str) -> tuple[int, int, int, int, int, int, int, int, str]:
+    """A URL's place in the order of copies, best first: fewer tracking or session parameters, https, fewer
+    parameters, fewer path segments, no index file, no trailing slash, no ``www.``, shorter, then the URL."""
+    parts = urlsplit(url)
+    params = parse_qsl(parts.query, keep_blank_values=True)
+    path = parts.path or "/"
+    segments = [s for s in path.split("/") if s]
+    return (
+        sum(1 for name, _ in params if is_tracking(name)),
+        0 if parts.scheme == "https" else 1,
+        len(params),
+        len(segments),
+        1 if segments and segments[-1] in INDEX_NAMES else 0,
+        1 if path != "/" and path.endswith("/") else 0,
+        1 if (parts.hostname or "").startswith("www.") else 0,
+        len(url),
+        url,
+    )
+
+
+def better_copy(new: str, old: str) -> bool:
+    """Whether ``new`` should be its group's page instead of ``old``: both of one host, ``new`` first in
+    :func:`copy_rank`."""
+    return new != old and host_of(new) == host_of(old) and copy_rank(new) < copy_rank(old)

@@ -1,0 +1,69 @@
+"""Dedup that pays for itself, at the defaults: predicted duplicates left unfetched, and nothing lost on any
+re-crawl, whatever the order the crawl met a group's copies in (a group's page is its best copy, not the
+first met; a skip never removes the page a group reaches the spider through)."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+from helpers.crawlkit import ServerThread, pages_server, site_crawl
+
+pytestmark = pytest.mark.slow
+
+ARTICLES = 60
+
+
+def article_text(i: int) -> str:
+    rnd = random.Random(i)
+    words = [f"w{n}" for n in range(5000)]
+    return " ".join(rnd.choice(words) for _ in range(400))
+
+
+def article(i: int) -> str:
+    return (
+        f"<html><head><title>Story {i}</title></head><body><article><h1>Story {i}</h1><p>{article_text(i)}</p>"
+        f"</article><a href='/a/{i}.html?utm_source=home'>share</a> <a href='/a/{i}.html'>permalink</a></body></html>"
+    )
+
+
+def tracking_site(tracked_first: range) -> dict[str, str]:
+    """The issue's site: every article links its ``?utm_source`` copy and its plain URL; the home page links
+    the articles of ``tracked_first`` only by their tracking URL, the others plainly. No rel=canonical."""
+    home = "".join(
+        f"<a href='/a/{i}.html{'?utm_source=home' if i in tracked_first else ''}'>{i}</a> " for i in range(ARTICLES)
+    )
+    pages = {"/": f"<html><body>{home}</body></html>"}
+    for i in range(ARTICLES):
+        pages[f"/a/{i}.html"] = pages[f"/a/{i}.html?utm_source=home"] = article(i)
+    return pages
+
+
+def articles_of(result) -> Counter:
+    return Counter(int(item["path"][3:].split(".")[0]) for item in result.items)
+
+
+@pytest.mark.parametrize("tracked_first", [range(55, 60), range(0, 60)], ids=["five-tracked", "all-tracked"])
+def test_three_crawls_deliver_every_article_once_whichever_url_was_met_first(tmp_path, tracked_first):
+    """The issue's reproduction, at the defaults (drop mode, URL rules skipping): a tracking URL met before
+    its article becomes the group's page only until the plain URL arrives; the group is re-pointed to the
+    plain URL, and the next crawls skip the tracking URLs (or fetch the plain page in their place) without
+    losing an article."""
+    with ServerThread(pages_server(tracking_site(tracked_first))) as server:
+        crawls = [site_crawl(tmp_path, server.url, name=f"crawl{n}", items="/a/") for n in range(3)]
+    for n, result in enumerate(crawls):
+        counts = articles_of(result)
+        assert set(counts) == set(range(ARTICLES)), (n, sorted(set(range(ARTICLES)) - set(counts)))
+        assert max(counts.values()) == 1, (n, counts.most_common(3))
+    # Each tracked article either took its group from its tracking URL once the plain URL arrived, or, once
+    # the rule was confident, was fetched as its plain URL from the start.
+    first = crawls[0].neardup_stats()
+    assert first.get("neardup/repointed", 0) + first.get("neardup/url_rules/rewritten", 0) == len(tracked_first)
+    assert first.get("neardup/repointed", 0) >= 5, first
+    # The later crawls deliver each article under its plain URL, and fetch no tracking URL but explored ones.
+    for result in crawls[1:]:
+        assert all("utm_source" not in item["url"] for item in result.items), result.items
+        stats = result.stats
+        fetched_tracking = stats.get("neardup/url_rules/explored", 0)
+        assert stats.get("downloader/response_count", 0) <= 1 + ARTICLES + 1 + fetched_tracking + 1, stats
