@@ -272,7 +272,7 @@ class NearDupDownloaderMiddleware:
             return None
         if not 200 <= response.status < 300 or not is_html(response) or response.url != url:
             return None
-        prepared = await self._prepared(response)
+        prepared = await self._prepared(response, short=True)
         return None if prepared is None else (prepared, url)
 
     async def _download(self, request: Request) -> Response:
@@ -283,13 +283,16 @@ class NearDupDownloaderMiddleware:
             return await engine.download_async(request)  # type: ignore[no-any-return]
         return await maybe_deferred_to_future(engine.download(request))  # pragma: no cover - Scrapy < 2.14
 
-    async def _prepared(self, response: Response) -> Prepared | None:
-        """A response of the plugin's own fingerprinted in a worker; ``None`` when it has no text to judge."""
+    async def _prepared(self, response: Response, short: bool = False) -> Prepared | None:
+        """A response of the plugin's own fingerprinted in a worker; ``None`` when it has no text to judge
+        (``short``: a text too short to fingerprint is one, for a soft-404 answer)."""
         job = response_job(response, self.config.max_body_size)
         if isinstance(job, str):
             return None
         prepared = await self.service.prepare(job)
-        if not isinstance(prepared, Prepared) or prepared.fingerprint is None:
+        if not isinstance(prepared, Prepared):
+            return None
+        if prepared.fingerprint is None and not (short and prepared.short_text):
             return None
         return prepared
 

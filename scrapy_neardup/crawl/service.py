@@ -24,7 +24,6 @@ from twisted.internet.defer import Deferred
 from twisted.python.threadpool import ThreadPool
 
 from ..assembly import build_pipeline, build_rule_book, build_store, build_template_guard, open_detector
-from ..engine.bestcopy import better_copy
 from ..engine.canonical import Declaration, chosen, declared_canonical
 from ..engine.decisions import Decision, DecisionLoop, Declared
 from ..engine.detector import Detector, Verdict
@@ -39,7 +38,7 @@ from .bodies import IdenticalBodies, body_digest
 from .reactor import in_thread, pool_reader, reply
 from .reporting import Reporter
 from .screening import Job
-from .soft404 import Answer, HostAnswers, ShortTextGroups
+from .soft404 import Answer, HostAnswers, ShortTextGroups, soft404_similarity
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -212,7 +211,6 @@ class NearDupService:
             self.guard = build_template_guard(config, self.algorithm)
         self.detector = detector
         self._decisions = DecisionLoop(detector, self.guard)
-        detector.better = self._better_copy
         if config.url_rules != "off":
             try:
                 self.rules = Learner(build_rule_book(config), store, detector.group_of)
@@ -349,12 +347,15 @@ class NearDupService:
             self.report.skip("store_closed", key)
             return Prepared(None, "store_closed"), None
         prepared = await self.prepare(job)
-        if isinstance(prepared, BaseException) or prepared.fingerprint is None:
-            return self._settle(key, Outcome(prepared) if isinstance(prepared, Prepared) else prepared)
-        if probe is not None and url is not None:
+        if isinstance(prepared, BaseException):
+            return self._settle(key, prepared)
+        if probe is not None and url is not None and (prepared.fingerprint is not None or prepared.short_text):
+            # Pages too short to fingerprint too: most "not found" pages are a heading and a sentence.
             soft404 = await self._soft404(key, url, prepared, probe)
             if soft404 is not None:
                 return prepared, soft404
+        if prepared.fingerprint is None:
+            return self._settle(key, Outcome(prepared))
         declared = None
         if self.config.canonical and not own_key:
             declaration = chosen(declaration, prepared.declared_canonical)
@@ -381,12 +382,12 @@ class NearDupService:
         """The ``soft404`` verdict of a page that is a near-duplicate of its host's answer to a URL that
         cannot exist; ``None`` for any other page (or a host without such an answer)."""
         answer = await self.soft404_answers.answer(url, probe)
-        if answer is None or self.detector is None or prepared.fingerprint is None:
+        if answer is None or self.detector is None:
             return None
         page, answered = answer
-        if page.fingerprint is None or answered == url:
+        if answered == url:
             return None
-        similarity = self.detector.matches(prepared.fingerprint.signature, page.fingerprint.signature)
+        similarity = soft404_similarity(self.detector, prepared, url, page, answered)
         if similarity is None:
             return None
         verdict = Verdict("soft404", key, answered, similarity)
@@ -520,14 +521,6 @@ class NearDupService:
         return Outcome(
             mine.prepared, mine.verdict, mine.refiled, tuple(d for d in made[:-1] if not d.again), mine.again
         )
-
-    def _better_copy(self, new: str, old: str) -> bool:
-        """Store thread: whether the page ``new`` takes its group from ``old`` (:mod:`..engine.bestcopy`),
-        unless a page of this crawl declared ``old`` canonical (a declaration outranks the URLs' shapes)."""
-        decisions = self._decisions
-        if decisions is not None and decisions.declarations.declarers_of(old):
-            return False
-        return better_copy(new, old)
 
     def _observe(self, made: list[Decision], url: str | None) -> None:
         """Store thread, under the store lock: the URL rules learn from the pages just decided (those filed

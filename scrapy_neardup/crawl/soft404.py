@@ -8,6 +8,11 @@ with an HTML page, that page's fingerprints are the host's soft-404 answer, and 
 its near-duplicate is a soft-404 page (verdict ``soft404``): dropped or tagged like a near-duplicate, counted
 apart, never filed (so never a canonical page) and never a lesson for the URL rules.
 
+Most "not found" pages are a heading and a sentence or two, too short to fingerprint. Such a page is compared
+with its host's answer on its short text (:func:`soft404_similarity`): the words of both, less the words of
+either URL (a "not found" page often repeats the path it was asked for), at a Jaccard similarity of at least
+:data:`SHORT_SIMILARITY`. The probe's answer is kept whatever its length.
+
 A probe that is redirected (many servers send unknown URLs to their home page) teaches nothing: the page it
 lands on is a real page of the site, so the host is taken to have no soft-404 answer.
 
@@ -28,6 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 from twisted.internet.defer import Deferred
 
 if TYPE_CHECKING:
+    from ..engine.detector import Detector
     from ..engine.prepare import Prepared
 
 #: A text of fewer characters, shared by this many URLs of one host that no URL rewrite relates, each at
@@ -37,8 +43,27 @@ SHORT_TEXT_CHARS = 1000
 SHORT_GROUP_URLS = 5
 SHORT_GROUP_SIMILARITY = 0.9
 
+#: Two short texts (too short to fingerprint) sharing this share of their words, less their URLs' words, are
+#: one "not found" page served twice.
+SHORT_SIMILARITY = 0.8
+
 #: What a probe brings back: the prepared answer and the URL it answered, or ``None`` (no soft-404 answer).
 Answer = tuple["Prepared", str] | None
+
+
+def soft404_similarity(detector: Detector, page: Prepared, url: str, answer: Prepared, answered: str) -> float | None:
+    """How alike a page at ``url`` is to its host's answer for ``answered`` (a URL that cannot exist), when
+    they are alike enough to be one "not found" page; else ``None``. Two fingerprinted texts are compared by
+    their fingerprints at the detector's threshold, two short ones by :func:`short_text_similarity`; a short
+    text and a long one are not one page."""
+    from ..engine.text import short_text_similarity
+
+    if page.fingerprint is not None and answer.fingerprint is not None:
+        return detector.matches(page.fingerprint.signature, answer.fingerprint.signature)
+    if page.fingerprint is None and answer.fingerprint is None and page.short_text and answer.short_text:
+        similarity = short_text_similarity(page.short_text, url, answer.short_text, answered)
+        return similarity if similarity >= SHORT_SIMILARITY else None
+    return None
 
 
 def probe_url(url: str) -> str:

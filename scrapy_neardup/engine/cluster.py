@@ -42,13 +42,25 @@ def clusters(edges: Iterable[tuple[str, str]], mode: str = "strict") -> list[lis
     if mode not in CLUSTER_MODES:
         raise ValueError(f"cluster mode must be one of {', '.join(CLUSTER_MODES)}; got {mode!r}")
     if mode == "strict":
-        groups: dict[str, list[str]] = {}
-        placed: set[str] = set()
+        first: dict[str, str] = {}  # each duplicate's first canonical, in order of appearance
         for dup, canonical in edges:
-            if dup in placed:
-                continue
-            placed.add(dup)
-            groups.setdefault(canonical, [canonical]).append(dup)
+            first.setdefault(dup, canonical)
+
+        def root(key: str) -> str:
+            # A canonical that became a near-duplicate itself (its group re-pointed to a better copy): its
+            # members belong to the group it joined.
+            seen = {key}
+            while key in first and first[key] not in seen:
+                key = first[key]
+                seen.add(key)
+            return key
+
+        groups: dict[str, list[str]] = {}
+        for dup, canonical in first.items():
+            top = root(canonical)
+            group = groups.setdefault(top, [top])
+            if dup != top:
+                group.append(dup)
         return list(groups.values())
     uf = UnionFind()
     order: dict[str, int] = {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from .bestcopy import better_copy
 from .canonical import Declarations
 from .detector import Check, Detector, Verdict
 from .prepare import Prepared
@@ -59,15 +60,24 @@ class _Waiting:
 class DecisionLoop:
     """Decides pages in input order. With ``batch`` > 1 verdicts come back in batches (one or two store round
     trips each), the same as one by one; a page that declares a canonical URL, and a page whose guard asks
-    for re-filing, first settle the pages waiting before them. Not thread-safe: one deciding thread."""
+    for re-filing, first settle the pages waiting before them. With ``best_copy``, a group's page is its best
+    copy (:mod:`.bestcopy`): the detector re-points a group to a better copy that arrives after its first
+    page. Not thread-safe: one deciding thread."""
 
-    def __init__(self, detector: Detector, guard: TemplateGuard | None, batch: int = 1) -> None:
+    def __init__(self, detector: Detector, guard: TemplateGuard | None, batch: int = 1, best_copy: bool = True) -> None:
         self.detector = detector
         self.guard = guard
         self.batch = max(1, batch)
         self.declarations = Declarations()
         self._waiting: list[_Waiting] = []
         self._decided_first: dict[str, Decision] = {}
+        if best_copy:
+            detector.better = self._better_copy
+
+    def _better_copy(self, new: str, old: str) -> bool:
+        """Whether the page ``new`` takes its group from ``old`` (:mod:`.bestcopy`), unless a page met by
+        this loop declared ``old`` canonical (a declaration outranks the shape of a URL)."""
+        return not self.declarations.declarers_of(old) and better_copy(new, old)
 
     def decide(self, key: str, url: str | None, prepared: Prepared, declared: Declared | None = None) -> list[Decision]:
         """Take one page with a fingerprint (filed under ``key``; ``url`` tells the guard its host;

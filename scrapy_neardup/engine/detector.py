@@ -271,9 +271,9 @@ class Detector:
         (:attr:`DocRecord.chained`); ``None`` when the chain ends in an orphan."""
         if record.orphaned:
             return None
-        if not record.chained or record.canonical is None:
-            return record.canonical
-        return self.group_of(record.canonical)
+        if record.canonical is None:
+            return record.key
+        return self.group_of(record.canonical) if record.chained else record.canonical
 
     def group_of(self, key: str) -> str | None:
         """The canonical page of the group ``key`` is filed in (itself when it is canonical; through the

@@ -23,6 +23,9 @@ from .extract import Extraction, decode_html, extract
 #: mmh3 seed of the main-text hash; fixed so that every process agrees on it.
 _SEED = 0x7E3A
 
+#: Characters of a page too short to fingerprint kept for its soft-404 check (:attr:`Prepared.short_text`).
+SHORT_TEXT_KEPT = 2000
+
 #: The guard's own page-text sketch: MinHash with this many permutations and this seed.
 SKETCH_PERM = 64
 SKETCH_SEED = 0x5EED
@@ -64,7 +67,9 @@ class Prepared:
     for (the crawl files such a page under that URL, see :meth:`Detector.check_declared`). ``reused``: made
     for another response with the same bytes, not extracted again (set in the crawler process, never sent).
     ``text_length``: the characters of the text fingerprinted (a short text shared by unrelated URLs of a
-    host is what a soft-404 template looks like: :mod:`scrapy_neardup.crawl.soft404`).
+    host is what a soft-404 template looks like: :mod:`scrapy_neardup.crawl.soft404`). ``short_text``: the
+    text of a page too short to fingerprint (its first :data:`SHORT_TEXT_KEPT` characters), what a soft-404
+    check compares it on.
     """
 
     fingerprint: Fingerprint | None
@@ -79,6 +84,7 @@ class Prepared:
     declared_canonical: str | None = None
     reused: bool = False
     text_length: int = 0
+    short_text: str = ""
 
     def to_wire(self) -> tuple:  # type: ignore[type-arg]
         """Plain bytes, ints and strings: what crosses from a worker process (far cheaper to pickle than
@@ -95,11 +101,12 @@ class Prepared:
             self.work_started,
             self.declared_canonical,
             self.text_length,
+            self.short_text,
         )
 
     @classmethod
     def from_wire(cls, wire: tuple) -> Prepared:  # type: ignore[type-arg]
-        skip_reason, method, main_key, fp, page_fp, page_sketch, seconds, work, started, declared, length = wire
+        skip_reason, method, main_key, fp, page_fp, page_sketch, seconds, work, started, declared, length, short = wire
         return cls(
             _fp_unwire(fp),
             skip_reason,
@@ -112,6 +119,7 @@ class Prepared:
             started,
             declared,
             text_length=length,
+            short_text=short,
         )
 
 
@@ -174,7 +182,7 @@ class DocumentPipeline:
 
     def from_extraction(self, got: Extraction) -> Prepared:
         if got.method == "none":
-            return Prepared(None, got.reason)
+            return Prepared(None, got.reason, short_text=got.text.strip()[:SHORT_TEXT_KEPT])
         try:
             fingerprint = self.algorithm.fingerprint(got.text)
         except NoWords:

@@ -266,3 +266,23 @@ def jaccard(a: np.ndarray, b: np.ndarray) -> float:
         return 1.0
     inter = len(np.intersect1d(a, b, assume_unique=True))
     return inter / (len(a) + len(b) - inter)
+
+
+def short_text_similarity(text: str, url: str, other: str, other_url: str) -> float:
+    """The Jaccard similarity of the word sets of two short texts (a "not found" page, too short to
+    fingerprint), leaving out the words of either page's URL: such pages often repeat the URL they were
+    asked for ("The page /a/b-c was not found"), which would make two of them differ by the URL alone."""
+    from urllib.parse import unquote, urlsplit
+
+    def words(value: str) -> set[str]:
+        return set(tokenize(value.casefold()))
+
+    def url_words(value: str) -> set[str]:
+        parts = urlsplit(value)
+        return words(unquote(f"{parts.path} {parts.query}"))
+
+    masked = url_words(url) | url_words(other_url)
+    mine, theirs = words(text) - masked, words(other) - masked
+    if not mine or not theirs:
+        return 0.0
+    return len(mine & theirs) / len(mine | theirs)

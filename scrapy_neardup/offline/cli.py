@@ -473,7 +473,15 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     def on_verdict(verdict):  # type: ignore[no-untyped-def]
         # A document known from an earlier run is *seen*; its pair comes from the store, so that a rerun over
         # the same input writes the same pairs (--only-new: the pairs of documents new in this run only).
-        if verdict.status == "duplicate" or (verdict.is_duplicate and not args.only_new):
+        if verdict.displaced is not None:
+            # A better copy took its group: the group's former page is its near-duplicate now.
+            if all_pairs is None:
+                out.write(f"{tsv_field(verdict.displaced)}\t{tsv_field(verdict.key)}\t{verdict.similarity:.4f}\n")
+            if keep_edges:
+                edges.append((verdict.displaced, verdict.key))
+                if args.cluster_mode == "components":
+                    edges.extend((verdict.key, other) for other in verdict.also)
+        elif verdict.status == "duplicate" or (verdict.is_duplicate and not args.only_new):
             if all_pairs is None:
                 out.write(f"{tsv_field(verdict.key)}\t{tsv_field(verdict.canonical)}\t{verdict.similarity:.4f}\n")
             if keep_edges:

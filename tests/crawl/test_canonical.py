@@ -187,11 +187,18 @@ def assert_every_order_and_a_recrawl(tmp_path, store_url_for, only=None) -> None
             assert_one_page_per_group(site, first, order_name)
             stats = first.neardup_stats()
             assert "neardup/seen" not in stats, (order_name, stats)  # nothing is seen before in an empty store
-            # The same site again, the same store, in another order: every page the outcome it had.
+            # The same site again, the same store, in another order: one page per group again, each group
+            # through the page of the first crawl or, when a better copy of it arrived after its first page
+            # (bestcopy: /b after /scraped/b), through that copy; the third crawl exactly as the second.
             second = site.crawl(tmp_path, f"{order_name}-2", list(reversed(order)), store_url, **more)
-            assert delivered(site, second) == delivered(site, first), order_name
+            assert_one_page_per_group(site, second, order_name)
+            moved = set(delivered(site, first)) ^ set(delivered(site, second))
+            assert moved <= {"/b", "/scraped/b"}, (order_name, moved)
+            assert ("/b" in moved) == (first.neardup_stats().get("neardup/repointed", 0) == 1), order_name
             assert "neardup/rechecked/changed" not in second.neardup_stats()
             assert second.stats.get("neardup/unique", 0) == 0, second.neardup_stats()
+            third = site.crawl(tmp_path, f"{order_name}-3", order, store_url, **more)
+            assert delivered(site, third) == delivered(site, second), order_name
 
 
 def test_one_page_per_group_reaches_the_spider_in_any_order_and_a_recrawl_keeps_every_verdict(tmp_path):
