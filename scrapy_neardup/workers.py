@@ -125,14 +125,20 @@ def worker_pipeline() -> DocumentPipeline:
 
 def prepare_html(pipeline: DocumentPipeline, body: bytes, url: str, content_type: str | None) -> Prepared:
     """A page's body to what the decision needs, with when the whole job began and how long it took."""
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.thread_time()
     prepared = pipeline.from_html(decode_html(body, content_type), url)
-    return replace(prepared, work_seconds=time.perf_counter() - started, work_started=started)
+    return replace(
+        prepared,
+        work_seconds=time.perf_counter() - started,
+        work_started=started,
+        cpu_seconds=time.thread_time() - cpu,
+    )
 
 
 def prepare_text(pipeline: DocumentPipeline, text: str) -> Prepared:
     """An item's text to what the decision needs."""
-    return pipeline.from_text(text)
+    cpu = time.thread_time()
+    return replace(pipeline.from_text(text), cpu_seconds=time.thread_time() - cpu)
 
 
 def analyze_html(body: bytes, url: str, content_type: str | None) -> tuple:  # type: ignore[type-arg]

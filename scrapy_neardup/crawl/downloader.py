@@ -163,6 +163,7 @@ class NearDupDownloaderMiddleware:
 
     async def process_response(self, request: Request, response: Response, spider: object = None) -> Response:
         service = self.service
+        service.report.fetched(response.url, len(response.body))
         if service.refused:  # the store could not be opened and the spider is closing: nothing unchecked
             raise IgnoreRequest(f"scrapy-neardup: the store could not be opened ({service.refused})")
         if (

@@ -5,10 +5,12 @@ verdict written to a request's meta."""
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from ..engine.urlrules import SKIPPED_COUNTER, SOFT404_COUNTER, host_of
+from ..engine.urlrules import host_of
+from ..store.books import NAMED_SOFT404, CrawlBooks, Soft404Page
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -61,9 +63,14 @@ class Reporter:
         self._logged_first_seen = False
         self._logged_skip_reasons: set[str] = set()
         self._logged_rechecks: set[str] = set()
-        #: Per ``(host, counter)``: soft-404 pages and requests left unfetched by the URL rules, added to the
-        #: store at close for ``scrapy-neardup report`` (:meth:`take_host_counts`).
-        self._host_counts: Counter[tuple[str, str]] = Counter()
+        #: The crawl's books (:meth:`books`): per host, soft-404 pages and requests the URL rules left
+        #: unfetched; the soft-404 pages named; the bytes and responses each host answered (the size of an
+        #: avoided fetch is estimated by its host's mean); the CPU the plugin spent.
+        self._hosts: dict[str, Counter[str]] = {}
+        self._soft404_pages: list[Soft404Page] = []
+        self._host_bytes: dict[str, list[int]] = {}
+        self._bytes_avoided = 0.0
+        self.cpu_seconds = 0.0
 
     def record(self, key: str, verdict: Verdict) -> None:
         """Stats, log lines and the crawl's group report for a verdict (reactor thread)."""
@@ -83,7 +90,9 @@ class Reporter:
                     f" (such pages are counted in neardup/rechecked/{verdict.rechecked})" if first else "",
                 )
         if verdict.status == "soft404":
-            self._host_counts[(host_of(key), SOFT404_COUNTER)] += 1
+            self._hosts.setdefault(host_of(key), Counter())["soft404"] += 1
+            if len(self._soft404_pages) < NAMED_SOFT404:
+                self._soft404_pages.append(Soft404Page(key, verdict.canonical, round(verdict.similarity, 6)))
             self.log_once(
                 "soft404",
                 f"{key} is a soft-404 page: a near-duplicate (similarity {verdict.similarity:.3f}) of what its "
@@ -145,19 +154,51 @@ class Reporter:
                 f" (such documents are counted in neardup/skipped/{reason})" if first else "",
             )
 
+    def fetched(self, url: str, size: int) -> None:
+        """A response the crawl downloaded (for the estimate of what an avoided fetch would have cost)."""
+        sizes = self._host_bytes.setdefault(host_of(url), [0, 0])
+        sizes[0] += size
+        sizes[1] += 1
+
     def predicted(self, url: str, target: str, rules: tuple[str, ...]) -> None:
         """A request not fetched: its URL rules make it a URL decided before (said once at INFO)."""
-        self._host_counts[(host_of(url), SKIPPED_COUNTER)] += 1
+        host = host_of(url)
+        self._hosts.setdefault(host, Counter())["avoided"] += 1
+        sizes = self._host_bytes.get(host)
+        if sizes and sizes[1]:
+            self._bytes_avoided += sizes[0] / sizes[1]
+        self.stats.inc_value("neardup/books/fetches_avoided")
         self.log_once(
             "predicted",
             f"{url} not fetched: the URL rules {', '.join(rules)} of its host make it {target}, met before "
             "(such requests are counted in neardup/skipped/predicted; see NEARDUP_URL_RULES)",
         )
 
-    def take_host_counts(self) -> dict[tuple[str, str], int]:
-        """The per-host counts since the last call (for the store), and forget them."""
-        counts, self._host_counts = dict(self._host_counts), Counter()
-        return counts
+    def books(self, started: float, process: str, soft404_hosts: int) -> CrawlBooks:
+        """This crawl's books, from its stats and what it counted; also set as the ``neardup/books/*`` stats."""
+        get = self.stats.get_value
+        books = CrawlBooks(
+            started,
+            time.time(),
+            process,
+            checked=get("neardup/checked", 0),
+            unique=get("neardup/unique", 0),
+            duplicates=get("neardup/duplicate", 0),
+            seen=get("neardup/seen", 0),
+            soft404=get("neardup/soft404", 0),
+            dropped=get("neardup/dropped", 0),
+            fetches=get("downloader/response_count", 0),
+            fetched_bytes=get("downloader/response_bytes", 0),
+            fetches_avoided=get("neardup/books/fetches_avoided", 0),
+            bytes_avoided=int(self._bytes_avoided),
+            cpu_seconds=round(self.cpu_seconds, 3),
+            soft404_hosts=soft404_hosts,
+            hosts={host: dict(counts) for host, counts in sorted(self._hosts.items())},
+            soft404_pages=tuple(self._soft404_pages),
+        )
+        self.stats.set_value("neardup/books/bytes_avoided", books.bytes_avoided)
+        self.stats.set_value("neardup/books/cpu_seconds", books.cpu_seconds)
+        return books
 
     def log_summary(self, spider: Spider) -> None:
         get = self.stats.get_value
@@ -175,6 +216,23 @@ class Reporter:
             get("neardup/soft404", 0),
             sum(skipped.values()),
             " (" + ", ".join(f"{k}: {v}" for k, v in sorted(skipped.items())) + ")" if skipped else "",
+            extra={"spider": spider},
+        )
+        avoided = get("neardup/books/fetches_avoided", 0)
+        fetches = get("downloader/response_count", 0)
+        cpu = self.cpu_seconds
+        logger.info(
+            "scrapy-neardup: the books of this crawl: %d responses fetched (%.1f MB), %d pages dropped, %d fetches "
+            "avoided (~%.1f MB, %s of what it would have fetched), %.1f s of CPU spent by the plugin "
+            "(%.1f ms a page checked)",
+            fetches,
+            get("downloader/response_bytes", 0) / 1e6,
+            get("neardup/dropped", 0),
+            avoided,
+            self._bytes_avoided / 1e6,
+            f"{avoided / (avoided + fetches):.1%}" if avoided + fetches else "0%",
+            cpu,
+            1000 * cpu / max(1, get("neardup/checked", 0) + sum(skipped.values())),
             extra={"spider": spider},
         )
         if self.groups:

@@ -33,6 +33,7 @@ from ..engine.template import TemplateGuard
 from ..engine.urlrules import Learner, Prediction, host_of
 from ..settings import Config, ConfigError, unknown_settings
 from ..store import Store, StoreError, StoreMismatchError, StoreWriteError, redact_url
+from ..store.books import CrawlBooks
 from ..workers import IN_PROCESS, ExtractionPool, WorkerLost, WorkerTimeout
 from .bodies import IdenticalBodies, body_digest
 from .reactor import in_thread, pool_reader, reply
@@ -62,6 +63,8 @@ class Outcome:
     refiled: int = 0
     before: tuple[Decision, ...] = ()
     again: bool = False
+    #: CPU time the decision took in the crawler process (for the crawl's books).
+    cpu_seconds: float = 0.0
 
 
 def _scrapy_version() -> tuple[int, ...]:
@@ -73,6 +76,14 @@ def _scrapy_version() -> tuple[int, ...]:
 #: Scrapy closes the spider when a ``spider_opened`` handler raises ``CloseSpider`` from 2.18 on; before,
 #: it logs the exception and crawls on.
 _CLOSE_FROM_OPENED = _scrapy_version() >= (2, 18)
+
+
+def _process_name() -> str:
+    """This crawl process, as its books name it: host and pid."""
+    import os
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 _services: weakref.WeakKeyDictionary[Any, NearDupService] = weakref.WeakKeyDictionary()
@@ -283,11 +294,12 @@ class NearDupService:
             for name, value in (("replaced", extraction.replaced), ("recycled", extraction.recycled)):
                 if value:
                     self.stats.set_value(f"neardup/workers/{name}", value)
+        books = self.report.books(detector.session_started, _process_name(), self.soft404_answers.hosts_with_answer)
         try:
             if store_thread is not None:
-                await in_thread(store_thread, self._close_store, detector)
+                await in_thread(store_thread, self._close_store, detector, books)
             else:
-                self._close_store(detector)
+                self._close_store(detector, books)
         except Exception as exc:  # noqa: BLE001 - the crawl must still end, and say what was lost
             unsaved = exc.unsaved if isinstance(exc, StoreWriteError) else 0
             if unsaved:
@@ -416,7 +428,10 @@ class NearDupService:
                 self._threads.callInThread(self._analyse_here, fn, args, deferred)
         except RuntimeError:  # the pool closed under us: the spider is closing
             return Prepared(None, "store_closed")
-        return await maybe_deferred_to_future(deferred)  # type: ignore[no-any-return]
+        prepared = await maybe_deferred_to_future(deferred)
+        if isinstance(prepared, Prepared):
+            self.report.cpu_seconds += prepared.cpu_seconds
+        return prepared  # type: ignore[no-any-return]
 
     async def known(self, *keys: str) -> list[bool] | None:
         """Whether each key is filed (for the downloader middleware's choice to fetch a declared page);
@@ -473,7 +488,13 @@ class NearDupService:
         if canonical is not None and page_url != first_url:
             canonical = declared_canonical(decode_html(body, content_type), page_url)
         return replace(
-            prepared, reused=True, extract_seconds=0.0, work_seconds=0.0, work_started=0.0, declared_canonical=canonical
+            prepared,
+            reused=True,
+            extract_seconds=0.0,
+            work_seconds=0.0,
+            work_started=0.0,
+            cpu_seconds=0.0,
+            declared_canonical=canonical,
         )
 
     def _extract_alone(self, job: Job, deferred: Deferred) -> None:  # type: ignore[type-arg]
@@ -500,11 +521,15 @@ class NearDupService:
     # -- the decision: here for a local store, on the store thread for Redis ------------------------------
     async def _decided(self, prepared: Prepared, key: str, url: str | None, declared: Declared | None) -> Outcome:
         outcome = await self._in_store_thread(lambda: self._decide_and_file(prepared, key, url, declared))
-        return outcome if outcome is not None else Outcome(prepared)
+        if outcome is None:
+            return Outcome(prepared)
+        self.report.cpu_seconds += outcome.cpu_seconds
+        return outcome  # type: ignore[no-any-return]
 
     def _decide_and_file(self, prepared: Prepared, key: str, url: str | None, declared: Declared | None) -> Outcome:
         """The template decision, the re-filing it may ask for, the declared page's decision, and the
         check-and-insert, under the store lock (in the order pages are decided)."""
+        cpu = time.thread_time()
         with self._store_lock:  # the guard's state and the store: one caller at a time
             decisions = self._decisions
             if decisions is None or self._closing:
@@ -519,7 +544,12 @@ class NearDupService:
                 self._observe(made, url)
         mine = made[-1]
         return Outcome(
-            mine.prepared, mine.verdict, mine.refiled, tuple(d for d in made[:-1] if not d.again), mine.again
+            mine.prepared,
+            mine.verdict,
+            mine.refiled,
+            tuple(d for d in made[:-1] if not d.again),
+            mine.again,
+            time.thread_time() - cpu,
         )
 
     def _observe(self, made: list[Decision], url: str | None) -> None:
@@ -643,16 +673,10 @@ class NearDupService:
         self.report.skip("store_closed", key)
         return Prepared(None, "store_closed"), None
 
-    def _close_store(self, detector: Detector) -> None:
-        """Store thread, at close (the workers are stopped): the URL rules' last counts, then flush and close
-        the store."""
+    def _close_store(self, detector: Detector, books: CrawlBooks) -> None:
+        """Store thread, at close (the workers are stopped): the URL rules' last counts and the crawl's
+        ``books``, then flush and close the store."""
         with self._store_lock:
-            counts = self.report.take_host_counts()
-            if counts:
-                try:
-                    detector.store.add_rule_counts({key: (n, 0) for key, n in counts.items()})
-                except Exception as exc:  # noqa: BLE001 - the fingerprints must still be saved below
-                    logger.warning("scrapy-neardup: the per-host counts for the report were not saved: %s", exc)
             rules, self.rules = self.rules, None
             if rules is not None:
                 try:
@@ -662,6 +686,10 @@ class NearDupService:
                     self.stats.set_value("neardup/url_rules/confident", confident)
                 except Exception as exc:  # noqa: BLE001 - the fingerprints must still be saved below
                     logger.warning("scrapy-neardup: the URL rules' last counts were not saved: %s", exc)
+            try:
+                detector.store.add_crawl_books(books)
+            except Exception as exc:  # noqa: BLE001 - the fingerprints must still be saved below
+                logger.warning("scrapy-neardup: this crawl's books were not saved in the store: %s", exc)
             detector.close()
 
     def _close_spider(self, reason: str) -> None:

@@ -1,7 +1,8 @@
 """Spider middleware: carries a tagged page's verdict to the items parsed from it.
 
 Only the spider middleware sees both the response and the items produced from it, so the tagging of
-items happens here. Items get ``near_duplicate_of`` (the canonical URL) and ``near_duplicate_similarity``.
+items happens here. Items get ``near_duplicate_of`` (the canonical URL; for a soft-404 page, the URL that
+cannot exist that its host answered alike) and ``near_duplicate_similarity``.
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ class NearDupSpiderMiddleware:
         self, response: Response, result: AsyncIterator[Any], spider: object = None
     ) -> AsyncIterator[Any]:
         verdict = response.meta.get(META_VERDICT) if response.request is not None else None
-        duplicate = bool(verdict and verdict.get("duplicate"))
+        # A soft-404 page's items too: tagged with the URL that cannot exist its host answered alike.
+        duplicate = bool(verdict and (verdict.get("duplicate") or verdict.get("status") == "soft404"))
         async for output in result:
             if duplicate and is_item(output):
                 self.tagger.tag(output, verdict["canonical"], verdict["similarity"])  # type: ignore[index]

@@ -7,7 +7,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..store.base import FORMAT_VERSION, Added, Candidate, DocRecord, Filing, Query, Store, StoreError
+from ..store.base import (
+    FORMAT_VERSION,
+    MAX_CHAIN,
+    Added,
+    Candidate,
+    DocRecord,
+    Filing,
+    Query,
+    Store,
+    StoreError,
+    group_of,
+)
 from .algorithms.base import Algorithm
 
 Status = Literal["unique", "duplicate", "seen", "soft404"]
@@ -17,9 +28,6 @@ Recheck = Literal["changed", "expired", "orphaned"]
 
 #: How often a check-and-insert is retried when another process filed a document in the same buckets.
 MAX_RETRIES = 16
-#: How many re-pointed canonicals are followed to find a group's page (each re-point goes to a better copy
-#: of a total order, so chains are short; a longer one is a damaged store).
-MAX_CHAIN = 32
 
 
 @dataclass(frozen=True)
@@ -278,14 +286,7 @@ class Detector:
     def group_of(self, key: str) -> str | None:
         """The canonical page of the group ``key`` is filed in (itself when it is canonical; through the
         canonicals its group was re-pointed from); ``None`` when it is not filed, or its record is orphaned."""
-        for _ in range(MAX_CHAIN):
-            record = self.store.get(key)
-            if record is None or record.orphaned:
-                return None
-            if record.canonical is None:
-                return key
-            key = record.canonical
-        raise StoreError(f"the group of {key!r} is re-pointed more than {MAX_CHAIN} times")
+        return group_of(self.store, key)
 
     def matches(self, signature: bytes, other: bytes) -> float | None:
         """The similarity of two fingerprints when it is at or above the threshold; else ``None``."""

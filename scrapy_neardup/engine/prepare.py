@@ -69,7 +69,7 @@ class Prepared:
     ``text_length``: the characters of the text fingerprinted (a short text shared by unrelated URLs of a
     host is what a soft-404 template looks like: :mod:`scrapy_neardup.crawl.soft404`). ``short_text``: the
     text of a page too short to fingerprint (its first :data:`SHORT_TEXT_KEPT` characters), what a soft-404
-    check compares it on.
+    check compares it on. ``cpu_seconds``: the CPU time of the job where it ran (for the crawl's books).
     """
 
     fingerprint: Fingerprint | None
@@ -85,6 +85,7 @@ class Prepared:
     reused: bool = False
     text_length: int = 0
     short_text: str = ""
+    cpu_seconds: float = 0.0
 
     def to_wire(self) -> tuple:  # type: ignore[type-arg]
         """Plain bytes, ints and strings: what crosses from a worker process (far cheaper to pickle than
@@ -102,11 +103,26 @@ class Prepared:
             self.declared_canonical,
             self.text_length,
             self.short_text,
+            self.cpu_seconds,
         )
 
     @classmethod
     def from_wire(cls, wire: tuple) -> Prepared:  # type: ignore[type-arg]
-        skip_reason, method, main_key, fp, page_fp, page_sketch, seconds, work, started, declared, length, short = wire
+        (
+            skip_reason,
+            method,
+            main_key,
+            fp,
+            page_fp,
+            page_sketch,
+            seconds,
+            work,
+            started,
+            declared,
+            length,
+            short,
+            cpu,
+        ) = wire
         return cls(
             _fp_unwire(fp),
             skip_reason,
@@ -120,6 +136,7 @@ class Prepared:
             declared,
             text_length=length,
             short_text=short,
+            cpu_seconds=cpu,
         )
 
 

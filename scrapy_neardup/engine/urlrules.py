@@ -42,10 +42,6 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-#: Names in a store's rule counts that are not rules but counters of a host, kept beside them for the report:
-#: its soft-404 pages, and the requests its rules left unfetched (``RuleBook.merge`` passes them over).
-SOFT404_COUNTER = "@soft404"
-SKIPPED_COUNTER = "@skipped"
 #: The kinds of rule, in the order :meth:`RuleBook.rewrites` applies them.
 KINDS = ("scheme", "www", "index", "prefix", "suffix", "param", "slash")
 #: Last path segments that stand for their directory.
@@ -281,7 +277,7 @@ class RuleBook:
         for (host, name), (successes, failures) in counts.items():
             try:
                 rule = UrlRule.parse(name)
-            except ValueError:  # a rule of a later version: not ours to apply
+            except ValueError:  # a rule of a later version (or an earlier version's counter): not ours to apply
                 continue
             book.setdefault(host, {})[rule] = RuleCount(successes, failures)
         for (host, name), (successes, failures) in self._pending.items():

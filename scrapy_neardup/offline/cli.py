@@ -322,6 +322,18 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"as NEARDUP_URL_RULES_CONFIDENCE (default: {default_of('NEARDUP_URL_RULES_CONFIDENCE')})",
     )
     rules.add_argument(
+        "--prior-hosts",
+        type=int,
+        default=default_of("NEARDUP_URL_RULES_PRIOR_HOSTS"),
+        help=f"as NEARDUP_URL_RULES_PRIOR_HOSTS (default: {default_of('NEARDUP_URL_RULES_PRIOR_HOSTS')})",
+    )
+    rules.add_argument(
+        "--prior-support",
+        type=_positive_int,
+        default=default_of("NEARDUP_URL_RULES_PRIOR_SUPPORT"),
+        help=f"as NEARDUP_URL_RULES_PRIOR_SUPPORT (default: {default_of('NEARDUP_URL_RULES_PRIOR_SUPPORT')})",
+    )
+    rules.add_argument(
         "--format",
         choices=("table", "json", "dud"),
         default="table",
@@ -735,8 +747,9 @@ def _iso(seconds: float | None) -> str | None:
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def _record_json(key: str, record: Any) -> str:
-    """One line of ``store show`` and ``store export``."""
+def _record_json(key: str, record: Any, why: dict[str, Any] | None = None) -> str:
+    """One line of ``store show`` and ``store export``; ``why``: what the store says of a URL it does not
+    hold (:class:`_UnknownUrls`)."""
     status = (
         "unknown"
         if record is None
@@ -746,16 +759,62 @@ def _record_json(key: str, record: Any) -> str:
         if record.canonical is None
         else "near-duplicate"
     )
-    return json.dumps(
-        {
-            "url": key,
-            "status": status,
-            "canonical": None if record is None else record.canonical,
-            "similarity": None if record is None or record.canonical is None else round(record.similarity, 6),
-            "last_seen": None if record is None else _iso(record.seen),
-        },
-        ensure_ascii=False,
-    )
+    line = {
+        "url": key,
+        "status": status,
+        "canonical": None if record is None else record.canonical,
+        "similarity": None if record is None or record.canonical is None else round(record.similarity, 6),
+        "last_seen": None if record is None else _iso(record.seen),
+    }
+    if why:
+        line.update(why)
+    return json.dumps(line, ensure_ascii=False)
+
+
+class _UnknownUrls:
+    """Why a store holds no record of a URL a crawl met: it was called soft-404 (named in a crawl's books,
+    the newest first), or the URL rules of its host predict it away (the rules, their counts, and the URL
+    decided before that it becomes). ``None``: the store knows nothing of it."""
+
+    def __init__(self, store: Any) -> None:
+        from ..assembly import build_rule_book
+        from ..engine.urlrules import Learner
+        from ..store.base import group_of
+
+        self.store = store
+        self.soft404 = {}
+        for books in store.crawl_books():  # oldest first: the newest verdict wins
+            for page in books.soft404_pages:
+                self.soft404[page.url] = (page, books.started)
+        book = build_rule_book(_config({}))
+        self.rules = Learner(book, store, lambda url: group_of(store, url), sync_every=1 << 30, sync_secs=float("inf"))
+
+    def __call__(self, url: str) -> dict[str, Any] | None:
+        from ..engine.urlrules import UrlRule, host_of
+
+        if url in self.soft404:
+            page, when = self.soft404[url]
+            return {
+                "status": "soft404",
+                "answered": page.answered,
+                "similarity": page.similarity,
+                "crawl_started": _iso(when),
+            }
+        prediction = self.rules.predict(url)
+        if prediction is None or not prediction.decided:
+            return None
+        counts = self.rules.book.counts.get(host_of(url), {})
+        return {
+            "status": "predicted",
+            "becomes": prediction.target,
+            "group": prediction.group,
+            "rules": [
+                {"rule": name, "successes": counts[rule].successes, "failures": counts[rule].failures}
+                for name in prediction.rules
+                for rule in [UrlRule.parse(name)]
+                if rule in counts
+            ],
+        }
 
 
 def _urls_to_remove(args: argparse.Namespace) -> list[str]:
@@ -833,7 +892,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
         counts = store.rule_counts()
     finally:
         store.close()
-    book = RuleBook(args.min_support, args.min_confidence)
+    book = RuleBook(args.min_support, args.min_confidence, args.prior_hosts, args.prior_support)
     book.merge(counts)
     rows = [row for row in book.listing() if args.all or row[3]]
     output = AtomicOutput(args.output)
@@ -893,11 +952,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         params = store.read_meta() or {}
         data = collect(
-            redact_url(args.store_url),
-            store.iter_records(),
-            store.rule_counts(),
-            default_of("NEARDUP_URL_RULES_MIN_SUPPORT"),
-            default_of("NEARDUP_URL_RULES_CONFIDENCE"),
+            redact_url(args.store_url), store.iter_records(), store.rule_counts(), store.crawl_books(), _config({})
         )
     finally:
         store.close()
@@ -935,8 +990,10 @@ def cmd_store(args: argparse.Namespace) -> int:
         if args.action == "count":
             print(store.count())
         elif args.action == "show":
+            explain_unknown = _UnknownUrls(store)
             for key in args.urls:
-                print(_record_json(key, store.get(key)))
+                record = store.get(key)
+                print(_record_json(key, record, None if record is not None else explain_unknown(key)))
         elif args.action == "export":
             for record in store.iter_records():
                 print(_record_json(record.key, record))

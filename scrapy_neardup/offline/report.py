@@ -19,7 +19,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from ..engine.urlrules import SKIPPED_COUNTER, SOFT404_COUNTER, RuleBook, explain, host_of
+from ..assembly import build_rule_book
+from ..engine.urlrules import explain, host_of
+from ..settings import Config
+from ..store.base import DocRecord
+from ..store.books import CrawlBooks, added_up, crawls_of
 
 #: Groups listed, hosts plotted, rows of the pattern table.
 LARGEST_GROUPS = 25
@@ -42,7 +46,9 @@ class HostFigures:
 
 @dataclass
 class ReportData:
-    """What the report shows, read from a store (:func:`collect`)."""
+    """What the report shows, read from a store (:func:`collect`). ``crawls``: each crawl's books, its
+    processes added up, oldest first; the host figures of soft-404 pages and fetches saved are the last
+    crawl's."""
 
     location: str
     documents: int = 0
@@ -53,27 +59,50 @@ class ReportData:
     patterns: Counter[tuple[str, str]] = field(default_factory=Counter)
     similarities: list[float] = field(default_factory=list)
     rules: list[tuple[str, str, int, int, float, bool]] = field(default_factory=list)
+    crawls: list[CrawlBooks] = field(default_factory=list)
+
+    @property
+    def last_crawl(self) -> CrawlBooks | None:
+        return self.crawls[-1] if self.crawls else None
+
+
+def roots(records: Iterable[DocRecord]) -> tuple[list[DocRecord], dict[str, str]]:
+    """The records, and each near-duplicate's group page: its canonical, followed through the canonicals
+    whose groups were re-pointed to a better copy (:attr:`DocRecord.chained`)."""
+    records = list(records)
+    canonical_of = {r.key: r.canonical for r in records if r.canonical is not None}
+    out: dict[str, str] = {}
+    for key, canonical in canonical_of.items():
+        seen = {key}
+        while canonical in canonical_of and canonical not in seen:
+            seen.add(canonical)
+            canonical = canonical_of[canonical]
+        out[key] = canonical
+    return records, out
 
 
 def collect(
     location: str,
-    records: Iterable[object],
+    records: Iterable[DocRecord],
     rule_counts: Mapping[tuple[str, str], tuple[int, int]],
-    min_support: int,
-    min_confidence: float,
+    books: Iterable[CrawlBooks],
+    config: Config,
 ) -> ReportData:
-    """The report's figures from a store's records (:meth:`Store.iter_records`) and rule counts."""
+    """The report's figures from a store's records (:meth:`Store.iter_records`), rule counts and books, the
+    rules judged by ``config``'s thresholds."""
     data = ReportData(location)
     hosts: defaultdict[str, HostFigures] = defaultdict(HostFigures)
     groups: defaultdict[str, list[tuple[str, float]]] = defaultdict(list)
+    records, group_of = roots(records)
     for record in records:
-        key, canonical, similarity = record.key, record.canonical, record.similarity  # type: ignore[attr-defined]
+        key, similarity = record.key, record.similarity
         data.documents += 1
         figures = hosts[host_of(key) or "(no host)"]
         figures.pages += 1
-        if canonical is None:
+        if record.canonical is None:
             data.canonical += 1
             continue
+        canonical = group_of[key]
         data.duplicates += 1
         figures.duplicates += 1
         groups[canonical].append((key, similarity))
@@ -85,12 +114,13 @@ def collect(
             data.patterns[(host_of(key), "another site's page")] += 1
         else:
             data.patterns[(host_of(key), "another path of the site")] += 1
-    for (host, name), (number, _) in rule_counts.items():
-        if name == SOFT404_COUNTER:
-            hosts[host].soft404 += number
-        elif name == SKIPPED_COUNTER:
-            hosts[host].skipped += number
-    book = RuleBook(min_support, min_confidence)
+    data.crawls = [added_up(run) for run in crawls_of(books)]
+    last = data.last_crawl
+    if last is not None:
+        for host, counts in last.hosts.items():
+            hosts[host].soft404 += counts.get("soft404", 0)
+            hosts[host].skipped += counts.get("avoided", 0)
+    book = build_rule_book(config)
     book.merge(rule_counts)
     for host, rule, count, used in book.listing():
         data.rules.append((host, rule.name, count.successes, count.failures, count.confidence, used))
@@ -165,7 +195,8 @@ details{margin:.4em 0}summary{cursor:pointer}
 def render(data: ReportData, threshold_note: str = "") -> str:
     """The report as one HTML document, with no script and no outside resource."""
     hosts = sorted(data.hosts.items(), key=lambda kv: (-(kv[1].duplicates + kv[1].soft404), kv[0]))
-    saved = sum(f.skipped for f in data.hosts.values())
+    last = data.last_crawl
+    saved = last.fetches_avoided if last is not None else 0
     soft = [(h, f) for h, f in hosts if f.soft404]
     out = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
@@ -179,8 +210,10 @@ def render(data: ReportData, threshold_note: str = "") -> str:
         f"<span class=kpi><b>{data.documents:,}</b>pages filed</span>",
         f"<span class=kpi><b>{data.duplicates:,}</b>near-duplicates ({_pct(data.duplicates, data.documents)})</span>",
         f"<span class=kpi><b>{len(data.groups):,}</b>groups</span>",
-        f"<span class=kpi><b>{saved:,}</b>fetches saved by URL rules</span>",
-        f"<span class=kpi><b>{len(soft):,}</b>soft-404 hosts</span></section>",
+        f"<span class=kpi><b>{saved:,}</b>fetches saved by URL rules in the last crawl</span>",
+        f"<span class=kpi><b>{len(soft):,}</b>soft-404 hosts in the last crawl</span></section>",
+        "<h2 id=crawls>Crawls</h2>",
+        _crawls_table(data.crawls),
         "<h2 id=hosts>Hosts</h2>",
         "<p>The share of a host's fetches that were near-duplicates (soft-404 pages included), for the hosts "
         "with the most of them.</p>",
@@ -192,7 +225,8 @@ def render(data: ReportData, threshold_note: str = "") -> str:
             ]
         ),
         "<table><thead><tr><th>host</th><th class=n>pages filed</th><th class=n>near-duplicates</th>"
-        "<th class=n>share</th><th class=n>soft-404 pages</th><th class=n>fetches saved</th></tr></thead><tbody>",
+        "<th class=n>share</th><th class=n>soft-404 pages (last crawl)</th><th class=n>fetches saved (last crawl)</th>"
+        "</tr></thead><tbody>",
     ]
     for host, f in hosts:
         out.append(
@@ -238,7 +272,7 @@ def render(data: ReportData, threshold_note: str = "") -> str:
         out.append("</tbody></table>")
     else:
         out.append("<p class=none>No URL rule was learned (NEARDUP_URL_RULES).</p>")
-    out.append("<h2 id=soft404>Soft-404 hosts</h2>")
+    out.append("<h2 id=soft404>Soft-404 hosts in the last crawl</h2>")
     if soft:
         out.append("<table><thead><tr><th>host</th><th class=n>soft-404 pages</th></tr></thead><tbody>")
         out += [f"<tr><td class=url>{_e(h)}</td><td class=n>{f.soft404:,}</td></tr>" for h, f in soft]
@@ -251,6 +285,34 @@ def render(data: ReportData, threshold_note: str = "") -> str:
         "</body></html>",
     ]
     return "\n".join(out)
+
+
+#: Crawls listed in the report's table, the newest.
+LISTED_CRAWLS = 20
+
+
+def _crawls_table(crawls: list[CrawlBooks]) -> str:
+    """The books of the newest crawls, newest first."""
+    if not crawls:
+        return "<p class=none>No crawl left its books in this store (a crawl writes them when it closes).</p>"
+    rows = [
+        "<p>What each crawl did (its processes added up): pages checked and dropped, soft-404 pages, responses "
+        "fetched, fetches the URL rules avoided (their bytes estimated by their host's mean response), and the "
+        "CPU the plugin spent.</p>",
+        "<table><thead><tr><th>started (UTC)</th><th>processes</th><th class=n>checked</th><th class=n>dropped</th>"
+        "<th class=n>soft-404</th><th class=n>fetched</th><th class=n>MB</th><th class=n>fetches avoided</th>"
+        "<th class=n>MB avoided</th><th class=n>plugin CPU s</th></tr></thead><tbody>",
+    ]
+    for books in reversed(crawls[-LISTED_CRAWLS:]):
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(books.started))
+        rows.append(
+            f"<tr><td>{_e(when)}</td><td>{_e(books.process)}</td><td class=n>{books.checked:,}</td>"
+            f"<td class=n>{books.dropped:,}</td><td class=n>{books.soft404:,}</td><td class=n>{books.fetches:,}</td>"
+            f"<td class=n>{books.fetched_bytes / 1e6:,.1f}</td><td class=n>{books.fetches_avoided:,}</td>"
+            f"<td class=n>{books.bytes_avoided / 1e6:,.1f}</td><td class=n>{books.cpu_seconds:,.1f}</td></tr>"
+        )
+    rows.append("</tbody></table>")
+    return "".join(rows)
 
 
 def _pct(part: int, whole: int) -> str:

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import mmh3
 
+from .books import KEPT_CRAWLS, CrawlBooks
+
 if TYPE_CHECKING:  # the contract is read without numpy; backends take numpy arrays of bucket keys too
     import numpy as np
 
@@ -361,11 +363,49 @@ class Store(ABC):
         """Every URL rule of the store with its ``(successes, failures)``."""
         return dict(self.__dict__.get("_rule_table", {}))
 
+    # -- the books of each crawl (scrapy_neardup.store.books) -------------------------------------------
+    def add_crawl_books(self, books: CrawlBooks) -> None:
+        """Keep what one crawl process did, as JSON (the newest :data:`~.books.KEPT_CRAWLS`). The base class
+        keeps them in this process only; a backend shared by processes overrides both calls (SQLite, Redis
+        do). :meth:`clear` forgets them."""
+        kept = self.__dict__.setdefault("_crawl_books", [])
+        kept.append(books.to_json())
+        del kept[:-KEPT_CRAWLS]
+
+    def crawl_books(self) -> list[CrawlBooks]:
+        """The books kept, oldest first (a record that does not read as books is passed over)."""
+        return _read_books(self.__dict__.get("_crawl_books", []))
+
     def flush(self) -> None:
         """Make every write so far durable."""
 
     def close(self) -> None:
         """Flush and release the backend."""
+
+
+#: How many re-pointed canonicals are followed to find a group's page (each re-point goes to a better copy
+#: of a total order, so chains are short; a longer one is a damaged store).
+MAX_CHAIN = 32
+
+
+def group_of(store: Store, key: str) -> str | None:
+    """The page of the group ``key`` is filed in: itself when it is canonical, else its canonical, followed
+    through the canonicals whose groups were re-pointed to a better copy (:meth:`Store.repoint`); ``None``
+    when it is not filed, or the chain ends in an orphan."""
+    for _ in range(MAX_CHAIN):
+        record = store.get(key)
+        if record is None or record.orphaned:
+            return None
+        if record.canonical is None:
+            return key
+        key = record.canonical
+    raise StoreError(f"the group of {key!r} is re-pointed more than {MAX_CHAIN} times")
+
+
+def _read_books(records: Sequence[str | bytes]) -> list[CrawlBooks]:
+    """Stored JSON records as books, oldest first by start time."""
+    books = [CrawlBooks.from_json(record) for record in records]
+    return sorted((b for b in books if b is not None), key=lambda b: (b.started, b.finished))
 
 
 #: Query parameters of a store URL whose values are secrets (redis-py reads ``?password=``).

@@ -80,8 +80,10 @@ from .base import (
     Store,
     StoreError,
     StoreWriteError,
+    _read_books,
     key_hash,
 )
+from .books import KEPT_CRAWLS, CrawlBooks
 from .compact import LevelIndex
 
 try:
@@ -92,7 +94,7 @@ except ImportError:  # pragma: no cover - Windows: SQLite's own locking still ke
 #: ``PRAGMA application_id`` of a scrapy-neardup store: "NDUP" in ASCII.
 APPLICATION_ID = 0x4E445550
 #: The tables of the layout; a database holding any other table is not ours.
-_TABLES = frozenset(("meta", "docs", "buckets", "staged", "url_rules"))
+_TABLES = frozenset(("meta", "docs", "buckets", "staged", "url_rules", "crawls"))
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -116,6 +118,7 @@ CREATE TABLE IF NOT EXISTS url_rules (
     failures INTEGER NOT NULL,
     PRIMARY KEY (host, rule)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS crawls (id INTEGER PRIMARY KEY, books TEXT NOT NULL);
 """
 #: Recorded in ``meta`` beside the detector's parameters: a version of scrapy-neardup that does not know the
 #: recorded layout refuses the file instead of silently missing staged documents or last-seen times.
@@ -394,7 +397,18 @@ class SqliteStore(Store):
         return {(host, rule): (successes, failures) for host, rule, successes, failures in rows}
 
     @_translated
+    def add_crawl_books(self, books: CrawlBooks) -> None:
+        self.db.execute("INSERT INTO crawls (books) VALUES (?)", (books.to_json(),))
+        self.db.execute(f"DELETE FROM crawls WHERE id <= (SELECT MAX(id) FROM crawls) - {KEPT_CRAWLS}")
+        self._commit()
+
+    @_translated_read
+    def crawl_books(self) -> list[CrawlBooks]:
+        return _read_books([text for (text,) in self.db.execute("SELECT books FROM crawls ORDER BY id")])
+
+    @_translated
     def clear(self) -> None:
+        self.db.execute("DELETE FROM crawls")
         self.db.execute("DELETE FROM url_rules")
         self.db.execute("DELETE FROM buckets")
         self.db.execute("DELETE FROM staged")

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from scrapy_neardup.store import SqliteStore
+from scrapy_neardup.store.books import CrawlBooks
 
 HOSTILE = 'https://evil.example/"><script>document.title="pwned"</script><img src=x onerror=alert(1)>'
 
@@ -50,13 +51,15 @@ def report(tmp_path):
     assert done.returncode == 0, done.stderr
     store = SqliteStore(str(tmp_path / "store.sqlite3"))
     store.open_existing()
-    store.add_rule_counts(
-        {
-            ("news.example", "param:utm_source"): (60, 0),
-            ("news.example", "@skipped"): (41, 0),
-            ("soft.example", "@soft404"): (12, 0),
-        }
-    )
+    store.add_rule_counts({("news.example", "param:utm_source"): (60, 0)})
+    # Two crawls that each met the same 12 soft-404 pages: the report counts a crawl, not their sum; the second
+    # crawl ran in two processes at once (overlapping books: one crawl).
+    hosts = {"news.example": {"avoided": 20}, "soft.example": {"soft404": 12}, '<b onmouseover="x">': {"soft404": 1}}
+    store.add_crawl_books(CrawlBooks(1000.0, 1100.0, "a:1", checked=40, soft404=12, fetches_avoided=41, hosts=hosts))
+    for process in ("a:2", "b:3"):
+        store.add_crawl_books(
+            CrawlBooks(2000.0, 2100.0, process, checked=20, soft404=6, fetches_avoided=20, hosts=hosts)
+        )
     store.close()
     out = tmp_path / "report.html"
     made = cli("report", store_url, "-o", str(out))
@@ -69,10 +72,14 @@ def test_the_report_holds_the_figures_and_escapes_what_pages_control(report):
     assert "<script" not in page.lower() and "http://" not in page and "https://evil" in page
     assert "default-src 'none'" in page  # nothing may run or load, even if something slipped through
     assert "&lt;script&gt;document.title=&quot;pwned&quot;&lt;/script&gt;" in page
-    for section in ("summary", "hosts", "groups", "patterns", "rules", "soft404", "similarities"):
+    for section in ("summary", "crawls", "hosts", "groups", "patterns", "rules", "soft404", "similarities"):
         assert f"id={section}" in page
     assert "param:utm_source" in page and "another site&#x27;s page" in page
-    assert "<b>41</b>fetches saved" in page and "soft.example" in page
+    # The last crawl's figures (two processes added up), not every crawl's sum.
+    assert "<b>40</b>fetches saved by URL rules in the last crawl" in page
+    assert "<td class=url>soft.example</td><td class=n>24</td></tr>" in page  # 12 in each process of that crawl
+    assert page.count("<td>2 processes</td>") == 1 and page.count("<td>1 process</td>") == 1
+    assert "&lt;b onmouseover=&quot;x&quot;&gt;" in page
     assert page.count("<svg") >= 3
 
 

@@ -4,7 +4,10 @@ first met; a skip never removes the page a group reaches the spider through)."""
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -40,6 +43,14 @@ def tracking_site(tracked_first: range) -> dict[str, str]:
     return pages
 
 
+def cli(*args: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy_neardup.offline.cli", *args], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
 def articles_of(result) -> Counter:
     return Counter(int(item["path"][3:].split(".")[0]) for item in result.items)
 
@@ -61,6 +72,16 @@ def test_three_crawls_deliver_every_article_once_whichever_url_was_met_first(tmp
     first = crawls[0].neardup_stats()
     assert first.get("neardup/repointed", 0) + first.get("neardup/url_rules/rewritten", 0) == len(tracked_first)
     assert first.get("neardup/repointed", 0) >= 5, first
+    # store show says why a tracking URL the store holds no record of was never filed: its host's rule.
+    urls = [f"{server.url}a/{i}.html?utm_source=home" for i in tracked_first]
+    shown = [
+        json.loads(line) for line in cli("store", f"sqlite:///{tmp_path}/store.sqlite3", "show", *urls).splitlines()
+    ]
+    never_filed = [line for line in shown if line["canonical"] is None]
+    assert len(never_filed) == first.get("neardup/url_rules/rewritten", 0), shown
+    for line in never_filed:
+        assert line["status"] == "predicted" and line["becomes"] == line["url"].split("?")[0], line
+        assert line["rules"][0]["rule"] == "param:utm_source" and line["rules"][0]["successes"] >= 8, line
     # The later crawls deliver each article under its plain URL, and fetch no tracking URL but explored ones.
     for result in crawls[1:]:
         assert all("utm_source" not in item["url"] for item in result.items), result.items

@@ -3,6 +3,7 @@ every unknown URL, beside a host that answers 404; in every order, twice on one 
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -21,11 +22,23 @@ NOT_FOUND = html(
 )
 
 
+def short_not_found(path: str) -> str:
+    """What most servers answer: a heading and a sentence that repeats the path asked for, far under
+    NEARDUP_MIN_TEXT_LENGTH."""
+    return html(f"Page not found. Sorry, {path} does not exist here.", chrome="<nav>Home News Sport</nav>")
+
+
 class SoftSite(dict):
-    """Every unknown path answered 200 with :data:`NOT_FOUND`."""
+    """Every unknown path answered 200 with :data:`NOT_FOUND` (or, ``short``, :func:`short_not_found`)."""
+
+    def __init__(self, pages, short=False):
+        super().__init__(pages)
+        self.short = short
 
     def get(self, key, default=None):
-        return super().get(key, NOT_FOUND)
+        if key in self:
+            return super().get(key)
+        return short_not_found(key) if self.short else NOT_FOUND
 
 
 def crawl(tmp_path, urls, name, **settings):
@@ -37,15 +50,31 @@ def crawl(tmp_path, urls, name, **settings):
     return result
 
 
-@pytest.mark.parametrize("order", ["dead links first", "shuffled", "articles first"])
-def test_dead_links_of_a_soft404_host_are_soft404_and_no_page_of_a_sound_host_is(tmp_path, order):
-    soft = SoftSite({f"/article/{i}": html(story(200 + i)) for i in range(6)})
+@pytest.mark.parametrize(
+    ("order", "size"),
+    [
+        ("dead links first", "long"),
+        ("shuffled", "long"),
+        ("articles first", "long"),
+        ("dead links first", "short"),
+        ("shuffled", "short"),
+    ],
+)
+def test_dead_links_of_a_soft404_host_are_soft404_and_no_page_of_a_sound_host_is(tmp_path, order, size):
+    """Long "not found" pages are compared by fingerprint, short ones (a heading and a sentence repeating the
+    path asked for) on their text: both are caught, and no short page of the sound host is."""
+    soft = SoftSite({f"/article/{i}": html(story(200 + i)) for i in range(6)}, short=size == "short")
+    soft["/contact"] = html("Contact the newsroom: desk 7, open Monday to Friday, nine to five.")
     sound = {f"/article/{i}": html(story(300 + i)) for i in range(6)}
+    # Short real pages of the sound host: too short to fingerprint, not its "not found" page.
+    sound.update({f"/contact/{i}": html(f"Contact us: desk {i}, open Monday to Friday.") for i in range(2)})
     with ServerThread(pages_server(soft)) as soft_host, ServerThread(pages_server(sound)) as sound_host:
         articles = [f"{soft_host.url}/article/{i}" for i in range(6)] + [
             f"{sound_host.url}/article/{i}" for i in range(6)
         ]
         dead = [f"{soft_host.url}/gone/{i}" for i in range(5)]
+        short_pages = [f"{sound_host.url}/contact/{i}" for i in range(2)] + [f"{soft_host.url}/contact"]
+        articles += short_pages
         urls = dead + articles if order == "dead links first" else articles + dead
         if order == "shuffled":
             random.Random(4).shuffle(urls)
@@ -65,11 +94,26 @@ def test_soft404_off_and_tag_mode(tmp_path):
     soft = SoftSite({"/article/1": html(story(400))})
     with ServerThread(pages_server(soft)) as host:
         urls = [f"{host.url}/article/1", f"{host.url}/gone/1", f"{host.url}/gone/2"]
+        crawl(tmp_path, urls, "tag-before", NEARDUP_ACTION="tag")
         tagged = crawl(tmp_path, urls, "tag", NEARDUP_ACTION="tag")
         off = crawl(tmp_path, urls, "off", NEARDUP_SOFT404="False", NEARDUP_STORE_URL="memory://")
     assert tagged.neardup_stats().get("neardup/soft404") == 2
     assert len(tagged.items) == 3  # tag mode: every page reaches the spider
-    # The crawl left its soft-404 count in the store, for the report.
+    # Its items say so, in the field a pipeline already filters near-duplicates on.
+    marks = {item["url"].rsplit("/", 2)[-2]: item.get("near_duplicate_of") for item in tagged.items}
+    assert marks["article"] is None and "/neardup-no-such-page-" in str(marks["gone"]), tagged.items
+    # store show says why a URL the store holds no record of was not filed.
+    shown = subprocess.run(
+        [sys.executable, "-m", "scrapy_neardup.offline.cli", "store", f"sqlite:///{tmp_path}/store.sqlite3"]
+        + ["show", f"{host.url}/gone/1", f"{host.url}/never"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    gone, never = (json.loads(line) for line in shown.stdout.splitlines())
+    assert gone["status"] == "soft404" and "/neardup-no-such-page-" in gone["answered"], gone
+    assert never["status"] == "unknown"
+    # The crawls left their books in the store, for the report: it counts the last crawl's, not their sum.
     report = tmp_path / "report.html"
     made = subprocess.run(
         [
@@ -87,7 +131,8 @@ def test_soft404_off_and_tag_mode(tmp_path):
     )
     assert made.returncode == 0, made.stderr
     page = report.read_text()
-    assert "<b>1</b>soft-404 hosts" in page and "<td class=n>2</td></tr>" in page.split("id=soft404")[1]
+    assert "<b>1</b>soft-404 hosts in the last crawl" in page
+    assert "<td class=n>2</td></tr>" in page.split("id=soft404")[1]
     # Without the probe, the two dead links are one group: the second a near-duplicate of the first.
     assert "neardup/soft404/probed" not in off.stats
     assert off.neardup_stats().get("neardup/duplicate") == 1

@@ -23,9 +23,11 @@ from ..base import (
     Query,
     Store,
     StoreError,
+    _read_books,
     check_meta,
     redact_url,
 )
+from ..books import KEPT_CRAWLS, CrawlBooks
 from .codec import (
     _U16,
     _U32,
@@ -326,7 +328,7 @@ class RedisStore(Store):
         return self._call(lambda: list(self.client.scan_iter(match=self.layout.pattern, count=10_000)))
 
     def clear(self) -> None:
-        own = [self._key(n) for n in ("meta", "seq", "count", "flight", "urlrules")]
+        own = [self._key(n) for n in ("meta", "seq", "count", "flight", "urlrules", "crawls")]
         keys = self._group_keys()
         self._call(self.client.delete, *own)
         for i in range(0, len(keys), self._BATCH):  # a key a command: a cluster refuses a DEL across slots
@@ -359,6 +361,21 @@ class RedisStore(Store):
             pipe.execute()
 
         self._call(add)
+
+    def add_crawl_books(self, books: CrawlBooks) -> None:
+        """A list, ``P:crawls``: the books pushed at its head, the list cut to the newest kept."""
+        key = self._key("crawls")
+
+        def push() -> None:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.lpush(key, books.to_json())
+            pipe.ltrim(key, 0, KEPT_CRAWLS - 1)
+            pipe.execute()
+
+        self._call(push)
+
+    def crawl_books(self) -> list[CrawlBooks]:
+        return _read_books(self._call(self.client.lrange, self._key("crawls"), 0, -1))
 
     def rule_counts(self) -> dict[tuple[str, str], tuple[int, int]]:
         raw = self._call(self.client.hgetall, self._key("urlrules"))
