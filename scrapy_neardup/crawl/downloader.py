@@ -16,6 +16,7 @@ from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, TextResponse
 from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.defer import Deferred
 
 from ..engine.canonical import Declaration, link_header_canonical, may_fetch
 from ..engine.decisions import Declared
@@ -53,8 +54,10 @@ META_SOFT404_PROBE = "neardup_soft404_probe"
 SOFT404_FLAG = "soft-404"
 #: How much lower a deprioritized request's priority is made.
 DEPRIORITIZE_BY = 1000
-#: Responses of declared pages fetched first, kept for the request that follows them (no second download).
-MAX_KEPT_RESPONSES = 64
+#: Responses of declared pages fetched first, kept for the first request of their URL (no second download).
+MAX_KEPT_RESPONSES = 256
+#: How long a copy waits for its declared page's own request, already being downloaded, to be decided.
+DECLARED_WAIT_SECS = 30.0
 
 _HTML_TYPES = (b"text/html", b"application/xhtml+xml")
 
@@ -80,18 +83,25 @@ class NearDupDownloaderMiddleware:
         # Items carry the text to compare (NEARDUP_ITEM_FIELD): pages are not fingerprinted as well.
         self.check_pages = not self.config.item_field
         self._kept: OrderedDict[str, Response] = OrderedDict()
+        #: Copies waiting for the decision of a declared page whose own request is being downloaded (URL ->
+        #: their Deferreds), and the URLs of the copies waiting (a copy never waits for a page waiting itself).
+        self._deciding: dict[str, list[Deferred]] = {}  # type: ignore[type-arg]
+        self._waiting: set[str] = set()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
 
     async def process_request(self, request: Request, spider: object = None) -> Request | Response | None:
-        """A declared page followed after its copy was decided: the response fetched then, if still kept.
+        """A declared page fetched before its copy was decided: the response fetched then, if still kept, for
+        the first request of that URL to come (the plugin's own, following the copy, or the spider's, queued
+        before it: the page is downloaded once, whichever comes first, with any scheduler).
         With ``NEARDUP_URL_RULES`` ``skip`` or ``deprioritize``: a request the URL rules predict to be a
         duplicate is not fetched, or is sent back to the scheduler at a lower priority."""
-        if request.meta.get(META_FOLLOWED_FROM) is not None:
+        if self._kept and request.method == "GET" and request.meta.get(META_DECLARED_BY) is None:
             kept = self._kept.pop(request.url, None)
-            return None if kept is None else kept.replace(request=request)
+            if kept is not None:
+                return kept.replace(request=request)
         if self.config.url_rules in ("skip", "deprioritize") and self._may_predict(request):
             return await self._predict(request)
         return None
@@ -193,15 +203,18 @@ class NearDupDownloaderMiddleware:
         async def fetch_first(page_key: str, declared_url: str) -> Declared | None:
             return await self._fetch_declared(request, page_key, declared_url)
 
-        prepared, verdict = await service.check(
-            key,
-            response_job(response, self.config.max_body_size),
-            url=response.url,
-            declaration=declaration,
-            own_key=bool(own_key),
-            resolve=fetch_first if self.config.canonical_fetch != "none" else None,
-            probe=self._probe if self.config.soft404 and not own_key else None,
-        )
+        try:
+            prepared, verdict = await service.check(
+                key,
+                response_job(response, self.config.max_body_size),
+                url=response.url,
+                declaration=declaration,
+                own_key=bool(own_key),
+                resolve=fetch_first if self.config.canonical_fetch != "none" else None,
+                probe=self._probe if self.config.soft404 and not own_key else None,
+            )
+        finally:
+            self._decided(request.url, response.url)
         if verdict is None:
             request.meta[META_VERDICT] = {"status": "skipped", "reason": prepared.skip_reason or "store_error"}
             return response
@@ -233,6 +246,12 @@ class NearDupDownloaderMiddleware:
         known = await service.known(key, declared_url)
         if known is None or any(known):  # a page filed before (a re-crawl), or the declared one: no fetch
             return None
+        if declared_url not in self._waiting and self._in_flight(declared_url):
+            # The spider's own request for it is being downloaded: its decision is awaited, not a second
+            # download (the copy is then decided against the declared page, filed by then).
+            service.stats.inc_value("neardup/canonical/awaited")
+            await self._decision_of(request.url, declared_url)
+            return None
         meta = {k: v for k, v in request.meta.items() if k not in _OWN_META}
         # Not dont_filter, whatever the copy's request says: the offsite check must apply to the declared page.
         probe = request.replace(url=declared_url, meta={**meta, META_DECLARED_BY: request.url}, dont_filter=False)
@@ -260,6 +279,39 @@ class NearDupDownloaderMiddleware:
         while len(self._kept) > MAX_KEPT_RESPONSES:
             self._kept.popitem(last=False)
         return Declared(response.url, prepared)
+
+    def _in_flight(self, url: str) -> bool:
+        """Whether a request for ``url`` is being downloaded (or is in the downloader middlewares) now."""
+        downloader = getattr(self.crawler.engine, "downloader", None)
+        return downloader is not None and any(r.url == url for r in getattr(downloader, "active", ()))
+
+    async def _decision_of(self, copy_url: str, url: str) -> None:
+        """Until the page at ``url`` in flight is decided, or :data:`DECLARED_WAIT_SECS` have passed (its
+        request failed, or was redirected elsewhere)."""
+        from twisted.internet import reactor
+
+        waiter: Deferred = Deferred()  # type: ignore[type-arg]
+        waiter.addTimeout(DECLARED_WAIT_SECS, reactor)  # type: ignore[arg-type]
+        self._deciding.setdefault(url, []).append(waiter)
+        self._waiting.add(copy_url)
+        try:
+            await maybe_deferred_to_future(waiter)
+        except Exception:  # noqa: BLE001 - a timeout: the copy is decided on its own
+            pass
+        finally:
+            self._waiting.discard(copy_url)
+
+    def _decided(self, *urls: str) -> None:
+        """A page was decided (or failed): the copies waiting for it go on."""
+        for url in urls:
+            for waiter in self._deciding.pop(url, ()):
+                if not waiter.called:
+                    waiter.callback(None)
+
+    def process_exception(self, request: Request, exception: BaseException, spider: object = None) -> None:
+        """A request that failed: the copies waiting for its page's decision go on."""
+        if self._deciding:
+            self._decided(request.url)
 
     async def _probe(self, url: str) -> Answer:
         """Fetch ``url``, a URL of a host that cannot exist, through every downloader middleware (robots.txt,
