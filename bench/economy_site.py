@@ -52,7 +52,7 @@ import localsite  # noqa: E402  (bench/, the script's own folder)
 
 from scrapy_neardup.offline.evaluation import load_manifest  # noqa: E402
 
-HOSTS = ("news0.example", "news1.example", "news2.example")
+HOSTS = ("news0.example.com", "news1.example.net", "news2.example.org")
 SOUND_HOST, SHORT_HOST, LONG_HOST = HOSTS
 LONG_NOT_FOUND = (
     "<html><head><title>Not found</title></head><body><nav>Home News Sport Culture Contact About Archive</nav>"
@@ -205,7 +205,7 @@ def adversarial_site(dataset: str, seed: int = 5) -> Site:
         site.pages[url], site.kind[url] = site.pages[of], "alias"
 
     for h in range(3):
-        host = f"http://adv{h}.example"
+        host = f"http://adv{h}.example.com"
         home = [f"{host}/list?page={p}" for p in range(1, 9)] + [f"{host}/list?sort=date", f"{host}/list?sort=title"]
         for i in range(30):
             home += [f"{host}/item?id={i}", f"{host}/story/{i}?lang=en", f"{host}/story/{i}?lang=fr"]
@@ -274,7 +274,14 @@ def crawl_child(proxy: str, starts: list[str], settings: dict, out: str) -> None
 
         def parse(self, response):  # type: ignore[no-untyped-def]
             if "/section/" not in response.url and not response.url.endswith("/"):
-                yield {"url": response.url, "asked": response.request.url}
+                verdict = response.meta.get("neardup") or {}
+                yield {
+                    "url": response.url,
+                    "asked": response.request.url,
+                    "status": verdict.get("status"),
+                    "canonical": verdict.get("canonical"),
+                    "from": response.meta.get("neardup_followed_from") or response.meta.get("neardup_predicted"),
+                }
             # The site's own links (the real pages' links lead to their real sites, or nowhere here).
             for href in response.css("nav.bench-links a::attr(href)").getall():
                 yield response.follow(href)
@@ -282,8 +289,16 @@ def crawl_child(proxy: str, starts: list[str], settings: dict, out: str) -> None
     items_path = out + ".items.jsonl"
     process = CrawlerProcess({**settings, "FEEDS": {items_path: {"format": "jsonlines", "overwrite": True}}})
     crawler = process.create_crawler(SiteSpider)
-    crawler.signals.connect(lambda response, request, spider: responses.append(response.url), signals.response_received)
-    crawler.signals.connect(lambda request, spider: scheduled.append(request.url), signals.request_scheduled)
+
+    def received(response, request, spider):  # type: ignore[no-untyped-def]
+        responses.append(request.url)  # every download, dropped pages included (not a kept response)
+
+    def queued(request, spider):  # type: ignore[no-untyped-def]
+        scheduled.append(request.url)
+
+    # Held here: Scrapy's signals keep weak references to their receivers.
+    crawler.signals.connect(received, signals.response_downloaded)
+    crawler.signals.connect(queued, signals.request_scheduled)
     started = time.perf_counter()
     process.crawl(crawler)
     process.start()
@@ -341,7 +356,7 @@ def settings_for(store_url: str, **more: object) -> dict:
         "ADDONS": {"scrapy_neardup.Addon": 300},
         "NEARDUP_ENABLED": True,
         "NEARDUP_STORE_URL": store_url,
-        "LOG_LEVEL": "WARNING",
+        "LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
         "CONCURRENT_REQUESTS": 16,
         "CONCURRENT_REQUESTS_PER_DOMAIN": 16,
         "TELNETCONSOLE_ENABLED": False,
@@ -361,19 +376,33 @@ def after_500(result: dict, site: Site) -> int:
     return sum(1 for url in result["responses"][500:] if site.kind.get(url) == "alias")
 
 
-def delivery(result: dict, site: Site) -> dict:
-    """Articles delivered (by the URL of any of their copies), how many once, and the ones missing."""
+def delivery(result: dict, site: Site, store_url: str, prefix: str | None = None) -> dict:
+    """Articles delivered (by the URL of any of their copies), how many once, and the ones missing: of those,
+    the ones the store holds as a near-duplicate of another article (a dedup verdict on two real pages, not a
+    skip: neardup-dev has such pairs of originals)."""
     counts: dict[int, int] = {}
     for item in result["items"]:
         n = site.article.get(item["url"])
         if n is not None and site.kind.get(item["url"]) in ("article", "alias"):
             counts[n] = counts.get(n, 0) + 1
     every = {n for url, n in site.article.items() if site.kind[url] == "article"}
+    missing = sorted(every - set(counts))
+    from scrapy_neardup.store import store_from_url
+    from scrapy_neardup.store.base import group_of
+
+    store = store_from_url(store_url, **({"prefix": prefix} if prefix else {}))
+    store.open_existing()
+    try:
+        plain = {n: u for u, n in site.article.items() if site.kind[u] == "article"}
+        judged = [n for n in missing if site.article.get(group_of(store, plain[n]) or "", n) != n]
+    finally:
+        store.close()
     return {
         "articles": len(every),
         "delivered": len(set(counts) & every),
         "exactly_once": round(sum(1 for n in every if counts.get(n) == 1) / len(every), 4),
-        "missing": sorted(every - set(counts))[:20],
+        "missing": missing[:20],
+        "missing_as_near_duplicates_of_another_article": judged[:20],
         "set": sorted(set(counts) & every),
     }
 
@@ -418,8 +447,8 @@ def three_crawls(proxy: str, site: Site, store_url: str, workdir: str, processes
     for _ in range(3):
         result = crawl(proxy, homes(site), settings_for(store_url, **more), workdir, processes)
         runs.append(result)
-    deliveries = [delivery(r, site) for r in runs]
     prefix = more.get("NEARDUP_REDIS_KEY")
+    deliveries = [delivery(r, site, store_url, str(prefix) if prefix else None) for r in runs]
     return {
         "crawls": [
             {

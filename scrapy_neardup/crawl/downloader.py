@@ -20,6 +20,7 @@ from twisted.internet.defer import Deferred
 
 from ..engine.canonical import Declaration, link_header_canonical, may_fetch
 from ..engine.decisions import Declared
+from ..engine.urlrules import same_host
 from .reporting import verdict_meta
 from .screening import response_job
 from .service import NearDupService, Prepared
@@ -152,8 +153,8 @@ class NearDupDownloaderMiddleware:
             return None
         page = prediction.target if not prediction.decided else prediction.group
         if page is not None and not prediction.group_fetched and page != request.url:
-            if prediction.decided and not may_fetch(self.config.canonical_fetch, request.url, page):
-                page = None  # a group of another site: this page would be its near-duplicate, not its way in
+            if prediction.decided and not same_host(request.url, page):
+                page = None  # a group of another host: this page would be its near-duplicate, not its way in
             else:
                 # Its page, by the rules, is the one at the rewritten URL (or its group's page), not fetched in
                 # this crawl: that URL is requested in its place, through the scheduler.
@@ -358,11 +359,13 @@ class NearDupDownloaderMiddleware:
         ``NEARDUP_CANONICAL_FETCH`` (by default: the same site)."""
         policy = self.config.canonical_fetch
         kept = self._kept.get(page) is not None
-        if policy == "none" or page in (request.url,) or not may_fetch(policy, request.url, page):
+        if policy == "none" or page == request.url or not may_fetch(policy, request.url, page):
             self._kept.pop(page, None)
             return
-        if not kept and await self.service.fetched_now(page) is not False:
-            return  # fetched in this crawl already (it reached the spider then), or the store cannot say
+        if not kept and (not same_host(request.url, page) or await self.service.fetched_now(page) is not False):
+            # A group's page no declaration led to is followed on the copy's own host only; and not when it
+            # was fetched in this crawl already (it reached the spider then), or the store cannot say.
+            return
         engine = self.crawler.engine
         if engine is None:  # pragma: no cover - the crawl is over
             return

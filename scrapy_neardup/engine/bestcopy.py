@@ -9,10 +9,12 @@ without tracking or session parameters, and for shorter paths (Google's "Consoli
 ``DeduplicationJob`` keeps the copy with the shortest URL). A declaration borne out is handled by the
 decision loop (:mod:`.canonical`); what is left for URLs is the order below.
 
-:func:`copy_rank` is a total order of URLs, so that re-pointing a group to a better copy always ends: every
-re-point goes down the order. It agrees with the atomic rewrites of :mod:`.urlrules`: a URL that a rewrite
-turns into another (drops a parameter, an ``amp`` segment, ``index.html``, ``www.``, a trailing slash,
-http for https) always ranks below its rewrite, so the clean URL a host's rules lead to is its group's page.
+:func:`copy_rank` ranks URLs by what makes one copy better than another, and a group is re-pointed only to
+a strictly better copy: every re-point goes down a well-founded order, so re-pointing always ends, and two
+copies alike in every respect (``/a/2`` and ``/a/3``) never trade places on an arbitrary tie-break. It agrees
+with the atomic rewrites of :mod:`.urlrules`: a URL that a rewrite turns into another (drops a parameter,
+an ``amp`` segment, ``index.html``, ``www.``, a trailing slash, http for https) always ranks below its
+rewrite, so the clean URL a host's rules lead to is its group's page.
 URLs of different hosts are never ranked against each other: which site holds the original of a syndicated
 story is for declarations to say, not the shape of its URL.
 """
@@ -60,9 +62,9 @@ def is_tracking(name: str) -> bool:
     return name.startswith("utm_") or name in TRACKING_PARAMS
 
 
-def copy_rank(url: str) -> tuple[int, int, int, int, int, int, int, int, str]:
+def copy_rank(url: str) -> tuple[int, int, int, int, int, int, int]:
     """A URL's place in the order of copies, best first: fewer tracking or session parameters, https, fewer
-    parameters, fewer path segments, no index file, no trailing slash, no ``www.``, shorter, then the URL."""
+    parameters, fewer path segments, no index file, no trailing slash, no ``www.``."""
     parts = urlsplit(url)
     params = parse_qsl(parts.query, keep_blank_values=True)
     path = parts.path or "/"
@@ -75,12 +77,10 @@ def copy_rank(url: str) -> tuple[int, int, int, int, int, int, int, int, str]:
         1 if segments and segments[-1] in INDEX_NAMES else 0,
         1 if path != "/" and path.endswith("/") else 0,
         1 if (parts.hostname or "").startswith("www.") else 0,
-        len(url),
-        url,
     )
 
 
 def better_copy(new: str, old: str) -> bool:
-    """Whether ``new`` should be its group's page instead of ``old``: both of one host, ``new`` first in
-    :func:`copy_rank`."""
+    """Whether ``new`` should be its group's page instead of ``old``: both of one host, ``new`` strictly first
+    in :func:`copy_rank`."""
     return new != old and host_of(new) == host_of(old) and copy_rank(new) < copy_rank(old)

@@ -143,6 +143,14 @@ def host_of(url: str) -> str:
     return host[4:] if host.startswith("www.") else host
 
 
+def same_host(a: str, b: str) -> bool:
+    """Two URLs of one host and port, with or without ``www.``."""
+    try:
+        return host_of(a) == host_of(b) and urlsplit(a).port == urlsplit(b).port
+    except ValueError:  # a port that is not a number
+        return False
+
+
 def _same(a: str, b: str) -> bool:
     """Two URLs alike but for the order of their query parameters and a fragment."""
     pa, pb = urlsplit(a), urlsplit(b)

@@ -398,9 +398,11 @@ class SqliteStore(Store):
 
     @_translated
     def add_crawl_books(self, books: CrawlBooks) -> None:
+        # Committed with the batch it joins (a crawl writes its books just before the store's last commit,
+        # whose failure then counts the fingerprints it lost).
         self.db.execute("INSERT INTO crawls (books) VALUES (?)", (books.to_json(),))
         self.db.execute(f"DELETE FROM crawls WHERE id <= (SELECT MAX(id) FROM crawls) - {KEPT_CRAWLS}")
-        self._commit()
+        self._pending += 1
 
     @_translated_read
     def crawl_books(self) -> list[CrawlBooks]:

@@ -84,7 +84,7 @@ def test_learned_rules_leave_predicted_duplicates_unfetched_and_every_original_f
 
 
 def test_learn_mode_fetches_everything_and_keeps_the_rules(tmp_path):
-    """The default: the rules are learned and stored, nothing is skipped."""
+    """Learn mode: the rules are learned and stored, nothing is skipped."""
     paths = [p for path in ORIGINALS[:12] for p in (path, f"{path}?utm_source=feed")]
     with ServerThread(pages_server(site())) as server:
         result = crawl(tmp_path, server, paths, "learn", NEARDUP_URL_RULES="learn")
@@ -98,7 +98,10 @@ def test_learn_mode_fetches_everything_and_keeps_the_rules(tmp_path):
     url = f"sqlite:///{tmp_path}/store.sqlite3"
     table = cli("rules", url, "--min-support", "3", "--min-confidence", "0.9")
     assert table.splitlines()[1].split("\t") == ["127.0.0.1", "param:utm_source", "12", "0", "0.9286", "yes"]
-    assert cli("rules", url).splitlines() == ["host\trule\tsuccesses\tfailures\tconfidence\tused"]  # 0.98: no
+    assert cli("rules", url).splitlines()[1:] == ["127.0.0.1\tparam:utm_source\t12\t0\t0.9286\tyes"]  # defaults
+    assert cli("rules", url, "--min-confidence", "0.95").splitlines() == [
+        "host\trule\tsuccesses\tfailures\tconfidence\tused"
+    ]
     listed = json.loads(cli("rules", url, "--all", "--format", "json"))
     assert listed == [
         {
@@ -107,7 +110,7 @@ def test_learn_mode_fetches_everything_and_keeps_the_rules(tmp_path):
             "successes": 12,
             "failures": 0,
             "confidence": 0.9286,
-            "confident": False,
+            "confident": True,
         }
     ]
     out = tmp_path / "dud.json"
