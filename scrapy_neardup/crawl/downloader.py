@@ -159,6 +159,7 @@ class NearDupDownloaderMiddleware:
                 # Its page, by the rules, is the one at the rewritten URL (or its group's page), not fetched in
                 # this crawl: that URL is requested in its place, through the scheduler.
                 stats.inc_value("neardup/url_rules/rewritten")
+                service.report.avoided(request.url)
                 service.report.log_once(
                     "rewritten",
                     f"{request.url} requested as {page}: the URL rules {', '.join(prediction.rules)} of its "

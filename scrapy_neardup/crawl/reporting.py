@@ -160,14 +160,20 @@ class Reporter:
         sizes[0] += size
         sizes[1] += 1
 
-    def predicted(self, url: str, target: str, rules: tuple[str, ...]) -> None:
-        """A request not fetched: its URL rules make it a URL decided before (said once at INFO)."""
+    def avoided(self, url: str) -> None:
+        """A request the URL rules left unfetched: skipped, or replaced by a request for its group's page
+        (which the dupefilter drops when that page was requested already, and which stands in for that
+        page's own request otherwise: one fetch fewer either way)."""
         host = host_of(url)
         self._hosts.setdefault(host, Counter())["avoided"] += 1
         sizes = self._host_bytes.get(host)
         if sizes and sizes[1]:
             self._bytes_avoided += sizes[0] / sizes[1]
         self.stats.inc_value("neardup/books/fetches_avoided")
+
+    def predicted(self, url: str, target: str, rules: tuple[str, ...]) -> None:
+        """A request not fetched: its URL rules make it a URL decided before (said once at INFO)."""
+        self.avoided(url)
         self.log_once(
             "predicted",
             f"{url} not fetched: the URL rules {', '.join(rules)} of its host make it {target}, met before "

@@ -22,9 +22,10 @@ predicted were duplicates often enough, and a fraction of its predictions is sti
   ``print``), so a rule confident on at least ``prior_hosts`` other hosts lends its pooled success rate to a
   new host as a prior of ``PRIOR_WEIGHT`` trials (the empirical-Bayes estimate of a rate shared by groups:
   Efron and Morris, 1975). On the new host it is then used after ``prior_support`` successes of its own,
-  while its estimate ``(successes + a + 1) / (trials + PRIOR_WEIGHT + 2)`` stays at ``min_confidence``: a
-  failure there takes it below at once. A rule is never used on a host where it never succeeded: a host
-  whose ``/amp/`` paths are other pages never proposes ``prefix:amp``.
+  while its estimate ``(successes + a + 1) / (trials + PRIOR_WEIGHT + 2)`` stays at ``min_confidence`` and
+  it has not failed there: at its first failure on the host it is retired there, until its own counts make
+  it confident. A rule is never used on a host where it never succeeded: a host whose ``/amp/`` paths are
+  other pages never proposes ``prefix:amp``.
 * A used rule is **explored**: a share of its predictions is fetched anyway, to keep trying it
   (:meth:`RuleBook.explore_share`): more while it is young, ``explore`` once it has held.
 
@@ -371,8 +372,8 @@ class RuleBook:
         """Whether a prediction on ``host`` may use ``rule`` (with ``count``, its counts there)."""
         if self._own(count):
             return True
-        if count.successes < self.prior_support:
-            return False
+        if count.failures or count.successes < self.prior_support:
+            return False  # the prior serves a rule that has not failed here: one failure, and it is on its own
         prior = self.prior_confidence(host, rule)
         return prior is not None and prior >= self.min_confidence
 

@@ -399,3 +399,30 @@ def test_url_rule_counts_on_a_redis_cluster(shared_cluster):
     assert one.rule_counts() == {("a.com", "param:utm_source"): (5, 1), ("b.org", "prefix:amp"): (0, 0)}
     for store in (one, two):
         store.close()
+
+
+def test_a_group_is_re_pointed_and_books_kept_on_a_redis_cluster(shared_cluster):
+    """Re-pointing changes the former canonical's record in its group's slot, wherever the cluster keeps it;
+    another process sees the group's page through it. The books of crawls live in the prefix's slot."""
+    from scrapy_neardup.store.base import group_of
+    from scrapy_neardup.store.books import CrawlBooks
+
+    url = shared_cluster.url
+    prefix = f"repoint:{{{uuid.uuid4().hex}}}"
+    one, two = RedisStore(url, prefix=prefix), RedisStore(url, prefix=prefix)
+    for store in (one, two):
+        store.open({"format_version": 1, "algorithm": "minhash"})
+    for i in range(40):  # groups on every master
+        one.add(f"http://a.com/{i}?utm_source=x", f"sig-t{i}".encode(), [i * 7919 + 1, i * 7919 + 2])
+        one.add(f"http://a.com/amp/{i}", None, [], canonical=f"http://a.com/{i}?utm_source=x", similarity=0.9)
+        one.add(f"http://a.com/{i}", f"sig-p{i}".encode(), [i * 7919 + 2, i * 7919 + 3])
+        assert one.repoint(f"http://a.com/{i}?utm_source=x", f"http://a.com/{i}", 0.95)
+    for i in range(40):
+        assert group_of(two, f"http://a.com/amp/{i}") == f"http://a.com/{i}"
+        assert [c.key for c in two.lookup([i * 7919 + 1, i * 7919 + 2])[0]] == [f"http://a.com/{i}"]
+    assert not two.repoint("http://a.com/0?utm_source=x", "http://a.com/0", 0.95)  # done already
+    one.add_crawl_books(CrawlBooks(1.0, 2.0, "one", checked=3))
+    two.add_crawl_books(CrawlBooks(1.5, 2.5, "two", checked=4))
+    assert [b.process for b in one.crawl_books()] == ["one", "two"]
+    for store in (one, two):
+        store.close()

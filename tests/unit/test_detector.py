@@ -231,3 +231,74 @@ def test_a_threshold_raised_since_a_page_was_filed_is_not_a_change_of_content(tm
     assert stricter.check("http://a/", base).status == "seen"
     rewritten = stricter.check("http://copy/", article(8))
     assert rewritten.rechecked == "changed"
+
+
+def test_a_better_copy_met_after_its_group_takes_it_and_its_members_follow(store_kind, tmp_path):
+    """The decision loop re-points a group to a better copy (bestcopy) on every store: the tracking URL met
+    first becomes the plain URL's near-duplicate; its own near-duplicates reach the plain URL through it.
+    The page's verdict says whether the group reached the spider already in this session."""
+    from scrapy_neardup.engine.decisions import DecisionLoop
+    from scrapy_neardup.engine.prepare import DocumentPipeline
+
+    algorithm = MinHashLSH(threshold=0.5, num_perm=128)
+    detector = Detector(algorithm, make_store(store_kind, tmp_path))
+    detector.open()
+    loop = DecisionLoop(detector, None)
+    pipeline = DocumentPipeline(algorithm, min_text_length=10)
+    text = article(1)
+
+    def decide(url):
+        return loop.decide(url, url, pipeline.from_text(edit(text, 3, seed=len(url))))[-1].verdict
+
+    tracked = decide("http://a.com/x?utm_source=feed")
+    amp = decide("http://a.com/amp/x?utm_source=feed")
+    plain = decide("http://a.com/x")
+    assert (tracked.status, amp.status) == ("unique", "duplicate")
+    # The group reached the spider through the tracking URL in this session: the plain page is its
+    # near-duplicate now, but the group's page from here on.
+    assert (plain.status, plain.canonical, plain.displaced) == ("duplicate", tracked.key, tracked.key)
+    assert detector.group_of("http://a.com/amp/x?utm_source=feed") == "http://a.com/x"
+    assert detector.group_of("http://a.com/x?utm_source=feed") == "http://a.com/x"
+    # A later session: the members are seen as near-duplicates of the plain page.
+    detector.session_started += 3600
+    again = decide("http://a.com/amp/x?utm_source=feed")
+    assert (again.status, again.canonical) == ("seen", "http://a.com/x")
+    # A copy of another host never takes the group; nor one no better.
+    assert decide("http://b.com/x").status == "duplicate"
+    assert decide("http://a.com/y").status == "duplicate"
+    assert detector.group_of("http://a.com/x") == "http://a.com/x"
+    detector.close()
+
+
+def test_a_better_copy_whose_group_was_not_fetched_in_this_session_reaches_the_spider(tmp_path):
+    from scrapy_neardup.engine.decisions import DecisionLoop
+    from scrapy_neardup.engine.prepare import DocumentPipeline
+    from scrapy_neardup.store import MemoryStore
+
+    algorithm = MinHashLSH(threshold=0.5, num_perm=128)
+    detector = Detector(algorithm, MemoryStore())
+    detector.open()
+    loop = DecisionLoop(detector, None)
+    pipeline = DocumentPipeline(algorithm, min_text_length=10)
+    loop.decide("http://a.com/x?utm_source=feed", None, pipeline.from_text(article(1)))
+    detector.session_started += 3600  # the next crawl: its rewrite of the tracking URL fetches the plain one
+    (made,) = loop.decide("http://a.com/x", None, pipeline.from_text(article(1)))
+    assert (made.verdict.status, made.verdict.displaced) == ("unique", "http://a.com/x?utm_source=feed")
+    assert detector.group_of("http://a.com/x?utm_source=feed") == "http://a.com/x"
+
+
+def test_a_group_a_declaration_chose_is_not_taken_by_a_better_copy(tmp_path):
+    from scrapy_neardup.engine.decisions import Declared, DecisionLoop
+    from scrapy_neardup.engine.prepare import DocumentPipeline
+    from scrapy_neardup.store import MemoryStore
+
+    algorithm = MinHashLSH(threshold=0.5, num_perm=128)
+    detector = Detector(algorithm, MemoryStore())
+    detector.open()
+    loop = DecisionLoop(detector, None)
+    pipeline = DocumentPipeline(algorithm, min_text_length=10)
+    loop.decide("http://a.com/news/x", None, pipeline.from_text(article(1)))
+    # /x declares /news/x, its original: the declaration outranks the shorter path.
+    (made,) = loop.decide("http://a.com/x", None, pipeline.from_text(article(1)), Declared("http://a.com/news/x"))
+    assert (made.verdict.status, made.verdict.canonical) == ("duplicate", "http://a.com/news/x")
+    assert detector.group_of("http://a.com/news/x") == "http://a.com/news/x"

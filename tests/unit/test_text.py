@@ -193,3 +193,15 @@ def test_resiliparse_main_text_leaves_the_template_out():
         got = extract(page, "http://example.com/a", extractor=extractor, with_page_text=True)
         assert got.method == "main" and "w0 w1 w2" in got.text and "w299" in got.text, (extractor, got)
         assert "Copyright" not in got.text and "Home" not in got.text.split(), (extractor, got.text[:80])
+
+
+def test_short_not_found_pages_are_alike_whatever_path_they_repeat():
+    from scrapy_neardup.engine.text import short_text_similarity
+
+    probe = "http://a.com/neardup-no-such-page-1f2e"
+    answer = "Page not found. Sorry, /neardup-no-such-page-1f2e does not exist."
+    dead = "Page not found. Sorry, /news/2024/old-story does not exist."
+    assert short_text_similarity(dead, "http://a.com/news/2024/old-story", answer, probe) == 1.0
+    contact = "Contact us: desk 7, open Monday to Friday."
+    assert short_text_similarity(contact, "http://a.com/contact", answer, probe) == 0.0
+    assert short_text_similarity("", "http://a.com/x", answer, probe) == 0.0

@@ -100,3 +100,60 @@ def test_the_learner_tries_rules_on_the_verdicts_and_shares_its_counts_through_t
     one.sync()
     assert one.book.counts["a.com"][rule] == RuleCount(3, 1)
     assert store.rule_counts()[("a.com", "param:ref")] == (3, 1)
+
+
+def _succeed(book, host, rule, times):
+    for i in range(times):
+        book.record(f"https://{host}/{i}?utm_source=x", rule, True)
+
+
+def test_a_rule_confident_on_other_hosts_is_used_on_a_new_one_after_a_few_successes_and_retired_by_a_failure():
+    rule = UrlRule("param", "utm_source")
+    book = RuleBook(min_support=8, min_confidence=0.9, prior_hosts=2, prior_support=3)
+    for host in ("a.com", "b.com"):
+        _succeed(book, host, rule, 9)  # (9 + 1) / (9 + 2) = 0.909: confident on its own counts
+    assert book.confident("a.com") == [rule] and book.confident("b.com") == [rule]
+    _succeed(book, "c.com", rule, 2)
+    assert book.confident("c.com") == []  # two successes: under the prior's support
+    _succeed(book, "c.com", rule, 1)
+    assert book.confident("c.com") == [rule]  # three, with the prior of a.com and b.com
+    assert book.prior_confidence("c.com", rule) > 0.9
+    book.record("https://c.com/x?utm_source=y", rule, False)
+    assert book.confident("c.com") == []  # a failure there retires it there
+    assert book.confident("a.com") == [rule]
+    # Never on a host where it never succeeded, whatever the others say.
+    assert book.confident("d.com") == []
+    # One other host is not enough.
+    alone = RuleBook(min_support=8, min_confidence=0.9, prior_hosts=2, prior_support=3)
+    _succeed(alone, "a.com", rule, 9)
+    _succeed(alone, "c.com", rule, 5)
+    assert alone.confident("c.com") == []
+
+
+def test_a_prior_from_hosts_that_failed_often_lends_no_confidence():
+    rule = UrlRule("param", "sid")
+    book = RuleBook(min_support=8, min_confidence=0.9, prior_hosts=2, prior_support=3)
+    for host in ("a.com", "b.com"):
+        _succeed(book, host, rule, 30)
+    for host in ("e.com", "f.com", "g.com"):  # where sid is a section: it failed
+        for i in range(20):
+            book.record(f"https://{host}/{i}?sid=1", rule, False)
+    _succeed(book, "c.com", rule, 3)
+    assert book.confident("c.com") == []  # the pooled rate of the other hosts is 60/120
+
+
+def test_young_rules_are_explored_more_and_held_ones_at_the_floor():
+    rule = UrlRule("param", "utm_source")
+    book = RuleBook(min_support=3, min_confidence=0.8, explore=0.02)
+    _succeed(book, "a.com", rule, 4)
+    young = book.explore_share("https://a.com/x?utm_source=1", ["param:utm_source"])
+    _succeed(book, "a.com", rule, 40)
+    held = book.explore_share("https://a.com/x?utm_source=1", ["param:utm_source"])
+    assert young == pytest.approx(0.02 * 20 / 4) and held == pytest.approx(0.02)
+    assert RuleBook(explore=0.0).explore_share("https://a.com/x", ["param:utm_source"]) == 0.0
+    from scrapy_neardup.crawl.downloader import explored
+
+    # A smaller share explores a subset of a larger one's URLs (the same ones in every process and crawl).
+    urls = [f"https://a.com/{i}?utm_source=x" for i in range(2000)]
+    small, large = {u for u in urls if explored(u, held)}, {u for u in urls if explored(u, young)}
+    assert small <= large and 10 < len(small) < 80 and 150 < len(large) < 350
