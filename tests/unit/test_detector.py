@@ -288,7 +288,7 @@ def test_a_better_copy_whose_group_was_not_fetched_in_this_session_reaches_the_s
 
 
 def test_a_group_a_declaration_chose_is_not_taken_by_a_better_copy(tmp_path):
-    from scrapy_neardup.engine.decisions import Declared, DecisionLoop
+    from scrapy_neardup.engine.decisions import DecisionLoop, Declared
     from scrapy_neardup.engine.prepare import DocumentPipeline
     from scrapy_neardup.store import MemoryStore
 
