@@ -12,6 +12,9 @@ from collections import Counter
 
 import pytest
 from helpers.crawlkit import ServerThread, pages_server, site_crawl
+from helpers.pages import html, story
+
+from scrapy_neardup.store import SqliteStore
 
 pytestmark = pytest.mark.slow
 
@@ -88,3 +91,63 @@ def test_three_crawls_deliver_every_article_once_whichever_url_was_met_first(tmp
         stats = result.stats
         fetched_tracking = stats.get("neardup/url_rules/explored", 0)
         assert stats.get("downloader/response_count", 0) <= 1 + ARTICLES + 1 + fetched_tracking + 1, stats
+
+
+def test_the_books_of_each_crawl_are_logged_counted_and_kept(tmp_path):
+    """Three crawls of the issue's site: the later ones avoid the tracking URLs' fetches, and say so in the
+    stats, the closing log line and the store's books (one record a crawl)."""
+    with ServerThread(pages_server(tracking_site(range(0, 60)))) as server:
+        crawls = [site_crawl(tmp_path, server.url, name=f"books{n}", items="/a/") for n in range(2)]
+    later = crawls[1].stats
+    assert later["neardup/books/fetches_avoided"] >= 50, later
+    assert later["neardup/books/bytes_avoided"] > 50 * 2000 and later["neardup/books/cpu_seconds"] > 0
+    assert "scrapy-neardup: the books of this crawl:" in crawls[1].log
+    store = SqliteStore(str(tmp_path / "store.sqlite3"))
+    store.open_existing()
+    books = store.crawl_books()
+    store.close()
+    assert [b.fetches_avoided for b in books] == [
+        crawls[0].stats.get("neardup/books/fetches_avoided", 0),
+        later["neardup/books/fetches_avoided"],
+    ]
+
+
+def declared_site() -> dict[str, str]:
+    """Articles with an AMP copy that declares them, the copy linked first: the declared page is fetched
+    before its copy is decided, while the spider's own request for it is queued or in flight."""
+    links = "".join(f"<a href='/amp/a/{i}.html'>amp</a> <a href='/a/{i}.html'>{i}</a> " for i in range(30))
+    pages = {"/": f"<html><body>{links}</body></html>"}
+    for i in range(30):
+        head = f"<link rel='canonical' href='/a/{i}.html'>"
+        pages[f"/a/{i}.html"] = html(story(500 + i), head=head)
+        pages[f"/amp/a/{i}.html"] = html(story(500 + i), head=head, chrome="<div>amp</div>")
+    return pages
+
+
+@pytest.mark.parametrize("scheduler", ["scrapy", "scrapy-redis"])
+def test_a_declared_page_is_downloaded_once_whatever_the_scheduler(tmp_path, scheduler):
+    settings = {"CONCURRENT_REQUESTS": "16", "NEARDUP_URL_RULES": "learn"}
+    server_redis = None
+    if scheduler == "scrapy-redis":
+        pytest.importorskip("scrapy_redis")
+        from helpers.redis_server import RedisServer
+
+        server_redis = RedisServer(str(tmp_path / "redis")).start()
+        settings.update(
+            {
+                "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+                "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+                "REDIS_URL": server_redis.url,
+            }
+        )
+    try:
+        with ServerThread(pages_server(declared_site())) as server:
+            result = site_crawl(tmp_path, server.url, settings, name=scheduler, items="/")
+    finally:
+        if server_redis is not None:
+            server_redis.stop()
+    assert sorted(item["path"] for item in result.items) == sorted(["/"] + [f"/a/{i}.html" for i in range(30)])
+    # The home page, 30 articles, 30 AMP copies and the soft-404 probe: each downloaded once (a declared page's
+    # kept response, served to the request of its URL, reaches the downloader's stats middleware, at 850,
+    # as a response but not as a request).
+    assert result.stats["downloader/request_count"] == 62, result.neardup_stats()
