@@ -160,7 +160,8 @@ def crawl(proxy: str, urls: list[str], settings: dict, workdir: str, processes: 
 
 def confident_rules(store_url: str, prefix: str | None = None) -> list[str]:
     """The rules a crawl with the default thresholds uses, as the store holds them at the end."""
-    from scrapy_neardup.engine.urlrules import RuleBook
+    from scrapy_neardup.assembly import build_rule_book
+    from scrapy_neardup.settings import Config
     from scrapy_neardup.store import store_from_url
 
     store = store_from_url(store_url, **({"prefix": prefix} if prefix else {}))
@@ -169,7 +170,7 @@ def confident_rules(store_url: str, prefix: str | None = None) -> list[str]:
         counts = store.rule_counts()
     finally:
         store.close()
-    book = RuleBook(default_of("NEARDUP_URL_RULES_MIN_SUPPORT"), default_of("NEARDUP_URL_RULES_CONFIDENCE"))
+    book = build_rule_book(Config.from_settings({}))
     book.merge(counts)
     return sorted(f"{host} {rule.name}" for host, rule, _, used in book.listing() if used)
 

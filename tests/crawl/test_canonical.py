@@ -197,8 +197,9 @@ def assert_every_order_and_a_recrawl(tmp_path, store_url_for, only=None) -> None
             assert ("/b" in moved) == (first.neardup_stats().get("neardup/repointed", 0) == 1), order_name
             assert "neardup/rechecked/changed" not in second.neardup_stats()
             assert second.stats.get("neardup/unique", 0) == 0, second.neardup_stats()
-            third = site.crawl(tmp_path, f"{order_name}-3", order, store_url, **more)
-            assert delivered(site, third) == delivered(site, second), order_name
+            if moved:  # a group moved to its better copy: from now on it stays there
+                third = site.crawl(tmp_path, f"{order_name}-3", order, store_url, **more)
+                assert delivered(site, third) == delivered(site, second), order_name
 
 
 def test_one_page_per_group_reaches_the_spider_in_any_order_and_a_recrawl_keeps_every_verdict(tmp_path):

@@ -56,7 +56,6 @@ def crawl(tmp_path, urls, name, **settings):
         ("dead links first", "long"),
         ("shuffled", "long"),
         ("articles first", "long"),
-        ("dead links first", "short"),
         ("shuffled", "short"),
     ],
 )
