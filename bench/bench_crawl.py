@@ -390,6 +390,12 @@ def quality_in_order(
         return by_path[unquote(url[len(base) :])]
 
     pairs = [(by_path[i["path"]], page_of(i["near_duplicate_of"])) for i in items if i.get("near_duplicate_of")]
+    # A page the URL rules kept from the crawl (skipped, or fetched as its group's page) has their prediction
+    # for its verdict: a near-duplicate of that page. Wrong ones are skips of a page of another cluster.
+    predicted = predictions(settings, base, [p for p in paths if p not in {i["path"] for i in items}])
+    pairs += [(by_path[p], page_of(group)) for p, group in predicted.items()]
+    cluster_of = {row["url"]: row.get("cluster", row["url"]) for row in manifest}
+    wrong = sorted(p for p, group in predicted.items() if cluster_of[by_path[p]] != cluster_of[page_of(group)])
     crawl_score = score(manifest, pairs)
     jsonl = os.path.join(workdir, "site.jsonl")
     with open(jsonl, "w", encoding="utf-8") as f:
@@ -410,10 +416,42 @@ def quality_in_order(
 
     return {
         "store": "redis+cluster" if args.redis_cluster else settings.get("NEARDUP_STORE_URL") or "sqlite",
-        "crawl": {**row(crawl_score), "seconds": round(result["seconds"], 1), "stats": result["stats"]},
+        "crawl": {
+            **row(crawl_score),
+            "pages_predicted_away": len(predicted),
+            "predicted_wrongly": wrong[:20],
+            "seconds": round(result["seconds"], 1),
+            "stats": result["stats"],
+        },
         "cli": row(cli_score),
         "f1_gap": round(cli_score.f1 - crawl_score.f1, 4),
     }
+
+
+def predictions(settings: dict, base: str, never_fetched: list[str]) -> dict[str, str]:
+    """What the crawl's store (SQLite) predicts for the pages it never fetched: path -> the group's page URL,
+    for those its host's rules rewrite into a page decided."""
+    from scrapy_neardup.assembly import build_rule_book
+    from scrapy_neardup.engine.urlrules import Learner
+    from scrapy_neardup.settings import Config
+    from scrapy_neardup.store import store_from_url
+    from scrapy_neardup.store.base import group_of
+
+    url = settings.get("NEARDUP_STORE_URL") or ""
+    if not url.startswith("sqlite:") or not never_fetched:
+        return {}
+    store = store_from_url(url)
+    store.open_existing()
+    try:
+        rules = Learner(build_rule_book(Config.from_settings({})), store, lambda u: group_of(store, u))
+        out = {}
+        for path in never_fetched:
+            prediction = rules.predict(base + path)
+            if prediction is not None and prediction.decided and prediction.group:
+                out[path] = prediction.group
+        return out
+    finally:
+        store.close()
 
 
 _HEAD_OPEN = re.compile(rb"<head\b[^>]*>", re.IGNORECASE)

@@ -17,7 +17,9 @@ predicted were duplicates often enough, and a fraction of its predictions is sti
   alias's side. A page's own verdict is the ground truth: the prediction is never what makes it true.
 * A rule is **applied** (:meth:`RuleBook.rewrites`) once it has ``min_support`` successes and its estimated
   success rate, ``(successes + 1) / (trials + 2)`` (Laplace's rule of succession), is at least
-  ``min_confidence``: a rule that starts to predict wrongly is retired at its first failures.
+  ``min_confidence``. A rule that fails is retired at its first failure: from then on it needs
+  :data:`FAILED_CONFIDENCE` on that host, about fifty successes a failure, so that a parameter that matters
+  now and then (an edited revision that is another page) is not used however often it succeeds.
 * A rule **learns across hosts**: sites share their duplicate-making patterns (``utm_source``, ``amp``,
   ``print``), so a rule confident on at least ``prior_hosts`` other hosts lends its pooled success rate to a
   new host as a prior of ``PRIOR_WEIGHT`` trials (the empirical-Bayes estimate of a rate shared by groups:
@@ -229,6 +231,9 @@ class RuleCount:
 
 #: Trials a prior from other hosts counts for (see the module's docstring).
 PRIOR_WEIGHT = 50
+#: The estimated success rate a rule that has failed on a host needs there to be used again: about fifty
+#: successes a failure (MaybeDont's bar). A rule that never failed needs ``min_confidence``.
+FAILED_CONFIDENCE = 0.98
 #: Successes on its host after which a rule is explored at the floor share (``explore``); below, more.
 EXPLORE_MATURE = 20
 #: The largest share of a young rule's predictions fetched anyway.
@@ -333,8 +338,10 @@ class RuleBook:
         self._pooled = None
 
     def _own(self, count: RuleCount) -> bool:
-        """Confident on its host's counts alone."""
-        return count.successes >= self.min_support and count.confidence >= self.min_confidence
+        """Confident on its host's counts alone: ``min_confidence`` while it never failed there, and
+        :data:`FAILED_CONFIDENCE` (or ``min_confidence``, when higher) once it did."""
+        bar = max(self.min_confidence, FAILED_CONFIDENCE) if count.failures else self.min_confidence
+        return count.successes >= self.min_support and count.confidence >= bar
 
     def _pool(self) -> dict[UrlRule, tuple[frozenset[str], int, int]]:
         if self._pooled is None:

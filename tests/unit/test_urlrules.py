@@ -157,3 +157,17 @@ def test_young_rules_are_explored_more_and_held_ones_at_the_floor():
     urls = [f"https://a.com/{i}?utm_source=x" for i in range(2000)]
     small, large = {u for u in urls if explored(u, held)}, {u for u in urls if explored(u, young)}
     assert small <= large and 10 < len(small) < 80 and 150 < len(large) < 350
+
+
+def test_a_rule_that_fails_now_and_then_is_not_used_however_often_it_succeeds():
+    """``?rev=`` on neardup-dev: most revisions are near-duplicates, some are other pages. 79 successes and 7
+    failures clear a confidence of 0.9, but a rule that failed needs 0.98 on its host."""
+    rule = UrlRule("param", "rev")
+    book = RuleBook(min_support=8, min_confidence=0.9)
+    _succeed(book, "a.com", rule, 79)
+    assert book.confident("a.com") == [rule]
+    for i in range(7):
+        book.record(f"https://a.com/{i}?rev=2", rule, False)
+    assert book.counts["a.com"][rule].confidence > 0.9 and book.confident("a.com") == []
+    _succeed(book, "a.com", rule, 400)  # (479 + 1) / (486 + 2) = 0.984: trusted again
+    assert book.confident("a.com") == [rule]
