@@ -3,6 +3,7 @@
 
     python3 dev.py example     # serve the demo site on 127.0.0.1 and crawl it twice with scrapy-neardup
     python3 dev.py test        # the test suite (what CI runs); extra arguments go to pytest
+    python3 dev.py test --fast # the fast layer: every test but the end-to-end crawls (marked slow)
     python3 dev.py lint        # ruff (lint, import order, format) and mypy, as CI runs them before the tests
     python3 dev.py oldest      # the crawl tests on the oldest Scrapy line supported (2.13), in .venv-oldest
     python3 dev.py bench ...   # a benchmark script from bench/, with the peer libraries installed
@@ -109,6 +110,8 @@ def main(argv: list[str]) -> int:
     if command == "example":
         return subprocess.call([PYTHON, os.path.join(ROOT, "example_project", "run_example.py"), *rest])
     if command == "test":
+        if "--fast" in rest:
+            rest = [arg for arg in rest if arg != "--fast"] + ["-m", "not slow"]
         return subprocess.call([PYTHON, "-m", "pytest", *rest], cwd=ROOT)
     if command == "lint":
         sources = ["scrapy_neardup", "tests", "bench", "example_project", "dev.py", ".ci/wheel_smoke.py"]

@@ -159,7 +159,7 @@ class NearDupDownloaderMiddleware:
                 # Its page, by the rules, is the one at the rewritten URL (or its group's page), not fetched in
                 # this crawl: that URL is requested in its place, through the scheduler.
                 stats.inc_value("neardup/url_rules/rewritten")
-                service.report.avoided(request.url)
+                service.report.avoided(request.url, prediction.target, page, prediction.rules)
                 service.report.log_once(
                     "rewritten",
                     f"{request.url} requested as {page}: the URL rules {', '.join(prediction.rules)} of its "
@@ -168,7 +168,9 @@ class NearDupDownloaderMiddleware:
                 )
                 return request.replace(url=page, meta={**request.meta, META_PREDICTED: request.url})
         stats.inc_value("neardup/skipped/predicted")
-        service.report.predicted(request.url, prediction.target, prediction.rules)
+        service.report.predicted(
+            request.url, prediction.target, prediction.group or prediction.target, prediction.rules
+        )
         raise IgnoreRequest(
             f"scrapy-neardup: {request.url} not fetched: its URL rules make it {prediction.target}, met before"
         )

@@ -10,7 +10,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from ..engine.urlrules import host_of
-from ..store.books import NAMED_SOFT404, CrawlBooks, Soft404Page
+from ..store.books import NAMED_PREDICTED, NAMED_SOFT404, CrawlBooks, PredictedPage, Soft404Page
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -68,6 +68,7 @@ class Reporter:
         #: avoided fetch is estimated by its host's mean); the CPU the plugin spent.
         self._hosts: dict[str, Counter[str]] = {}
         self._soft404_pages: list[Soft404Page] = []
+        self._predicted_pages: list[PredictedPage] = []
         self._host_bytes: dict[str, list[int]] = {}
         self._bytes_avoided = 0.0
         self.cpu_seconds = 0.0
@@ -160,10 +161,12 @@ class Reporter:
         sizes[0] += size
         sizes[1] += 1
 
-    def avoided(self, url: str) -> None:
+    def avoided(self, url: str, becomes: str, group: str, rules: tuple[str, ...]) -> None:
         """A request the URL rules left unfetched: skipped, or replaced by a request for its group's page
         (which the dupefilter drops when that page was requested already, and which stands in for that
         page's own request otherwise: one fetch fewer either way)."""
+        if len(self._predicted_pages) < NAMED_PREDICTED:
+            self._predicted_pages.append(PredictedPage(url, becomes, group, rules))
         host = host_of(url)
         self._hosts.setdefault(host, Counter())["avoided"] += 1
         sizes = self._host_bytes.get(host)
@@ -171,9 +174,9 @@ class Reporter:
             self._bytes_avoided += sizes[0] / sizes[1]
         self.stats.inc_value("neardup/books/fetches_avoided")
 
-    def predicted(self, url: str, target: str, rules: tuple[str, ...]) -> None:
+    def predicted(self, url: str, target: str, group: str, rules: tuple[str, ...]) -> None:
         """A request not fetched: its URL rules make it a URL decided before (said once at INFO)."""
-        self.avoided(url)
+        self.avoided(url, target, group, rules)
         self.log_once(
             "predicted",
             f"{url} not fetched: the URL rules {', '.join(rules)} of its host make it {target}, met before "
@@ -201,6 +204,7 @@ class Reporter:
             soft404_hosts=soft404_hosts,
             hosts={host: dict(counts) for host, counts in sorted(self._hosts.items())},
             soft404_pages=tuple(self._soft404_pages),
+            predicted_pages=tuple(self._predicted_pages),
         )
         self.stats.set_value("neardup/books/bytes_avoided", books.bytes_avoided)
         self.stats.set_value("neardup/books/cpu_seconds", books.cpu_seconds)

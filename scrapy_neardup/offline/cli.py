@@ -783,9 +783,12 @@ class _UnknownUrls:
 
         self.store = store
         self.soft404 = {}
+        self.predicted = {}
         for books in store.crawl_books():  # oldest first: the newest verdict wins
             for page in books.soft404_pages:
                 self.soft404[page.url] = (page, books.started)
+            for kept in books.predicted_pages:
+                self.predicted[kept.url] = (kept, books.started)
         book = build_rule_book(_config({}))
         self.rules = Learner(book, store, lambda url: group_of(store, url), sync_every=1 << 30, sync_secs=float("inf"))
 
@@ -800,20 +803,26 @@ class _UnknownUrls:
                 "similarity": page.similarity,
                 "crawl_started": _iso(when),
             }
-        prediction = self.rules.predict(url)
-        if prediction is None or not prediction.decided:
-            return None
         counts = self.rules.book.counts.get(host_of(url), {})
+        if url in self.predicted:  # what a crawl predicted when it kept the request from the fetch
+            kept, when = self.predicted[url]
+            becomes, group, names, extra = kept.becomes, kept.group, kept.rules, {"crawl_started": _iso(when)}
+        else:  # what the rules the store holds now predict
+            prediction = self.rules.predict(url)
+            if prediction is None or not prediction.decided:
+                return None
+            becomes, group, names, extra = prediction.target, prediction.group, prediction.rules, {}
         return {
             "status": "predicted",
-            "becomes": prediction.target,
-            "group": prediction.group,
+            "becomes": becomes,
+            "group": group,
             "rules": [
                 {"rule": name, "successes": counts[rule].successes, "failures": counts[rule].failures}
-                for name in prediction.rules
+                for name in names
                 for rule in [UrlRule.parse(name)]
                 if rule in counts
             ],
+            **extra,
         }
 
 

@@ -12,8 +12,10 @@ from dataclasses import asdict, dataclass, field, fields
 
 #: Crawls a store keeps the books of (the oldest are forgotten).
 KEPT_CRAWLS = 200
-#: Soft-404 pages a crawl process names in its books (``store show`` finds them; all are counted).
+#: Soft-404 pages, and requests the URL rules kept from the crawl, that a crawl process names in its books
+#: (``store show`` finds them; all are counted).
 NAMED_SOFT404 = 10_000
+NAMED_PREDICTED = 10_000
 
 
 @dataclass(frozen=True)
@@ -27,12 +29,24 @@ class Soft404Page:
 
 
 @dataclass(frozen=True)
+class PredictedPage:
+    """A request the URL rules kept from the crawl: ``url`` becomes ``becomes`` by ``rules``; ``group``, the
+    page its group reaches the spider through (fetched in its place when it was not fetched yet)."""
+
+    url: str
+    becomes: str
+    group: str
+    rules: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class CrawlBooks:
     """One crawl process's books. ``started``/``finished``: Unix seconds; ``process``: host and pid.
     ``fetches``/``fetched_bytes``: the responses the crawl downloaded; ``fetches_avoided``: requests the URL rules
     left unfetched, ``bytes_avoided`` their estimated size (the mean response of their host in this crawl);
     ``cpu_seconds``: CPU the plugin spent (extraction and fingerprints in its workers, decisions in the
-    crawler process). ``hosts``: per host, ``soft404`` pages and ``avoided`` fetches."""
+    crawler process). ``hosts``: per host, ``soft404`` pages and ``avoided`` fetches; the soft-404 pages and the
+    requests the rules kept from the crawl, named (the first of each)."""
 
     started: float
     finished: float
@@ -51,6 +65,7 @@ class CrawlBooks:
     soft404_hosts: int = 0
     hosts: dict[str, dict[str, int]] = field(default_factory=dict)
     soft404_pages: tuple[Soft404Page, ...] = ()
+    predicted_pages: tuple[PredictedPage, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, ensure_ascii=False)
@@ -68,11 +83,15 @@ class CrawlBooks:
                 Soft404Page(str(p["url"]), str(p["answered"]), float(p["similarity"]))
                 for p in values.pop("soft404_pages", ())
             )
+            predicted = tuple(
+                PredictedPage(str(p["url"]), str(p["becomes"]), str(p["group"]), tuple(map(str, p["rules"])))
+                for p in values.pop("predicted_pages", ())
+            )
             hosts = {
                 str(host): {str(k): int(v) for k, v in counts.items()}
                 for host, counts in dict(values.pop("hosts", {})).items()
             }
-            books = cls(**values, hosts=hosts, soft404_pages=pages)
+            books = cls(**values, hosts=hosts, soft404_pages=pages, predicted_pages=predicted)
             float(books.started), float(books.finished), int(books.checked)  # the types a reader relies on
             return books
         except (ValueError, TypeError, KeyError, AttributeError):
@@ -115,4 +134,5 @@ def added_up(run: Iterable[CrawlBooks]) -> CrawlBooks:
         soft404_hosts=sum(1 for counts in hosts.values() if counts.get("soft404")),
         hosts=hosts,
         soft404_pages=tuple(page for entry in run for page in entry.soft404_pages),
+        predicted_pages=tuple(page for entry in run for page in entry.predicted_pages),
     )

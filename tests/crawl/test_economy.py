@@ -81,7 +81,9 @@ def test_three_crawls_deliver_every_article_once_whichever_url_was_met_first(tmp
         json.loads(line) for line in cli("store", f"sqlite:///{tmp_path}/store.sqlite3", "show", *urls).splitlines()
     ]
     never_filed = [line for line in shown if line["canonical"] is None]
-    assert len(never_filed) == first.get("neardup/url_rules/rewritten", 0), shown
+    explored_later = sum(c.stats.get("neardup/url_rules/explored", 0) for c in crawls[1:])  # fetched, so filed
+    rewritten = first.get("neardup/url_rules/rewritten", 0)
+    assert rewritten - explored_later <= len(never_filed) <= rewritten, shown
     for line in never_filed:
         assert line["status"] == "predicted" and line["becomes"] == line["url"].split("?")[0], line
         assert line["rules"][0]["rule"] == "param:utm_source" and line["rules"][0]["successes"] >= 8, line
