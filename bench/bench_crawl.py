@@ -393,9 +393,14 @@ def quality_in_order(
     # A page the URL rules kept from the crawl (skipped, or fetched as its group's page) has their prediction
     # for its verdict: a near-duplicate of that page. Wrong ones are skips of a page of another cluster.
     predicted = predictions(settings, base, [p for p in paths if p not in {i["path"] for i in items}])
-    pairs += [(by_path[p], page_of(group)) for p, group in predicted.items()]
+    known_group = {p: g for p, g in predicted.items() if unquote(g[len(base) :]) in by_path}
+    pairs += [(by_path[p], page_of(group)) for p, group in known_group.items()]
     cluster_of = {row["url"]: row.get("cluster", row["url"]) for row in manifest}
-    wrong = sorted(p for p, group in predicted.items() if cluster_of[by_path[p]] != cluster_of[page_of(group)])
+    wrong = sorted(
+        p
+        for p, group in predicted.items()
+        if p not in known_group or cluster_of[by_path[p]] != cluster_of[page_of(group)]
+    )
     crawl_score = score(manifest, pairs)
     jsonl = os.path.join(workdir, "site.jsonl")
     with open(jsonl, "w", encoding="utf-8") as f:

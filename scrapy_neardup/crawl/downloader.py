@@ -48,6 +48,9 @@ META_FOLLOWED_FROM = "neardup_followed_from"
 #: decided that its URL becomes): fetched anyway to keep checking the rules, or sent back to the scheduler
 #: at a lower priority (``NEARDUP_URL_RULES = "deprioritize"``).
 META_PREDICTED = "neardup_predicted"
+#: ``Request.meta`` key of a request made in the place of a predicted duplicate (the value: the URL asked):
+#: when it is not answered with a page (a 4xx or 5xx, a failure), that URL is fetched after all.
+META_REWRITTEN_FROM = "neardup_rewritten_from"
 #: ``Request.meta`` key of the plugin's request for a URL of a host that cannot exist (the value: the URL of
 #: the page that made it ask): its answer is the host's soft-404 page (``NEARDUP_SOFT404``).
 META_SOFT404_PROBE = "neardup_soft404_probe"
@@ -166,7 +169,9 @@ class NearDupDownloaderMiddleware:
                     "host make it that page (such requests are counted in neardup/url_rules/rewritten; see "
                     "NEARDUP_URL_RULES)",
                 )
-                return request.replace(url=page, meta={**request.meta, META_PREDICTED: request.url})
+                return request.replace(
+                    url=page, meta={**request.meta, META_PREDICTED: request.url, META_REWRITTEN_FROM: request.url}
+                )
         stats.inc_value("neardup/skipped/predicted")
         service.report.predicted(
             request.url, prediction.target, prediction.group or prediction.target, prediction.rules
@@ -175,9 +180,11 @@ class NearDupDownloaderMiddleware:
             f"scrapy-neardup: {request.url} not fetched: its URL rules make it {prediction.target}, met before"
         )
 
-    async def process_response(self, request: Request, response: Response, spider: object = None) -> Response:
+    async def process_response(self, request: Request, response: Response, spider: object = None) -> Response | Request:
         service = self.service
         service.report.fetched(response.url, len(response.body))
+        if not 200 <= response.status < 300 and request.meta.get(META_REWRITTEN_FROM):
+            return self._fall_back(request, f"status {response.status}")
         if service.refused:  # the store could not be opened and the spider is closing: nothing unchecked
             raise IgnoreRequest(f"scrapy-neardup: the store could not be opened ({service.refused})")
         if (
@@ -312,10 +319,27 @@ class NearDupDownloaderMiddleware:
                 if not waiter.called:
                     waiter.callback(None)
 
-    def process_exception(self, request: Request, exception: BaseException, spider: object = None) -> None:
-        """A request that failed: the copies waiting for its page's decision go on."""
+    def process_exception(self, request: Request, exception: BaseException, spider: object = None) -> Request | None:
+        """A request that failed: the copies waiting for its page's decision go on; one made in a predicted
+        duplicate's place falls back to that duplicate's URL."""
         if self._deciding:
             self._decided(request.url)
+        if request.meta.get(META_REWRITTEN_FROM):
+            return self._fall_back(request, type(exception).__name__)
+        return None
+
+    def _fall_back(self, request: Request, why: str) -> Request:
+        """A request made in a predicted duplicate's place that brought no page: the URL asked is fetched after
+        all (a rewrite into a URL that does not exist is a wrong prediction, never a lost page)."""
+        asked = str(request.meta[META_REWRITTEN_FROM])
+        self.service.stats.inc_value("neardup/url_rules/fell_back")
+        self.service.report.log_once(
+            "fell_back",
+            f"{asked} was requested as {request.url}, which brought no page ({why}): fetched as itself after all "
+            "(such requests are counted in neardup/url_rules/fell_back)",
+        )
+        meta = {k: v for k, v in request.meta.items() if k not in _OWN_META}
+        return request.replace(url=asked, meta={**meta, META_PREDICTED: asked}, dont_filter=True)
 
     async def _probe(self, url: str) -> Answer:
         """Fetch ``url``, a URL of a host that cannot exist, through every downloader middleware (robots.txt,
@@ -384,6 +408,7 @@ _OWN_META = (
     META_FOLLOWED_FROM,
     META_PREDICTED,
     META_SOFT404_PROBE,
+    META_REWRITTEN_FROM,
     "redirect_urls",
     "redirect_times",
     "redirect_ttl",

@@ -145,3 +145,19 @@ def test_a_declared_page_is_downloaded_once_whatever_the_scheduler(tmp_path, sch
     # kept response, served to the request of its URL, reaches the downloader's stats middleware, at 850,
     # as a response but not as a request).
     assert result.stats["downloader/request_count"] == 62, result.neardup_stats()
+
+
+def test_a_rewrite_into_a_url_that_does_not_exist_fetches_the_url_asked(tmp_path):
+    """Once ``param:utm_source`` is confident, a tracking URL met before its article is requested as the plain
+    URL; a page that exists only under its tracking URL (the plain URL answers 404) is then fetched as itself
+    after all: a wrong prediction never loses a page."""
+    pages = tracking_site(range(0, 60))
+    orphans = {f"/only/{i}.html?utm_source=home": article(100 + i) for i in range(3)}
+    pages.update(orphans)
+    pages["/"] = pages["/"].replace("</body>", "".join(f"<a href='{p}'>o</a>" for p in orphans) + "</body>")
+    with ServerThread(pages_server(pages)) as server:
+        site_crawl(tmp_path, server.url, name="warm", items="/a/")
+        result = site_crawl(tmp_path, server.url, name="again", items="/")
+    delivered = {item["path"] for item in result.items}
+    assert set(orphans) <= delivered, sorted(delivered)[:10]
+    assert result.stats.get("neardup/url_rules/fell_back") == 3, result.neardup_stats()
