@@ -323,24 +323,8 @@ def crawl_child(proxy: str, starts: list[str], settings: dict, out: str) -> None
 
 def crawl(proxy: str, starts: list[str], settings: dict, workdir: str, processes: int = 1) -> dict:
     """One crawl from ``starts``; with ``processes`` > 1, one process a start URL's host, at once."""
-    groups = [starts] if processes == 1 else [[s] for s in starts]
-    running = []
-    for part in groups:
-        out = tempfile.mktemp(dir=workdir, suffix=".json")
-        proc = multiprocessing.get_context("fork").Process(target=crawl_child, args=(proxy, part, settings, out))
-        proc.start()
-        running.append((proc, out))
-    results = []
-    for proc, out in running:
-        proc.join()
-        if proc.exitcode != 0:
-            raise RuntimeError(f"crawl failed (exit code {proc.exitcode})")
-        with open(out) as f:
-            results.append(json.load(f))
-    stats: dict[str, float] = {}
-    for result in results:
-        for name, value in result["stats"].items():
-            stats[name] = stats.get(name, 0) + value
+    parts = [starts] if processes == 1 else [[s] for s in starts]
+    results, stats = localsite.crawl_processes(crawl_child, proxy, parts, settings, workdir)
     return {
         "seconds": max(r["seconds"] for r in results),
         "cpu": sum(r["cpu"] for r in results) + stats.get("neardup/books/cpu_seconds", 0),

@@ -43,3 +43,31 @@ def serve(lookup: PageLookup) -> tuple[str, multiprocessing.Process]:
     process.start()
     server.socket.close()  # the child serves; this process keeps only the address
     return f"http://127.0.0.1:{server.server_address[1]}", process
+
+
+def crawl_processes(
+    child: Callable[..., None], proxy: str, parts: list[list[str]], settings: dict, workdir: str
+) -> tuple[list[dict], dict[str, float]]:
+    """Crawls at once, one forked process a part of the URLs (``child(proxy, part, settings, out)`` writes its
+    result as JSON to ``out``): each one's result, and their numeric stats summed."""
+    import json
+    import tempfile
+
+    started = []
+    for part in parts:
+        out = tempfile.mktemp(dir=workdir, suffix=".json")
+        process = multiprocessing.get_context("fork").Process(target=child, args=(proxy, part, settings, out))
+        process.start()
+        started.append((process, out))
+    results = []
+    for process, out in started:
+        process.join()
+        if process.exitcode != 0:
+            raise RuntimeError(f"crawl failed (exit code {process.exitcode})")
+        with open(out) as f:
+            results.append(json.load(f))
+    stats: dict[str, float] = {}
+    for result in results:
+        for name, value in result["stats"].items():
+            stats[name] = stats.get(name, 0) + value
+    return results, stats

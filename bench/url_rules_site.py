@@ -133,24 +133,8 @@ def crawl_child(proxy: str, urls: list[str], settings: dict, out: str) -> None:
 def crawl(proxy: str, urls: list[str], settings: dict, workdir: str, processes: int = 1) -> dict:
     """The crawl of ``urls``, by ``processes`` crawler processes at once (each every ``processes``-th URL,
     all on the store of ``settings``); their items, summed stats and the longest one's seconds."""
-    started = []
-    for n in range(processes):
-        out = tempfile.mktemp(dir=workdir, suffix=".json")
-        part = urls[n::processes]
-        process = multiprocessing.get_context("fork").Process(target=crawl_child, args=(proxy, part, settings, out))
-        process.start()
-        started.append((process, out))
-    results = []
-    for process, out in started:
-        process.join()
-        if process.exitcode != 0:
-            raise RuntimeError(f"crawl failed (exit code {process.exitcode})")
-        with open(out) as f:
-            results.append(json.load(f))
-    stats: dict[str, float] = {}
-    for result in results:
-        for name, value in result["stats"].items():
-            stats[name] = stats.get(name, 0) + value
+    parts = [urls[n::processes] for n in range(processes)]
+    results, stats = localsite.crawl_processes(crawl_child, proxy, parts, settings, workdir)
     return {
         "seconds": max(r["seconds"] for r in results),
         "items": [item for r in results for item in r["items"]],

@@ -233,18 +233,22 @@ def test_a_threshold_raised_since_a_page_was_filed_is_not_a_change_of_content(tm
     assert rewritten.rechecked == "changed"
 
 
-def test_a_better_copy_met_after_its_group_takes_it_and_its_members_follow(store_kind, tmp_path):
-    """The decision loop re-points a group to a better copy (bestcopy) on every store: the tracking URL met
-    first becomes the plain URL's near-duplicate; its own near-duplicates reach the plain URL through it.
-    The page's verdict says whether the group reached the spider already in this session."""
+def deciding(store):
+    """A detector on ``store`` with the one decision loop over it, and a pipeline for plain texts."""
     from scrapy_neardup.engine.decisions import DecisionLoop
     from scrapy_neardup.engine.prepare import DocumentPipeline
 
     algorithm = MinHashLSH(threshold=0.5, num_perm=128)
-    detector = Detector(algorithm, make_store(store_kind, tmp_path))
+    detector = Detector(algorithm, store)
     detector.open()
-    loop = DecisionLoop(detector, None)
-    pipeline = DocumentPipeline(algorithm, min_text_length=10)
+    return detector, DecisionLoop(detector, None), DocumentPipeline(algorithm, min_text_length=10)
+
+
+def test_a_better_copy_met_after_its_group_takes_it_and_its_members_follow(store_kind, tmp_path):
+    """The decision loop re-points a group to a better copy (bestcopy) on every store: the tracking URL met
+    first becomes the plain URL's near-duplicate; its own near-duplicates reach the plain URL through it.
+    The page's verdict says whether the group reached the spider already in this session."""
+    detector, loop, pipeline = deciding(make_store(store_kind, tmp_path))
     text = article(1)
 
     def decide(url):
@@ -271,15 +275,9 @@ def test_a_better_copy_met_after_its_group_takes_it_and_its_members_follow(store
 
 
 def test_a_better_copy_whose_group_was_not_fetched_in_this_session_reaches_the_spider(tmp_path):
-    from scrapy_neardup.engine.decisions import DecisionLoop
-    from scrapy_neardup.engine.prepare import DocumentPipeline
     from scrapy_neardup.store import MemoryStore
 
-    algorithm = MinHashLSH(threshold=0.5, num_perm=128)
-    detector = Detector(algorithm, MemoryStore())
-    detector.open()
-    loop = DecisionLoop(detector, None)
-    pipeline = DocumentPipeline(algorithm, min_text_length=10)
+    detector, loop, pipeline = deciding(MemoryStore())
     loop.decide("http://a.com/x?utm_source=feed", None, pipeline.from_text(article(1)))
     detector.session_started += 3600  # the next crawl: its rewrite of the tracking URL fetches the plain one
     (made,) = loop.decide("http://a.com/x", None, pipeline.from_text(article(1)))
@@ -288,15 +286,10 @@ def test_a_better_copy_whose_group_was_not_fetched_in_this_session_reaches_the_s
 
 
 def test_a_group_a_declaration_chose_is_not_taken_by_a_better_copy(tmp_path):
-    from scrapy_neardup.engine.decisions import DecisionLoop, Declared
-    from scrapy_neardup.engine.prepare import DocumentPipeline
+    from scrapy_neardup.engine.decisions import Declared
     from scrapy_neardup.store import MemoryStore
 
-    algorithm = MinHashLSH(threshold=0.5, num_perm=128)
-    detector = Detector(algorithm, MemoryStore())
-    detector.open()
-    loop = DecisionLoop(detector, None)
-    pipeline = DocumentPipeline(algorithm, min_text_length=10)
+    detector, loop, pipeline = deciding(MemoryStore())
     loop.decide("http://a.com/news/x", None, pipeline.from_text(article(1)))
     # /x declares /news/x, its original: the declaration outranks the shorter path.
     (made,) = loop.decide("http://a.com/x", None, pipeline.from_text(article(1)), Declared("http://a.com/news/x"))
