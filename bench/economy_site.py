@@ -54,14 +54,7 @@ from scrapy_neardup.offline.evaluation import load_manifest  # noqa: E402
 
 HOSTS = ("news0.example.com", "news1.example.net", "news2.example.org")
 SOUND_HOST, SHORT_HOST, LONG_HOST = HOSTS
-LONG_NOT_FOUND = (
-    "<html><head><title>Not found</title></head><body><nav>Home News Sport Culture Contact About Archive</nav>"
-    "<main><h1>Page not found</h1><p>Sorry, the page you were looking for could not be found. It may have been "
-    "moved, renamed or deleted, or the address may be mistyped. Try the search box above, or go back to the "
-    "home page and browse the sections of the site: news, sport, culture and the archive of every article "
-    "we have published since the site began.</p></main><footer>Copyright the site. All rights reserved. "
-    "Imprint, privacy policy and terms of use.</footer></body></html>"
-)
+LONG_NOT_FOUND = localsite.NOT_FOUND
 _CANONICAL = re.compile(r"<link\b[^>]*\bcanonical\b[^>]*>", re.IGNORECASE)
 _BODY = re.compile(r"<body\b[^>]*>", re.IGNORECASE)
 _HEAD = re.compile(r"<head\b[^>]*>", re.IGNORECASE)

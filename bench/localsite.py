@@ -10,6 +10,16 @@ import multiprocessing
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+#: A long "not found" page, as the site benchmarks' soft-404 hosts answer every unknown URL.
+NOT_FOUND = (
+    "<html><head><title>Not found</title></head><body><nav>Home News Sport Culture Contact About Archive</nav>"
+    "<main><h1>Page not found</h1><p>Sorry, the page you were looking for could not be found. It may have been "
+    "moved, renamed or deleted, or the address may be mistyped. Try the search box above, or go back to the "
+    "home page and browse the sections of the site: news, sport, culture and the archive of every article "
+    "we have published since the site began.</p></main><footer>Copyright the site. All rights reserved. "
+    "Imprint, privacy policy and terms of use.</footer></body></html>"
+)
+
 #: What a request is answered with: ``(body, content type)``, or ``None`` for a 404.
 PageLookup = Callable[[BaseHTTPRequestHandler], "tuple[bytes, str] | None"]
 

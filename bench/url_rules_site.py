@@ -38,14 +38,7 @@ import localsite  # noqa: E402  (bench/, the script's own folder)
 from scrapy_neardup.offline.evaluation import load_manifest  # noqa: E402
 from scrapy_neardup.settings import default_of  # noqa: E402
 
-NOT_FOUND = (
-    "<html><head><title>Not found</title></head><body><nav>Home News Sport Culture Contact About Archive</nav>"
-    "<main><h1>Page not found</h1><p>Sorry, the page you were looking for could not be found. It may have been "
-    "moved, renamed or deleted, or the address may be mistyped. Try the search box above, or go back to the "
-    "home page and browse the sections of the site: news, sport, culture and the archive of every article "
-    "we have published since the site began.</p></main><footer>Copyright the site. All rights reserved. "
-    "Imprint, privacy policy and terms of use.</footer></body></html>"
-).encode()
+NOT_FOUND = localsite.NOT_FOUND.encode()
 SOFT_HOST, SOUND_HOST = "site3.example", "site0.example"
 
 
