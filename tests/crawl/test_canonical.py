@@ -15,6 +15,7 @@ import pytest
 from helpers import SPIDERS
 from helpers.crawlkit import ServerThread, pages_server, read_result, scrapy_command
 from helpers.pages import html, story
+from helpers.redis_server import one_server_kind
 
 from scrapy_neardup.engine.canonical import declared_canonical, link_header_canonical
 
@@ -206,6 +207,7 @@ def test_one_page_per_group_reaches_the_spider_in_any_order_and_a_recrawl_keeps_
     assert_every_order_and_a_recrawl(tmp_path, lambda name, n: f"sqlite:///{tmp_path}/{name}.sqlite3")
 
 
+@one_server_kind()
 def test_the_same_on_redis(tmp_path, redis_server):
     """Copies first and shuffled on each server kind (every order runs on SQLite above)."""
     assert_every_order_and_a_recrawl(
@@ -213,6 +215,7 @@ def test_the_same_on_redis(tmp_path, redis_server):
     )
 
 
+@one_server_kind()
 def test_the_same_on_a_redis_cluster(tmp_path, shared_cluster):
     assert_every_order_and_a_recrawl(tmp_path, lambda name, n: shared_cluster.url, only=("copies-first", "shuffled-1"))
 

@@ -14,6 +14,7 @@ import time
 import pytest
 from helpers.crawlkit import ServerThread, pages_server, paths_crawl_command, read_result
 from helpers.pages import PATHS, first_pages, html, story
+from helpers.redis_server import one_server_kind
 
 pytestmark = pytest.mark.slow
 
@@ -139,6 +140,7 @@ def test_store_command_refuses_what_it_cannot_do_in_one_line(tmp_path):
     assert code == 1 and "is not an ISO 8601 date" in err
 
 
+@one_server_kind()
 def test_store_command_on_a_redis_store_of_a_crawl(tmp_path, redis_server):
     pytest.importorskip("redis")
     pages = first_pages()

@@ -10,6 +10,7 @@ import sys
 import pytest
 from helpers.crawlkit import ServerThread, pages_server, paths_crawl_command, read_result
 from helpers.pages import html, story
+from helpers.redis_server import one_server_kind
 
 from scrapy_neardup.store import SqliteStore
 
@@ -128,6 +129,7 @@ def cli(*args: str) -> str:
     return proc.stdout
 
 
+@one_server_kind()
 def test_processes_sharing_a_redis_store_add_up_their_counts(tmp_path, redis_server):
     """Two crawl processes at once on one Redis server (each a half of the site, each in learn mode): the
     store holds the sum of what each learned, and a third process that crawls the site in skip mode uses it."""

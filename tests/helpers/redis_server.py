@@ -36,6 +36,15 @@ def _version(binary: str) -> str:
 
 
 @functools.cache
+def one_server_kind():  # type: ignore[no-untyped-def]
+    """A mark that runs a Redis test on one server kind of the matrix only, the newest found (the system's
+    redis-server where installed, else Valkey 8): for what the server's build does not change (the plugin's
+    own rules), where the matrix would only repeat the same crawl."""
+    import pytest
+
+    return pytest.mark.parametrize("redis_kind", [kind.name for kind in server_kinds()[-1:]], indirect=True)
+
+
 def server_kinds() -> tuple[ServerKind, ...]:
     """The server builds on this machine, each once (a system binary that is one of the wheels' is not
     counted twice)."""
