@@ -110,10 +110,17 @@ def assert_parts_keep_what_one_process_keeps(site, tmp_path, store_url, processe
     assert len(kept) == len(single.items)
 
 
-@pytest.mark.parametrize("processes", [2, 4])
-def test_processes_sharing_redis_keep_what_one_process_keeps(site, redis_server, tmp_path, processes):
+def test_four_processes_sharing_redis_keep_what_one_process_keeps(site, redis_server, tmp_path):
     assert_parts_keep_what_one_process_keeps(
-        site, tmp_path, redis_server.url, processes, "p", NEARDUP_REDIS_KEY=f"multi{processes}:{{%(spider)s}}"
+        site, tmp_path, redis_server.url, 4, "p", NEARDUP_REDIS_KEY="multi4:{%(spider)s}"
+    )
+
+
+@one_server_kind()
+def test_two_processes_sharing_redis_keep_what_one_process_keeps(site, redis_server, tmp_path):
+    """Two processes: the same protocol as four, on one server kind (the four run on each)."""
+    assert_parts_keep_what_one_process_keeps(
+        site, tmp_path, redis_server.url, 2, "p", NEARDUP_REDIS_KEY="multi2:{%(spider)s}"
     )
 
 
