@@ -15,6 +15,7 @@ import pytest
 from demo_site import build_site, make_server
 from helpers import SPIDERS, TESTS
 from helpers.crawlkit import ROOT, ServerThread, assert_no_process_left, run_scrapy, wait_until
+from helpers.redis_server import one_server_kind
 
 pytestmark = pytest.mark.slow
 SPIDER = os.path.join(SPIDERS, "paths.py")
