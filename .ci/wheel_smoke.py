@@ -75,7 +75,12 @@ def main() -> int:
     for name in ("alloc", "claim", "lookup", "write_meta"):
         if len(redis_store._lua(name)) < 100:
             fail(f"the wheel lacks the Redis script {name}.lua")
-    workdir = tempfile.mkdtemp(prefix="neardup-wheel-")
+    with tempfile.TemporaryDirectory(prefix="neardup-wheel-") as workdir:
+        return crawl_and_dedup(scrapy_neardup, workdir)
+
+
+def crawl_and_dedup(scrapy_neardup, workdir: str) -> int:  # type: ignore[no-untyped-def]
+    """A real crawl and a dedup with the installed wheel, in ``workdir``."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802

@@ -1,8 +1,9 @@
 """The crawler-scoped core that the Scrapy components share: one config, one store, one detector.
 
 The downloader middleware, the spider middleware and the pipeline each call :meth:`NearDupService.for_crawler`
-and get the same instance, so a crawler has exactly one store connection. The store is opened on
-``spider_opened`` and flushed and closed on ``spider_closed``.
+and get the same instance, so a crawler has exactly one store connection. The store is opened when
+the first component is built (a store that cannot be opened fails the crawl's start-up) and flushed and
+closed on ``spider_closed``.
 """
 
 from __future__ import annotations
@@ -115,6 +116,16 @@ class _ReportedOnce(logging.Filter):
         return not (message.startswith("Unhandled error in Deferred") or any(t in message for t in self._texts))
 
 
+class StoreOpenFailed(Exception):
+    """The store could not be opened, or holds fingerprints of other parameters: ``reason`` is the finish
+    reason (``neardup_store_error`` or ``neardup_store_mismatch``), ``message`` the one line that says why."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
 class NearDupService:
     def __init__(self, crawler: Crawler, config: Config) -> None:
         self.crawler = crawler
@@ -137,6 +148,8 @@ class NearDupService:
         self._closing = False
         #: Why the store could not be opened (a finish reason), once it could not: no response goes through.
         self.refused: str | None = None
+        self._initial = 0  # pages in the store when it was opened
+        self._expired = 0  # pages forgotten at open (NEARDUP_EXPIRATION_SECS)
         #: The URL rules (NEARDUP_URL_RULES), used on the store thread; and the hosts that have a confident
         #: rule, a snapshot the reactor reads before it asks for a prediction.
         self.rules: Learner | None = None
@@ -169,6 +182,15 @@ class NearDupService:
             if not config.enabled:
                 raise NotConfigured("scrapy-neardup is disabled: set NEARDUP_ENABLED = True to enable it")
             service = cls(crawler, config)
+            spider = getattr(crawler, "spider", None)
+            if spider is not None:
+                try:
+                    service.open_store(spider.name)
+                except StoreOpenFailed as exc:
+                    # Raised, so that Scrapy fails the start-up (exit status 1), reported in one line.
+                    logger.error("scrapy-neardup: the crawl cannot start (%s): %s", exc.reason, exc.message)
+                    _ReportedOnce.mark(exc)
+                    raise
             _services[crawler] = service
         return service
 
@@ -179,43 +201,38 @@ class NearDupService:
         extraction = self._extraction
         return extraction.pids() if extraction is not None else []
 
-    def spider_opened(self, spider: Spider) -> None:
+    def open_store(self, spider_name: str) -> None:
+        """Open the store, its detector and the URL rules. Called when the components are built, before the
+        spider opens, so that a store that cannot be opened (or holds fingerprints of other parameters) fails
+        the crawl's start-up, as a bad setting does: one ERROR line, no page fetched, and ``scrapy crawl``
+        exits with status 1 (Scrapy sets it only for a crawl that fails to start)."""
         config = self.config
-        url = config.resolve_store_url(spider.name, data_path("", createdir=False))
+        url = config.resolve_store_url(spider_name, data_path("", createdir=False))
         store: Store | None = None
         try:
-            store = build_store(config, spider.name, data_path("", createdir=False))  # no redis-py: fails here
+            store = build_store(config, spider_name, data_path("", createdir=False))  # no redis-py: fails here
             adopted, detector, note = open_detector(config, store, reset=config.reset)
-            expired = self._expire(store) if config.expiration_secs else 0
-            initial = store.count()
+            self._expired = self._expire(store) if config.expiration_secs else 0
+            self._initial = store.count()
         except Exception as exc:  # noqa: BLE001 - whatever failed, no page may go through unchecked
             # Fingerprints that cannot be compared, or no store at all: crawling on would let every
-            # near-duplicate through unnoticed, so the crawl stops with the reason in the log.
-            reason = "neardup_store_mismatch" if isinstance(exc, StoreMismatchError) else "neardup_store_error"
+            # near-duplicate through unnoticed.
             message = (
                 str(exc)
                 if isinstance(exc, StoreError)
                 else (f"cannot open the store {redact_url(url)}: {type(exc).__name__}: {redact_url(str(exc))}")
             )
-            logger.error("scrapy-neardup: %s", message, extra={"spider": spider})
             if store is not None:
                 try:
                     store.close()
                 except Exception:  # noqa: BLE001 - it failed to open; closing is a courtesy
                     pass
-            self.refused = reason
-            if _CLOSE_FROM_OPENED:
-                raise CloseSpider(reason) from exc
-            # Older Scrapy logs a CloseSpider raised here and crawls on: close the spider once it is open,
-            # and until then no response goes through (see NearDupDownloaderMiddleware).
-            from twisted.internet import reactor
-
-            reactor.callLater(0, self._close_spider, reason)  # type: ignore[arg-type]
-            return
+            reason = "neardup_store_mismatch" if isinstance(exc, StoreMismatchError) else "neardup_store_error"
+            raise StoreOpenFailed(reason, message) from exc
         if note:
             # The threshold changed and the store's index was kept (see Config.open_detector): the workers,
             # the guard and the decisions use the store's index from now on.
-            logger.warning("scrapy-neardup: %s", note, extra={"spider": spider})
+            logger.warning("scrapy-neardup: %s", note)
             self.config = config = adopted
             self.pipeline = build_pipeline(config)
             self.algorithm = detector.algorithm
@@ -227,7 +244,30 @@ class NearDupService:
                 self.rules = Learner(build_rule_book(config), store, detector.group_of)
                 self._rules_changed()
             except StoreError as exc:  # the rules are an economy: the crawl goes on without them
-                logger.warning("scrapy-neardup: URL rules off for this crawl: %s", exc, extra={"spider": spider})
+                logger.warning("scrapy-neardup: URL rules off for this crawl: %s", exc)
+
+    def spider_opened(self, spider: Spider) -> None:
+        config = self.config
+        if self.detector is None:
+            # Components built without a spider (not by ``scrapy crawl``): the store opens now, and a failure
+            # closes the spider before any response goes through.
+            try:
+                self.open_store(spider.name)
+            except StoreOpenFailed as exc:
+                logger.error("scrapy-neardup: %s", exc.message, extra={"spider": spider})
+                self.refused = exc.reason
+                if _CLOSE_FROM_OPENED:
+                    raise CloseSpider(exc.reason) from exc
+                # Older Scrapy logs a CloseSpider raised here and crawls on: close the spider once it is
+                # open, and until then no response goes through (see NearDupDownloaderMiddleware).
+                from twisted.internet import reactor
+
+                reactor.callLater(0, self._close_spider, exc.reason)  # type: ignore[arg-type]
+                return
+            config = self.config
+        assert self.detector is not None
+        store = self.detector.store
+        initial, expired = self._initial, self._expired
         self._store_thread = ThreadPool(0, 1, name="scrapy-neardup-store")
         self._store_thread.start()
         if self.workers:

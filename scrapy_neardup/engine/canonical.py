@@ -47,8 +47,10 @@ class Declaration:
 #: ``<link>`` elements in a page's head, and the attributes of one.
 _LINK_TAG = re.compile(r"<link\b([^>]*)>", re.IGNORECASE)
 _ATTRIBUTE = re.compile(r"""([a-zA-Z-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""")
-#: How far into a page its ``<link rel="canonical">`` is looked for (it belongs in the head).
-CANONICAL_SCAN_CHARS = 64 * 1024
+#: How far into a page its ``<link rel="canonical">`` is looked for: the whole head (it belongs there), up to
+#: this bound. Real heads run past 64 KB (inline styles, scripts, JSON-LD) with the link after them, and
+#: search engines read it there.
+CANONICAL_SCAN_CHARS = 1024 * 1024
 
 
 def canonical_url(value: str | None, base: str | None) -> str | None:
@@ -66,7 +68,8 @@ def canonical_url(value: str | None, base: str | None) -> str | None:
         return None
 
 
-_HEAD_END = re.compile("</head>", re.IGNORECASE)
+#: Where a head ends: its end tag, or the body's start tag where the end tag is left out (HTML allows it).
+_HEAD_END = re.compile(r"</head\s*>|<body[\s>]", re.IGNORECASE)
 _CANONICAL_WORD = re.compile("canonical", re.IGNORECASE)
 
 

@@ -25,6 +25,7 @@ from ..assembly import build_algorithm, build_pipeline, build_store
 from ..engine.algorithms import algorithm_names
 from ..engine.cluster import CLUSTER_MODES
 from ..settings import BY_NAME, default_of
+from ..store import REDIS_SCHEMES
 
 
 def _settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -432,7 +433,7 @@ class _StopRequest:
         signal.signal(signal.SIGINT, self._previous)
 
 
-def _nothing_read(inputs: list[str], unreadable: int, too_large: int, not_html: int) -> str:
+def _nothing_read(inputs: list[str], unreadable: int, too_large: int, not_html: int, not_ok: int) -> str:
     """The one line of a run that read no document: what the input held instead."""
     held = [
         f"{n} {what}"
@@ -440,6 +441,7 @@ def _nothing_read(inputs: list[str], unreadable: int, too_large: int, not_html: 
             (unreadable, "unreadable lines"),
             (too_large, "lines or records over --max-body-size"),
             (not_html, "WARC records that are not HTML responses"),
+            (not_ok, "HTML responses whose status is not 2xx"),
         )
         if n
     ]
@@ -516,7 +518,9 @@ def cmd_dedup(args: argparse.Namespace) -> int:
             )
         if stats.documents == 0 and not args.allow_empty and not stop.requested():
             # An output with no pairs would read "no near-duplicates" in a pipeline: it is not written.
-            raise InputError(_nothing_read(args.inputs, reader.errors, reader.too_large, reader.passed_over))
+            raise InputError(
+                _nothing_read(args.inputs, reader.errors, reader.too_large, reader.passed_over, reader.not_ok)
+            )
         if args.clusters:
             for members in clusters(edges, args.cluster_mode):
                 outputs[1].file.write(
@@ -538,6 +542,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         "skipped": skipped,
         "unreadable": reader.errors,
         "not_html_records": reader.passed_over,
+        "not_2xx_responses": reader.not_ok,
         "seconds": round(stats.seconds, 3),
     }
     if stop.requested():
@@ -553,11 +558,18 @@ def cmd_dedup(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from .evaluation import evaluate_configurations, lexicon_for_manifest, load_manifest
+    from .evaluation import load_manifest
     from .inputs import InputError
 
     if not load_manifest(args.manifest) and not args.allow_empty:
         raise InputError(f"{args.manifest}: no page in the manifest; nothing scored (pass --allow-empty to exit 0)")
+
+    with tempfile.TemporaryDirectory(prefix="neardup-evaluate-") as scratch:  # the lexicon I-Match is given
+        return _evaluate(args, scratch)
+
+
+def _evaluate(args: argparse.Namespace, scratch: str) -> int:
+    from .evaluation import evaluate_configurations, lexicon_for_manifest
 
     base = _settings_from_args(args)
     if args.all:
@@ -569,12 +581,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                     settings.pop(key, None)  # each algorithm with its own defaults
             if name == "imatch" and "NEARDUP_IMATCH_LEXICON" not in settings:
                 # As in Chowdhury et al.'s experiments: the lexicon comes from the collection itself.
-                settings["NEARDUP_IMATCH_LEXICON"] = lexicon_for_manifest(args.manifest, args.limit)
+                settings["NEARDUP_IMATCH_LEXICON"] = lexicon_for_manifest(args.manifest, scratch, args.limit)
             configurations.append((name, settings))
     else:
         name = base.get("NEARDUP_ALGORITHM", "minhash")
         if name == "imatch" and "NEARDUP_IMATCH_LEXICON" not in base:
-            base["NEARDUP_IMATCH_LEXICON"] = lexicon_for_manifest(args.manifest, args.limit)
+            base["NEARDUP_IMATCH_LEXICON"] = lexicon_for_manifest(args.manifest, scratch, args.limit)
         configurations = [(name, base)]
     rows = evaluate_configurations(
         args.manifest,
@@ -842,7 +854,7 @@ def _existing_store(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     created): for ``store`` and ``rules``."""
     url = args.store_url
     scheme = url.split(":", 1)[0].lower()
-    if scheme in ("redis", "rediss", "unix", "redis+cluster") and args.redis_key is None and args.spider is None:
+    if scheme in REDIS_SCHEMES and args.redis_key is None and args.spider is None:
         raise SystemExit(
             "scrapy-neardup: a Redis store holds each spider's index under its own keys: "
             "pass --spider NAME, or --redis-key PREFIX as NEARDUP_REDIS_KEY names it"

@@ -333,11 +333,11 @@ def evaluate_configurations(
     return rows
 
 
-def lexicon_for_manifest(manifest_path: str, limit: int | None = None, config: Any = None) -> str:
-    """An I-Match lexicon built from a labelled set's own pages, in a temporary file: their text as
-    ``config``'s pipeline extracts it (the default settings' when None), the text it is then applied to."""
+def lexicon_for_manifest(manifest_path: str, directory: str, limit: int | None = None, config: Any = None) -> str:
+    """An I-Match lexicon built from a labelled set's own pages, written into ``directory`` (the caller's to
+    remove): their text as ``config``'s pipeline extracts it (the default settings' when None), the text it
+    is then applied to."""
     import os
-    import tempfile
 
     from ..engine.algorithms.imatch import IMatch
     from ..settings import Config
@@ -347,7 +347,7 @@ def lexicon_for_manifest(manifest_path: str, limit: int | None = None, config: A
     base = os.path.dirname(os.path.abspath(manifest_path))
     texts = (pipeline.text_of(read_page(os.path.join(base, r["file"])), r["url"]).text for r in manifest)
     terms = IMatch.build_lexicon(texts)
-    fd, path = tempfile.mkstemp(prefix="neardup-lexicon-", suffix=".txt")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
+    path = os.path.join(directory, "lexicon.txt")
+    with open(path, "w", encoding="utf-8") as f:
         f.writelines(t + "\n" for t in terms)
     return path

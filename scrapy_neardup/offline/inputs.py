@@ -166,6 +166,7 @@ class DocumentReader:
         self._done_bytes = 0  # input bytes of the files read to their end
         self._position: Any = None  # the offset reached in the file being read (compressed bytes for .gz)
         self.passed_over = 0  # WARC records that are not HTML responses
+        self.not_ok = 0  # WARC HTML responses whose status is not 2xx (a crawl checks none of them)
         self.too_large = 0  # lines or records over max_size bytes
 
     def __iter__(self) -> Iterator[Document | RawLine]:
@@ -269,7 +270,10 @@ class DocumentReader:
         its ``Content-Length`` is how a truncated file shows."""
         doc = None
         ctype = (record.http_headers.get_header("Content-Type") if record.http_headers else "") or ""
-        if record.rec_type == "response" and "html" in ctype.lower():
+        status = record.http_headers.get_statuscode() if record.http_headers else ""
+        if record.rec_type == "response" and "html" in ctype.lower() and not _ok_status(status):
+            self.not_ok += 1
+        elif record.rec_type == "response" and "html" in ctype.lower():
             url = record.rec_headers.get_header("WARC-Target-URI") or ""
             limit = self.max_size
             body = record.content_stream().read() if limit is None else record.content_stream().read(limit + 1)
@@ -305,6 +309,10 @@ class DocumentReader:
             ctype = (record.http_headers.get("Content-Type") if record.http_headers is not None else "") or ""
             if "html" not in ctype.lower():
                 self.passed_over += 1
+                yield None
+                continue
+            if not _ok_status(record.http_headers.status_code):
+                self.not_ok += 1
                 yield None
                 continue
             url = record.headers.get("WARC-Target-URI") or ""
@@ -362,6 +370,15 @@ class _Watched:
 
     def __exit__(self, *exc: object) -> None:
         self.stream.close()
+
+
+def _ok_status(status: object) -> bool:
+    """Whether an archived response's HTTP status is 2xx: the responses a crawl checks (it passes the others
+    over, a "not found" page and a redirect included)."""
+    try:
+        return 200 <= int(str(status)) < 300
+    except ValueError:
+        return False
 
 
 def _is_arc(path: str) -> bool:

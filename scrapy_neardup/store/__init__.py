@@ -38,11 +38,14 @@ BACKENDS = {
 }
 #: URL schemes :func:`store_from_url` understands.
 STORE_SCHEMES = tuple(BACKENDS)
+#: The schemes of Redis stores (each spider's index under keys of its own).
+REDIS_SCHEMES = tuple(scheme for scheme, backend in BACKENDS.items() if backend.startswith("redis:"))
 
 __all__ = [
     "BACKENDS",
     "FORMAT_VERSION",
     "Added",
+    "REDIS_SCHEMES",
     "STORE_SCHEMES",
     "Candidate",
     "DocRecord",

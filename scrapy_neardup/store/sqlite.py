@@ -192,6 +192,34 @@ def _bucket_ids(buckets: Sequence[int] | np.ndarray) -> list[int]:
     return np.asarray(buckets, dtype=np.int64).astype(np.int32).tolist()  # type: ignore[no-any-return]
 
 
+class CorruptStoreError(StoreError):
+    """The SQLite file is damaged (SQLite reports it malformed, or not a database)."""
+
+
+def _is_corruption(exc: BaseException) -> bool:
+    """Whether SQLite reported a damaged file: by its error code where Python gives it (3.11+), else by the
+    class SQLite's corruption errors have (``DatabaseError`` itself, not a subclass)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)  # type: ignore[attr-defined]
+    return type(exc) is sqlite3.DatabaseError
+
+
+def _marked_as_ours(path: str) -> bool:
+    """Whether the file's header says it is a scrapy-neardup store (SQLite's header, with the application id
+    at byte 68): only such a file is ever moved aside by a reset."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(100)
+    except OSError:
+        return False
+    return (
+        len(header) == 100
+        and header.startswith(b"SQLite format 3\x00")
+        and int.from_bytes(header[68:72], "big") == APPLICATION_ID
+    )
+
+
 class SqliteStore(Store):
     local = True
 
@@ -224,9 +252,45 @@ class SqliteStore(Store):
         self._last_commit = time.monotonic()
         self._count = 0
         self._next_id = 1
+        self._resetting = False  # opening with NEARDUP_RESET: a corrupted file is moved aside
 
     # -- lifecycle ---------------------------------------------------------------------------------
+    def open(self, meta: Mapping[str, Any], reset: bool = False) -> None:
+        self._resetting = reset
+        try:
+            super().open(meta, reset)
+        finally:
+            self._resetting = False
+
     def connect(self) -> None:
+        try:
+            self._connect()
+        except CorruptStoreError:
+            if not self._resetting or not _marked_as_ours(self.path):
+                raise
+            # NEARDUP_RESET on a store SQLite cannot read: it is moved aside (never deleted: it may be
+            # salvaged with `sqlite3 FILE .recover`) and a new one is made in its place.
+            aside = self._set_aside()
+            self._unlock()  # taken again by the new store's open
+            logger.warning(
+                "The SQLite store %s is corrupted; NEARDUP_RESET moved it to %s and starts a new store", self.path, aside
+            )
+            self._connect()
+
+    def _set_aside(self) -> str:
+        """Move the corrupted file (and its WAL and shared-memory files) to ``FILE.corrupt-TIME``; called
+        holding the store's lock, so no other process of ours has it open."""
+        aside = f"{self.path}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"
+        try:
+            for suffix in ("-wal", "-shm", ""):
+                if os.path.exists(self.path + suffix):
+                    os.replace(self.path + suffix, aside + suffix)
+        except OSError as exc:
+            self._unlock()
+            raise StoreError(f"The SQLite store {self.path} is corrupted and could not be moved aside: {exc}") from exc
+        return aside
+
+    def _connect(self) -> None:
         try:
             directory = os.path.dirname(self.path)
             if not self._create and not os.path.exists(self.path):
@@ -258,6 +322,17 @@ class SqliteStore(Store):
             self._abandon()
             raise
         except (sqlite3.Error, OSError) as exc:
+            if _is_corruption(exc):
+                if self._db is not None:
+                    self._db.close()  # the lock is kept: a reset moves the file aside under it
+                    self._db = None
+                if not self._resetting:
+                    self._unlock()
+                raise CorruptStoreError(
+                    f"The SQLite store {self.path} is corrupted ({exc}): its fingerprints cannot be read. "
+                    "Set NEARDUP_RESET = True (CLI: --reset) to move it aside and start a new store, or point "
+                    "NEARDUP_STORE_URL (--store) at another file; `sqlite3 FILE .recover` may salvage its rows."
+                ) from exc
             self._abandon()
             hint = ""
             if "readonly" in str(exc) or isinstance(exc, PermissionError):
@@ -316,6 +391,8 @@ class SqliteStore(Store):
         except sqlite3.Error:
             pass  # the file cannot even be read: every later call fails the same way
         message = f"SQLite store {self.path}: {operation} failed: {exc}"
+        if _is_corruption(exc):
+            message += " (the file is corrupted: after this crawl, NEARDUP_RESET = True moves it aside for a new one)"
         if unsaved:
             message += f"; the {unsaved} documents filed since the last commit were not saved"
         return StoreWriteError(message, unsaved)

@@ -18,9 +18,13 @@ from scrapy_neardup.offline.evaluation import score
 SITE = "http://demo.test"
 
 
-def run_cli(*args, check=True):
+def run_cli(*args, check=True, env=None):
     proc = subprocess.run(
-        [sys.executable, "-m", "scrapy_neardup.offline.cli", *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "scrapy_neardup.offline.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=None if env is None else {**os.environ, **env},
     )
     if check:
         assert proc.returncode == 0, proc.stderr
@@ -114,15 +118,34 @@ def test_dedup_warc(demo_pages, tmp_path, reader):
         writer.write_record(
             writer.create_warc_record(SITE + "/x.png", "response", payload=io.BytesIO(b"\x89PNG"), http_headers=headers)
         )
+        # Three "not found" pages, one text: a crawl checks no non-2xx response, and neither does dedup.
+        missing = "<html><body><article><p>" + " ".join(f"gone{i}" for i in range(300)) + "</p></article></body></html>"
+        for i in range(3):
+            headers = StatusAndHeaders("404 Not Found", [("Content-Type", "text/html")], protocol="HTTP/1.1")
+            writer.write_record(
+                writer.create_warc_record(
+                    f"{SITE}/missing/{i}", "response", payload=io.BytesIO(missing.encode()), http_headers=headers
+                )
+            )
     out = tmp_path / "pairs.tsv"
     proc = run_cli(
         "dedup", str(path), "-o", str(out), "--algorithm", "minhash", "--threshold", "0.5", "--warc-reader", reader
     )
     summary = json.loads(proc.stderr.strip().splitlines()[-1])
-    assert summary["not_html_records"] == 1
+    assert summary["not_html_records"] == 1 and summary["not_2xx_responses"] == 3
     found = closure_pairs([tuple(line.split("\t")[:2]) for line in out.read_text().splitlines()])
     found.discard(frozenset((SITE + "/index.html", SITE + "/")))
     assert found == expected_pairs(groups)
+
+
+def test_redis_store_urls_of_every_scheme_are_said_in_one_line(tmp_path):
+    """Each Redis scheme needs --spider (or --redis-key); an unreachable cluster is one line, not a traceback."""
+    for scheme in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"):
+        proc = run_cli("store", f"{scheme}://127.0.0.1:1/", "count", check=False)
+        assert proc.returncode != 0 and "pass --spider NAME" in proc.stderr, (scheme, proc.stderr)
+    proc = run_cli("store", "--spider", "s", "redis+cluster://127.0.0.1:1/", "count", check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "127.0.0.1:1" in proc.stderr
 
 
 def _write_warc(path, pages):
@@ -202,7 +225,10 @@ def test_evaluate_on_a_small_labelled_set(demo_pages, tmp_path):
     manifest = tmp_path / "manifest.jsonl"
     manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
     errors = tmp_path / "errors.jsonl"
-    result = run_cli("evaluate", str(manifest), "--all", "--json", "--workers", "1")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    result = run_cli("evaluate", str(manifest), "--all", "--json", "--workers", "1", env={"TMPDIR": str(scratch)})
+    assert list(scratch.iterdir()) == []  # the lexicon I-Match was given is gone with the run
     run_cli("evaluate", str(manifest), "--algorithm", "exact", "--json", "--workers", "1", "--errors", str(errors))
     records = [json.loads(line) for line in errors.read_text().splitlines()]
     # The exact hash finds mirrors only, so each edited copy is reported missed.
@@ -419,6 +445,24 @@ def test_a_rerun_on_the_same_store_writes_the_same_pairs(tmp_path):
     assert json.loads(clusters.read_text().splitlines()[0])["members"] == ["u1", "u2", "u4"]
     run_cli("dedup", str(src), "-o", str(new), "--store", store, "--workers", "1", "--only-new")
     assert new.read_text() == ""
+
+
+def test_a_canonical_declared_past_the_heads_first_64_kb_decides_the_direction(tmp_path):
+    """Two URLs of one page; the HTML declares the longer one canonical after a 70,000-character meta tag
+    (real heads run that long). The declaration, not the order met or the shorter path, makes it the
+    group's page."""
+    rng = random.Random(5)
+    text = " ".join(f"w{rng.randrange(50_000)}" for _ in range(300))
+    canonical = "http://e.com/news/2026/a"
+    html = (
+        f'<html><head><meta name="x" content="{"y" * 70_000}"><link rel="canonical" href="{canonical}">'
+        f"</head><body><article><p>{text}</p></article></body></html>"
+    )
+    src = tmp_path / "pages.jsonl"
+    src.write_text("".join(json.dumps({"url": url, "html": html}) + "\n" for url in ("http://e.com/a", canonical)))
+    out = tmp_path / "pairs.tsv"
+    run_cli("dedup", str(src), "-o", str(out), "--workers", "1")
+    assert out.read_text().startswith(f"http://e.com/a\t{canonical}\t"), out.read_text()
 
 
 def _story_page(seed):

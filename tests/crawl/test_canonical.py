@@ -268,6 +268,11 @@ def test_canonical_declarations_are_read_from_the_head_and_the_link_header():
         '<link title="x" rel="CaNoNiCaL" href="/real"></head>'
     )
     assert declared_canonical(head, "http://h/") == "http://h/real"
+    # Past the head's first 64 KB (inline styles and scripts before it): still the head, still read.
+    big = f'<html><head><meta name="x" content="{"y" * 70_000}"><link rel="canonical" href="/far"></head>'
+    assert declared_canonical(big + "<body>b</body>", "http://h/") == "http://h/far"
+    # A head whose end tag is left out ends where the body starts.
+    assert declared_canonical("<head><title>t</title><body><link rel=canonical href=/late>", "http://h/") is None
     assert link_header_canonical(['</b>; rel=preload, </c>; rel="canonical"'], "http://h/p") == "http://h/c"
     assert link_header_canonical(['<https://o/a>; rel="next"'], "http://h/") is None
 

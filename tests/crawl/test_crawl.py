@@ -111,7 +111,7 @@ def test_second_run_over_the_same_store_finds_every_page_known(site, tmp_path):
 def test_changed_parameters_stop_the_crawl_with_a_clear_reason(site, tmp_path):
     crawl(site, tmp_path, name="first")
     result = crawl(site, tmp_path, name="second", NEARDUP_MINHASH_NUM_PERM=64)
-    assert result.stats["finish_reason"] == "neardup_store_mismatch"
+    assert result.refused_at_start("neardup_store_mismatch"), result.log[-3000:]
     assert "num_perm: stored 128, configured 64 (NEARDUP_MINHASH_NUM_PERM)" in result.log
     assert "NEARDUP_RESET" in result.log
     assert result.items == []
@@ -138,11 +138,22 @@ def test_a_store_that_cannot_be_opened_stops_the_crawl_before_any_page(site, tmp
         {"NEARDUP_STORE_URL": "redis://127.0.0.1:9/0", "NEARDUP_ON_STORE_ERROR": "pass"},
         pythonpath=[shadow.parent],
     )
-    assert result.stats["finish_reason"] == "neardup_store_error"
+    assert result.refused_at_start(), result.log[-3000:]
     errors = [line for line in result.log.splitlines() if "ERROR" in line and "scrapy-neardup" in line]
     assert len(errors) == 1 and "pip install 'scrapy-neardup[redis]'" in errors[0], result.log[-3000:]
     assert "Traceback" not in result.log
     assert result.items == [] and "neardup/checked" not in result.stats  # no page went through unchecked
+
+
+def test_an_unreachable_store_fails_the_start_up_with_exit_status_1(site, tmp_path):
+    """What cron sees: a crawl whose store cannot be opened did not do its job, and says so by its exit status."""
+    result = run_scrapy(
+        ["crawl", "news", "-a", f"site={site}"],
+        tmp_path,
+        {"NEARDUP_STORE_URL": "redis://127.0.0.1:1/0", "NEARDUP_REDIS_RETRIES": "0"},
+    )
+    assert result.refused_at_start(), result.log[-3000:]
+    assert "unreachable" in result.log and "GET " not in result.log
 
 
 def test_simhash_crawl(site, groups, tmp_path):
@@ -315,5 +326,5 @@ def test_every_extractor_keeps_one_page_per_group_in_a_real_crawl(site, groups, 
         {"NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/store.sqlite3", "NEARDUP_EXTRACTOR": "trafilatura"},
         name="other",
     )
-    assert other.stats.get("finish_reason") == "neardup_store_mismatch", other.log[-3000:]
+    assert other.refused_at_start("neardup_store_mismatch"), other.log[-3000:]
     assert "NEARDUP_EXTRACTOR" in other.log

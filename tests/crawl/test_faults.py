@@ -167,10 +167,8 @@ def test_a_read_only_store_stops_the_crawl_at_open(tmp_path):
         remount_read_only(mounted)
         result = crawl_tagged(tmp_path, pages, {"NEARDUP_STORE_URL": f"sqlite:///{store}"})
         assert digest(store) == before
-    assert result.stats["finish_reason"] == "neardup_store_error", result.log[-3000:]
-    assert "Traceback" not in result.log
+    assert result.refused_at_start(), result.log[-3000:]
     assert "Read-only file system" in result.log or "readonly" in result.log
-    assert books(result)["checked"] == 0 and not result.items
 
 
 def test_a_symlinked_store_path_meets_the_same_lock(tmp_path):
@@ -219,7 +217,7 @@ def test_a_foreign_sqlite_database_is_never_written(tmp_path, shape):
     result = crawl_tagged(
         tmp_path, distinct_pages(10), {"NEARDUP_STORE_URL": f"sqlite:///{path}", "NEARDUP_RESET": "True"}
     )
-    assert result.stats["finish_reason"] == "neardup_store_error", result.log[-3000:]
+    assert result.refused_at_start(), result.log[-3000:]
     assert "is not a scrapy-neardup store" in result.log and "Traceback" not in result.log
     assert digest(path) == before
 
@@ -260,8 +258,8 @@ def test_corrupted_btree_pages_cost_no_page_silently(tmp_path):
     pages = {**distinct_pages(400), **{f"/b/{i}": article(10_000 + i) for i in range(200)}}
     result = crawl_tagged(tmp_path, pages, {"NEARDUP_STORE_URL": f"sqlite:///{path}"}, name="second")
     assert "Traceback" not in result.log, result.log[-4000:]
-    if result.stats["finish_reason"] == "neardup_store_error":  # found at open: nothing went through unchecked
-        assert books(result)["checked"] == 0
+    if result.returncode == 1:  # found at open: the crawl did not start
+        assert result.refused_at_start(), result.log[-3000:]
     else:
         assert result.stats["finish_reason"] == "finished"
         b = assert_books_balance(result, len(pages))
@@ -295,7 +293,7 @@ def test_redis_credentials_are_never_logged_and_a_refused_login_is_said_at_once(
         assert secret not in result.log and secret not in json.dumps(result.stats)
     assert "password=***" in good.log
     for result in (bad, none):
-        assert result.stats["finish_reason"] == "neardup_store_error"
+        assert result.refused_at_start(), result.log[-3000:]
         assert "refused the credentials" in result.log and "unreachable" not in result.log
     assert elapsed < 30  # no retries with back-off for a wrong password
 
@@ -334,9 +332,8 @@ def test_garbage_in_redis_keys_becomes_a_store_error_naming_the_key(tmp_path, re
     prefix = f"wrongtype:{{{uuid.uuid4().hex}}}"
     client.set(f"{prefix}:meta", "a string, not a hash")
     result = crawl_tagged(tmp_path, distinct_pages(10), {"NEARDUP_STORE_URL": store.url, "NEARDUP_REDIS_KEY": prefix})
-    assert result.stats["finish_reason"] == "neardup_store_error", result.log[-3000:]
-    assert "WRONGTYPE" in result.log and "Traceback" not in result.log
-    assert books(result)["checked"] == 0
+    assert result.refused_at_start(), result.log[-3000:]
+    assert "WRONGTYPE" in result.log
 
 
 def test_a_read_only_redis_replica_is_refused_at_open(tmp_path, redis_kind):
@@ -349,17 +346,16 @@ def test_a_read_only_redis_replica_is_refused_at_open(tmp_path, redis_kind):
     finally:
         replica.stop()
         master.stop()
-    assert result.stats["finish_reason"] == "neardup_store_error", result.log[-3000:]
-    assert "is a read-only replica" in result.log and "Traceback" not in result.log
-    assert books(result)["checked"] == 0
+    assert result.refused_at_start(), result.log[-3000:]
+    assert "is a read-only replica" in result.log
 
 
 def test_a_store_folder_that_cannot_be_created_stops_the_crawl(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     result = crawl_tagged(tmp_path, distinct_pages(5), {"NEARDUP_STORE_URL": f"sqlite:///{blocker}/store.sqlite3"})
-    assert result.stats["finish_reason"] == "neardup_store_error"
-    assert "Cannot open the SQLite store" in result.log and "Traceback" not in result.log
+    assert result.refused_at_start(), result.log[-3000:]
+    assert "Cannot open the SQLite store" in result.log
 
 
 # -- 5. pages without words, UTF-16 pages --------------------------------------------------------------------

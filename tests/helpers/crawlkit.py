@@ -48,6 +48,20 @@ class CrawlResult:
     def neardup_stats(self):
         return {k: v for k, v in self.stats.items() if k.startswith("neardup/")}
 
+    def refused_at_start(self, reason="neardup_store_error"):
+        """Whether the crawl failed its start-up on the store, as a bad setting does: exit status 1, one
+        ERROR line of the plugin's naming ``reason``, no traceback, no spider opened, no item."""
+        errors = [line for line in self.log.splitlines() if " ERROR: scrapy-neardup:" in line]
+        return (
+            self.returncode == 1
+            and len(errors) == 1
+            and f"the crawl cannot start ({reason})" in errors[0]
+            and "Traceback" not in self.log
+            and "Spider opened" not in self.log
+            and not self.items
+            and "finish_reason" not in self.stats
+        )
+
 
 def scrapy_command(args, tmp_path, settings=None, name="crawl"):
     """The command line, environment and output files of a ``scrapy`` run with the test extensions."""

@@ -138,8 +138,8 @@ def test_a_crawl_over_tls_with_a_client_certificate(tmp_path, redis_kind):
             {**tls, "NEARDUP_REDIS_TLS_CA_FILE": certs["other_ca"], "NEARDUP_REDIS_RETRIES": "0"},
             name="wrong-ca",
         )
-        assert wrong.stats["finish_reason"] == "neardup_store_error", wrong.log[-3000:]
-        assert "certificate verify failed" in wrong.log and books(wrong)["checked"] == 0
+        assert wrong.refused_at_start(), wrong.log[-3000:]
+        assert "certificate verify failed" in wrong.log
         # No client certificate, where the server asks for one.
         anonymous = crawl_tagged(
             tmp_path,
@@ -147,8 +147,7 @@ def test_a_crawl_over_tls_with_a_client_certificate(tmp_path, redis_kind):
             {"NEARDUP_STORE_URL": url, "NEARDUP_REDIS_TLS_CA_FILE": certs["ca"], "NEARDUP_REDIS_RETRIES": "0"},
             name="no-cert",
         )
-        assert anonymous.stats["finish_reason"] == "neardup_store_error", anonymous.log[-3000:]
-        assert books(anonymous)["checked"] == 0
+        assert anonymous.refused_at_start(), anonymous.log[-3000:]
     finally:
         server.stop()
 
@@ -209,8 +208,7 @@ def test_an_acl_user_restricted_to_the_spiders_keys_crawls_and_another_is_refuse
     again = crawl_tagged(tmp_path, pages, {"NEARDUP_STORE_URL": f"redis://crawler:{secret}@{host}/0"}, name="again")
     assert again.stats.get("neardup/duplicate") == 20, again.neardup_stats()
     refused = crawl_tagged(tmp_path, pages, {"NEARDUP_STORE_URL": f"redis://other:{secret}@{host}/0"}, name="other")
-    assert refused.stats["finish_reason"] == "neardup_store_error", refused.log[-3000:]
+    assert refused.refused_at_start(), refused.log[-3000:]
     assert "refused the credentials or the command" in refused.log and "NoPermissionError" in refused.log
-    assert books(refused)["checked"] == 0
     for result in (good, refused):
         assert secret not in result.log

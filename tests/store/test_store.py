@@ -160,6 +160,65 @@ def test_sqlite_second_process_gets_a_clear_error(tmp_path):
     second.close()
 
 
+def _corrupt_schema_page(path):
+    """Garbage over the first page's b-tree (the schema), leaving SQLite's 100-byte header as it was."""
+    import random
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
+    with open(path, "r+b") as f:
+        f.seek(100)
+        f.write(bytes(random.Random(1).randrange(256) for _ in range(page_size - 100)))
+
+
+def test_a_corrupted_sqlite_store_says_the_next_step_and_a_reset_moves_it_aside(tmp_path):
+    import os
+
+    path = str(tmp_path / "s.sqlite3")
+    store = SqliteStore(path)
+    store.open(META)
+    for i in range(300):
+        store.add(f"http://a/{i}", b"sig" * 10, [i, i + 1])
+    store.close()
+    _corrupt_schema_page(path)
+    with open(path, "rb") as f:
+        damaged = f.read()
+    with pytest.raises(StoreError, match="is corrupted .*Set NEARDUP_RESET = True") as caught:
+        SqliteStore(path).open(META)
+    assert "malformed" in str(caught.value) or "not a database" in str(caught.value)
+    fresh = SqliteStore(path)
+    fresh.open(META, reset=True)
+    assert fresh.count() == 0
+    fresh.add("http://b/", b"sig", [1])
+    fresh.close()
+    aside = [name for name in os.listdir(tmp_path) if ".corrupt-" in name and not name.endswith(("-wal", "-shm"))]
+    assert len(aside) == 1
+    with open(tmp_path / aside[0], "rb") as f:
+        assert f.read() == damaged  # moved, not rewritten
+    again = SqliteStore(path)
+    again.open(META)
+    assert again.get("http://b/") is not None
+    again.close()
+
+
+def test_a_corrupted_file_of_another_application_is_never_moved(tmp_path):
+    import sqlite3
+
+    path = str(tmp_path / "theirs.db")
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+        db.executemany("INSERT INTO users (name) VALUES (?)", [("x" * 200,)] * 300)
+    _corrupt_schema_page(path)
+    with open(path, "rb") as f:
+        before = f.read()
+    with pytest.raises(StoreError):
+        SqliteStore(path).open(META, reset=True)
+    with open(path, "rb") as f:
+        assert f.read() == before
+
+
 def test_sqlite_commits_in_bounded_batches(tmp_path):
     import sqlite3
 

@@ -200,7 +200,7 @@ def test_a_crawl_stopped_at_open_by_its_store_starts_no_worker(tmp_path):
     first = crawl_pages(tmp_path, pages, watched(tmp_path, NEARDUP_MINHASH_NUM_PERM="64"), name="first")
     assert first.stats["finish_reason"] == "finished"
     second = crawl_pages(tmp_path, pages, watched(tmp_path), name="second")
-    assert second.stats["finish_reason"] == "neardup_store_mismatch", second.log[-3000:]
+    assert second.refused_at_start("neardup_store_mismatch"), second.log[-3000:]
     assert pids(tmp_path)["workers"] == []
 
 

@@ -140,7 +140,10 @@ class RedisStore(Store):
             for address in parts.netloc.rpartition("@")[2].split(","):
                 host, _, port = address.rpartition(":")
                 nodes.append(ClusterNode(host or "127.0.0.1", int(port or 6379)))
-            self.client = RedisCluster(
+            # The client reaches the cluster as it is made: through _call, so that an unreachable cluster is
+            # a StoreError (retried, then said in one line), as an unreachable server is.
+            self.client = self._call(
+                RedisCluster,
                 startup_nodes=nodes,
                 username=unquote(user) or None,
                 password=unquote(password) or None,
@@ -223,6 +226,8 @@ class RedisStore(Store):
         """Ask the surviving nodes which master serves which slots (after a failover, the promoted
         replica); a pipeline does not do it by itself."""
         self._nodes.clear()
+        if self.client is None:  # the cluster client is being made: making it again asks the nodes
+            return
         try:
             self.client.nodes_manager.initialize()
         except self._redis_module.RedisError as exc:  # no node answers yet: the next try asks again
