@@ -18,7 +18,7 @@ from scrapy.http import HtmlResponse, TextResponse
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
-from ..engine.canonical import Declaration, link_header_canonical, may_fetch
+from ..engine.canonical import Declaration, link_header_canonical, may_fetch, site_of
 from ..engine.decisions import Declared
 from ..engine.urlrules import same_host
 from .reporting import verdict_meta
@@ -251,9 +251,19 @@ class NearDupDownloaderMiddleware:
         would be (through every downloader middleware: robots.txt, allowed domains, retries, redirects), when
         it may be fetched (``NEARDUP_CANONICAL_FETCH``) and neither page is filed yet. ``None`` (decide the
         response on its own) when it is not fetched, fails, or is not an HTML page with text."""
-        if not may_fetch(self.config.canonical_fetch, request.url, declared_url):
-            return None
         service = self.service
+        if not may_fetch(self.config.canonical_fetch, request.url, declared_url):
+            if self.config.canonical_fetch == "site" and await service.known(key, declared_url) == [False, False]:
+                # A declaration that would have been fetched first under "all": said once, with the setting.
+                service.stats.inc_value("neardup/canonical/other_site")
+                service.report.log_once(
+                    "canonical_other_site",
+                    f"the page {declared_url} that {key} declares canonical is on another site than it "
+                    f"({site_of(declared_url)}, not {site_of(key)}), so it is not fetched first and {key} is "
+                    "checked on its own (such pages are counted in neardup/canonical/other_site); set "
+                    "NEARDUP_CANONICAL_FETCH = 'all' to fetch declared pages of every site",
+                )
+            return None
         known = await service.known(key, declared_url)
         if known is None or any(known):  # a page filed before (a re-crawl), or the declared one: no fetch
             return None

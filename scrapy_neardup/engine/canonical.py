@@ -24,6 +24,7 @@ rules, the same for a crawl and for the batch CLI:
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -126,15 +127,32 @@ def _suffixes() -> Any:
 @lru_cache(maxsize=65_536)
 def site_of(url: str) -> str:
     """The registrable domain of ``url`` (``news.example.co.uk`` → ``example.co.uk``, by the public suffix
-    list); an IP address or a host without a public suffix is its own site."""
+    list). Intranets have none, and are sites too: a host without a public suffix (``.internal``,
+    ``.test``, ``.lan``) is taken as if its last label were one (``wiki.corp.internal`` → ``corp.internal``;
+    a single label is its own site); a private, loopback or link-local address is of the site of its
+    network (``10.1.x.x``: the first 16 bits of an IPv4 address, 48 of an IPv6 one); a public address is its
+    own site."""
     host = (urlsplit(url).hostname or "").lower().rstrip(".")
     if not host:
         return ""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    if address is not None:
+        if not (address.is_private or address.is_loopback or address.is_link_local):
+            return host
+        prefix = 16 if address.version == 4 else 48
+        return str(ipaddress.ip_network(f"{address}/{prefix}", strict=False))
     parts = _suffixes()(host)
     registered = getattr(parts, "top_domain_under_public_suffix", None)
     if registered is None:  # tldextract before 5.3
         registered = parts.registered_domain
-    return registered or host
+    if registered:
+        return str(registered)
+    if not parts.suffix:  # no public suffix: an intranet's name
+        return ".".join(host.split(".")[-2:])
+    return host
 
 
 def same_site(a: str, b: str) -> bool:

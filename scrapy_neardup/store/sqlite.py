@@ -273,7 +273,9 @@ class SqliteStore(Store):
             aside = self._set_aside()
             self._unlock()  # taken again by the new store's open
             logger.warning(
-                "The SQLite store %s is corrupted; NEARDUP_RESET moved it to %s and starts a new store", self.path, aside
+                "The SQLite store %s is corrupted; NEARDUP_RESET moved it to %s and starts a new store",
+                self.path,
+                aside,
             )
             self._connect()
 

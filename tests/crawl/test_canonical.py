@@ -319,6 +319,55 @@ def test_the_same_site_is_the_registrable_domain():
     assert not same_site("https://example.com/a", "https://example.org/a")
     assert same_site("http://127.0.0.1:8000/a", "http://127.0.0.1:8000/b")
     assert not same_site("http://127.0.0.1:8000/a", "http://localhost:8000/a")
+    # Intranets: a host without a public suffix is of the site of its last two labels; a private address,
+    # of the site of its network; a public address is its own site.
+    assert same_site("http://wiki.corp.internal/a", "http://mirror.corp.internal/a")
+    assert not same_site("http://wiki.corp.internal/a", "http://wiki.other.internal/a")
+    assert same_site("http://10.1.2.3/a", "http://10.1.9.9/a") and same_site("http://127.0.0.1/", "http://127.0.0.2/")
+    assert not same_site("http://10.1.2.3/a", "http://10.2.2.3/a")
+    assert not same_site("http://8.8.8.8/a", "http://8.8.4.4/a")
+    assert not same_site("http://intranet/a", "http://wiki/a")
+
+
+def test_a_mirror_on_another_address_of_the_intranet_met_first_is_a_near_duplicate(tmp_path):
+    """A mirror on 127.0.0.2 of articles on 127.0.0.1 that declare themselves, every mirror page met before
+    its article: the declared articles are fetched first (one intranet, one site), so each article reaches
+    the spider once, through its own URL."""
+    served: dict[str, str] = {}  # filled once the origin's port is known
+    with ServerThread(pages_server(served)) as origin, ServerThread(pages_server(served, host="127.0.0.2")) as mirror:
+        base = origin.url.rstrip("/")
+        for i in range(12):
+            served[f"/a/{i}"] = html(story(900 + i), head=f'<link rel="canonical" href="{base}/a/{i}">')
+        urls = [mirror.url.rstrip("/") + p for p in served] + [base + p for p in served]
+        paths_file = tmp_path / "urls.txt"
+        paths_file.write_text("\n".join(urls))
+        settings = {
+            "ADDONS": json.dumps({"scrapy_neardup.Addon": 300}),
+            "NEARDUP_ENABLED": "True",
+            "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/store.sqlite3",
+            "CONCURRENT_REQUESTS": "1",
+            "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue",
+            "LOG_LEVEL": "INFO",
+        }
+        cmd, env, stats_file, items_file = scrapy_command(
+            [
+                "runspider",
+                os.path.join(SPIDERS, "paths.py"),
+                "-a",
+                "base=",
+                "-a",
+                f"paths_file={paths_file}",
+                "-a",
+                "filtered=1",
+            ],
+            tmp_path,
+            settings,
+        )
+        proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
+    result = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
+    assert result.returncode == 0, result.log[-3000:]
+    assert sorted(i["url"] for i in result.items) == sorted(base + p for p in served), result.neardup_stats()
+    assert result.stats["neardup/canonical/fetched_first"] == 12
 
 
 def test_a_declared_page_forbidden_by_robots_txt_or_off_the_allowed_domains_is_not_fetched(tmp_path):

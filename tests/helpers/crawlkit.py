@@ -100,7 +100,7 @@ class ServerThread:
 
     def __init__(self, server):
         self.server = server
-        self.url = f"http://127.0.0.1:{server.server_address[1]}/"
+        self.url = f"http://{server.server_address[0]}:{server.server_address[1]}/"
 
     def __enter__(self):
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -227,8 +227,8 @@ def alive(pid):
         return False
 
 
-def pages_server(pages):
-    """An HTTP server on 127.0.0.1 serving ``pages``: path → HTML (served as UTF-8 text/html), or path →
+def pages_server(pages, host="127.0.0.1"):
+    """An HTTP server on ``host`` (any loopback address) serving ``pages``: path → HTML (served as UTF-8 text/html), or path →
     ``(body bytes, {header: value}[, status])`` for a page with headers (and a status) of its own, or path →
     a function that returns either when the page is requested (:func:`gated`). Its listen backlog is raised:
     ``http.server``'s default of 5 drops connections at crawl concurrency."""
@@ -257,7 +257,7 @@ def pages_server(pages):
         request_queue_size = 256
         daemon_threads = True
 
-    return Server(("127.0.0.1", 0), Handler)
+    return Server((host, 0), Handler)
 
 
 def gated(page, gate, timeout=60.0):
