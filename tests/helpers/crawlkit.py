@@ -228,9 +228,10 @@ def alive(pid):
 
 
 def pages_server(pages, host="127.0.0.1"):
-    """An HTTP server on ``host`` (any loopback address) serving ``pages``: path → HTML (served as UTF-8 text/html), or path →
-    ``(body bytes, {header: value}[, status])`` for a page with headers (and a status) of its own, or path →
-    a function that returns either when the page is requested (:func:`gated`). Its listen backlog is raised:
+    """An HTTP server on ``host`` (any loopback address) serving ``pages``: path → HTML (served as UTF-8
+    text/html), or path → ``(body bytes, {header: value}[, status])`` for a page with headers (and a status)
+    of its own, or path → a function that returns either when the page is requested (:func:`gated`). Its
+    listen backlog is raised:
     ``http.server``'s default of 5 drops connections at crawl concurrency."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
