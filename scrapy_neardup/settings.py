@@ -251,6 +251,14 @@ SETTINGS: tuple[Setting, ...] = (
         "what trafilatura favours when unsure: more text or less",
         choices=TRAFILATURA_FAVORS,
     ),
+    Setting(
+        "NEARDUP_GROUP_BUDGET",
+        "int",
+        0,
+        "near-duplicates of each group let through, tagged, before drop applies; 0: none",
+        low=0,
+        high=1_000_000,
+    ),
     Setting("NEARDUP_IMATCH_LEXICON", "str", None, "the I-Match lexicon file", optional=True),
     Setting("NEARDUP_ITEM_FIELD", "str", None, "check this item field's text instead of pages", optional=True),
     Setting("NEARDUP_MAX_BODY_SIZE", "int", 2 * 1024 * 1024, "larger responses pass unchecked (bytes)", low=1),
@@ -419,6 +427,7 @@ class Config:
     extractor: str
     extract_fast: bool
     extract_favor: str
+    group_budget: int
     imatch_lexicon: str | None
     item_field: str | None
     max_body_size: int

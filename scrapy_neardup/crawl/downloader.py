@@ -141,6 +141,11 @@ class NearDupDownloaderMiddleware:
             stats.inc_value("neardup/url_rules/explored")
             request.meta[META_PREDICTED] = prediction.target
             return None
+        if self.config.group_budget and prediction.group and await service.admitted(prediction.group, request.url):
+            # A copy its group's budget lets through (NEARDUP_GROUP_BUDGET), admitted now or by an earlier
+            # crawl: fetched, in every crawl, so that the same copies reach the spider.
+            stats.inc_value("neardup/budget/fetched")
+            return None
         if self.config.url_rules == "deprioritize":
             engine = self.crawler.engine
             if engine is not None:
@@ -239,9 +244,13 @@ class NearDupDownloaderMiddleware:
         if verdict.is_duplicate:
             if not own_key:
                 await self._follow_group(request, verdict.canonical)
-            if self.config.action == "drop":
+            if self.config.action == "drop" and not (
+                self.config.group_budget and await service.admitted(verdict.canonical, key)
+            ):
                 service.stats.inc_value("neardup/dropped")
                 raise IgnoreRequest(f"near-duplicate of {verdict.canonical} (similarity {verdict.similarity:.3f})")
+            if self.config.action == "drop":  # within its group's budget (NEARDUP_GROUP_BUDGET): let through
+                service.stats.inc_value("neardup/budget/passed")
             service.stats.inc_value("neardup/tagged")
             return response.replace(flags=[*response.flags, FLAG])
         return response

@@ -489,6 +489,25 @@ class NearDupService:
 
         return await self._in_store_thread(look)
 
+    async def admitted(self, group: str, key: str, admit_new: bool = True) -> bool:
+        """Whether near-duplicate ``key`` is one of the first ``NEARDUP_GROUP_BUDGET`` of its group let
+        through (:meth:`Store.admit`), admitting it while the budget lasts unless ``admit_new`` is false;
+        ``False`` when the store cannot say (the copy is then dropped, as without a budget)."""
+        budget = self.config.group_budget if admit_new else 0
+
+        def admit() -> bool:
+            with self._store_lock:
+                detector = self.detector
+                if detector is None:
+                    return False
+                try:
+                    return detector.store.admit(group, key, budget)
+                except StoreError as exc:
+                    logger.warning("scrapy-neardup: the group budget of %s could not be read: %s", group, exc)
+                    return False
+
+        return bool(await self._in_store_thread(admit))
+
     async def _in_store_thread(self, fn: Any) -> Any:
         """``fn`` where store calls are made: here for a local store, else on the store thread."""
         detector, store_thread = self.detector, self._store_thread

@@ -363,6 +363,21 @@ class Store(ABC):
         """Every URL rule of the store with its ``(successes, failures)``."""
         return dict(self.__dict__.get("_rule_table", {}))
 
+    # -- a budget per group (NEARDUP_GROUP_BUDGET) --------------------------------------------------------
+    def admit(self, group: str, key: str, budget: int) -> bool:
+        """Whether near-duplicate ``key`` is one of the first ``budget`` of group ``group`` let through: a key
+        admitted once is admitted on every later call (so every crawl lets the same copies through), and a
+        group admits at most ``budget`` keys, whichever processes ask (atomically where processes share the
+        store). The base class keeps the admitted keys in this process only; a backend shared by processes
+        overrides it (SQLite, Redis do). :meth:`clear` forgets them."""
+        admitted = self.__dict__.setdefault("_budget", {}).setdefault(group, [])
+        if key in admitted:
+            return True
+        if len(admitted) >= budget:
+            return False
+        admitted.append(key)
+        return True
+
     # -- the books of each crawl (scrapy_neardup.store.books) -------------------------------------------
     def add_crawl_books(self, books: CrawlBooks) -> None:
         """Keep what one crawl process did, as JSON (the newest :data:`~.books.KEPT_CRAWLS`). The base class

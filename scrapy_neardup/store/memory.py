@@ -53,6 +53,7 @@ class MemoryStore(Store):
     def clear(self) -> None:
         self.__dict__.pop("_rule_table", None)
         self.__dict__.pop("_crawl_books", None)
+        self.__dict__.pop("_budget", None)
         self.__init__()  # type: ignore[misc]
 
     def read_meta(self) -> dict[str, str] | None:

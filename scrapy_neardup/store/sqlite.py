@@ -94,7 +94,7 @@ except ImportError:  # pragma: no cover - Windows: SQLite's own locking still ke
 #: ``PRAGMA application_id`` of a scrapy-neardup store: "NDUP" in ASCII.
 APPLICATION_ID = 0x4E445550
 #: The tables of the layout; a database holding any other table is not ours.
-_TABLES = frozenset(("meta", "docs", "buckets", "staged", "url_rules", "crawls"))
+_TABLES = frozenset(("meta", "docs", "buckets", "staged", "url_rules", "crawls", "budget"))
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -119,6 +119,7 @@ CREATE TABLE IF NOT EXISTS url_rules (
     PRIMARY KEY (host, rule)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS crawls (id INTEGER PRIMARY KEY, books TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS budget (grp TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (grp, key)) WITHOUT ROWID;
 """
 #: Recorded in ``meta`` beside the detector's parameters: a version of scrapy-neardup that does not know the
 #: recorded layout refuses the file instead of silently missing staged documents or last-seen times.
@@ -483,12 +484,24 @@ class SqliteStore(Store):
         self.db.execute(f"DELETE FROM crawls WHERE id <= (SELECT MAX(id) FROM crawls) - {KEPT_CRAWLS}")
         self._pending += 1
 
+    @_translated
+    def admit(self, group: str, key: str, budget: int) -> bool:
+        db = self.db
+        if db.execute("SELECT 1 FROM budget WHERE grp = ? AND key = ?", (group, key)).fetchone():
+            return True
+        if db.execute("SELECT COUNT(*) FROM budget WHERE grp = ?", (group,)).fetchone()[0] >= budget:
+            return False
+        db.execute("INSERT INTO budget (grp, key) VALUES (?, ?)", (group, key))
+        self._pending += 1
+        return True
+
     @_translated_read
     def crawl_books(self) -> list[CrawlBooks]:
         return _read_books([text for (text,) in self.db.execute("SELECT books FROM crawls ORDER BY id")])
 
     @_translated
     def clear(self) -> None:
+        self.db.execute("DELETE FROM budget")
         self.db.execute("DELETE FROM crawls")
         self.db.execute("DELETE FROM url_rules")
         self.db.execute("DELETE FROM buckets")

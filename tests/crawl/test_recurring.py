@@ -79,6 +79,38 @@ def test_a_page_whose_content_changed_is_checked_afresh_on_the_next_crawl(tmp_pa
         assert "neardup/rechecked/changed" not in third.stats and third.stats["neardup/seen"] == 5
 
 
+def test_a_group_budget_lets_the_same_copies_through_on_every_crawl(tmp_path):
+    """NEARDUP_GROUP_BUDGET = 2 in drop mode: of each article's five tracking copies (met after it, in
+    shuffled order), two reach the spider tagged with the article, the others are dropped; three crawls on
+    one store deliver the same pages: the URL rules (on by default), confident from the second crawl on,
+    skip the other copies and never an admitted one."""
+    articles = {f"/a/{g}": html(story(700 + g)) for g in range(4)}
+    copies = {f"/a/{g}?utm_source=s{j}": articles[f"/a/{g}"] for g in range(4) for j in range(5)}
+    order = list(copies)
+    random.Random(4).shuffle(order)
+    pages = {**articles, **copies}
+    settings = {"CONCURRENT_REQUESTS": "1", "NEARDUP_GROUP_BUDGET": "2"}
+    delivered, skipped = [], []
+    with ServerThread(pages_server(pages)) as server:
+        for name in ("first", "second", "third"):
+            cmd, env, stats_file, items_file = paths_crawl_command(
+                tmp_path, server.url, list(articles) + order, settings, name, spider_args=("filtered=1",)
+            )
+            proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
+            result = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
+            assert result.returncode == 0 and "Traceback" not in result.log, result.log[-3000:]
+            delivered.append({item["path"]: item.get("near_duplicate_of") for item in result.items})
+            skipped.append(result.stats.get("neardup/skipped/predicted", 0))
+    first = delivered[0]
+    assert {p for p, of in first.items() if of is None} == set(articles)
+    for g in range(4):
+        passed = [p for p, of in first.items() if of == server.url.rstrip("/") + f"/a/{g}"]
+        assert len(passed) == 2 and all(p.startswith(f"/a/{g}?") for p in passed), (first, skipped)
+    assert delivered[1] == first and delivered[2] == first
+    # Of the 12 copies past the budget, the rules leave most unfetched (a few are fetched to check them).
+    assert min(skipped[1:]) >= 9, skipped
+
+
 def test_records_not_fetched_for_the_age_limit_are_forgotten_at_start_up(tmp_path):
     pages = first_pages()
     with ServerThread(pages_server(pages)) as server:

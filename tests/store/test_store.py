@@ -128,6 +128,23 @@ def test_url_rule_counts_outlive_the_process(store_kind, tmp_path):
 
 
 @pytest.mark.parametrize("store_kind", PERSISTENT_BACKENDS)
+def test_a_group_budget_admits_the_same_keys_for_good_and_no_more(store_kind, tmp_path):
+    """NEARDUP_GROUP_BUDGET: the first keys asked for within a group's budget are admitted, and admitted
+    again on every later call, by the next process too; others are refused; groups are counted apart."""
+    s = make_store(store_kind, tmp_path)
+    s.open(META)
+    assert [s.admit("http://a/", k, 2) for k in ("c1", "c2", "c3", "c1")] == [True, True, False, True]
+    assert s.admit("http://b/", "c3", 2)
+    s.close()
+    s = make_store(store_kind, tmp_path)
+    s.open(META)
+    assert [s.admit("http://a/", k, 2) for k in ("c3", "c2", "c1")] == [False, True, True]
+    s.clear()
+    assert s.admit("http://a/", "c3", 2)
+    s.close()
+
+
+@pytest.mark.parametrize("store_kind", PERSISTENT_BACKENDS)
 def test_reopen_keeps_documents_and_refuses_other_parameters(store_kind, tmp_path):
     s = make_store(store_kind, tmp_path)
     s.open(META)

@@ -84,6 +84,9 @@ _REPOINT = _lua("repoint")
 
 _WRITE_META = _lua("write_meta")
 
+# KEYS[1]: P:budget. ARGV: group, key, budget. Run with EVAL (its body sent whole: no script cache needed).
+_ADMIT = _lua("admit")
+
 
 def _for_groups(body: str) -> str:
     """A group script run for several groups in one call: ARGV is the number of groups, then for each its

@@ -41,7 +41,7 @@ from .codec import (
     unpack_record,
 )
 from .layout import _LAYOUT_FIELD, BUCKET_BIN_BITS, GROUP_BITS, LAYOUT, READ_LAYOUTS, RECORDS_PER_BIN, _Buckets, _Layout
-from .scripts import _SCRIPTS, _WRITE_META
+from .scripts import _ADMIT, _SCRIPTS, _WRITE_META
 from .transport import RedisErrors, _mget_command, _pack
 
 logger = logging.getLogger("scrapy_neardup.store.redis")
@@ -333,7 +333,7 @@ class RedisStore(Store):
         return self._call(lambda: list(self.client.scan_iter(match=self.layout.pattern, count=10_000)))
 
     def clear(self) -> None:
-        own = [self._key(n) for n in ("meta", "seq", "count", "flight", "urlrules", "crawls")]
+        own = [self._key(n) for n in ("meta", "seq", "count", "flight", "urlrules", "crawls", "budget")]
         keys = self._group_keys()
         self._call(self.client.delete, *own)
         for i in range(0, len(keys), self._BATCH):  # a key a command: a cluster refuses a DEL across slots
@@ -378,6 +378,13 @@ class RedisStore(Store):
             pipe.execute()
 
         self._call(push)
+
+    def admit(self, group: str, key: str, budget: int) -> bool:
+        """One hash, ``P:budget``: a field per group, its admitted keys one a line, read and extended by one
+        script (EVAL: a short body, sent whole, so a server that lost its script cache needs nothing), so
+        that processes asking at once never admit more than ``budget``."""
+        admitted = self._call(self.client.eval, _ADMIT, 1, self._key("budget"), group, key, budget)
+        return bool(int(admitted))
 
     def crawl_books(self) -> list[CrawlBooks]:
         return _read_books(self._call(self.client.lrange, self._key("crawls"), 0, -1))
