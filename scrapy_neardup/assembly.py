@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .engine.detector import Detector
     from .engine.prepare import DocumentPipeline
     from .engine.template import TemplateGuard
-    from .engine.urlrules import RuleBook
+    from .engine.urlrules import CuratedRules, RuleBook
     from .store import Store, StoreMismatchError
 
 #: The setting behind each parameter a store records (what a mismatch message names).
@@ -77,7 +77,18 @@ def build_rule_book(config: Config) -> RuleBook:
         prior_hosts=config.url_rules_prior_hosts,
         prior_support=config.url_rules_prior_support,
         explore=config.url_rules_explore,
+        curated=read_curated_rules(config),
     )
+
+
+def read_curated_rules(config: Config) -> CuratedRules | None:
+    """The hand-written URL rules of ``NEARDUP_URL_RULES_FILE`` (checked when the settings were read)."""
+    from .engine.urlrules import read_dud_rules
+
+    if config.url_rules_file is None:
+        return None
+    with open(config.url_rules_file, encoding="utf-8") as f:
+        return read_dud_rules(f.read(), config.url_rules_file)
 
 
 def build_pipeline(config: Config) -> DocumentPipeline:

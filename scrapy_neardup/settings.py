@@ -181,6 +181,16 @@ def _redis_key(value: str) -> None:
         raise Invalid("a non-empty key prefix; %(spider)s stands for the spider's name") from None
 
 
+def _dud_rule_file(path: str) -> None:
+    from .engine.urlrules import read_dud_rules
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            read_dud_rules(f.read(), path)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise Invalid(f"a duplicate-url-discarder rule file (JSON list): {exc}") from None
+
+
 def _store_url(value: str) -> None:
     if value.split(":", 1)[0].lower() not in STORE_SCHEMES:
         raise Invalid(
@@ -354,6 +364,14 @@ SETTINGS: tuple[Setting, ...] = (
         high=1.0,
     ),
     Setting(
+        "NEARDUP_URL_RULES_FILE",
+        "file",
+        None,
+        "hand-written URL rules: a duplicate-url-discarder rule file, used from the first page",
+        optional=True,
+        check=_dud_rule_file,
+    ),
+    Setting(
         "NEARDUP_URL_RULES_MIN_SUPPORT", "int", 8, "successful trials before a URL rule is used", low=1, high=1_000_000
     ),
     Setting(
@@ -460,6 +478,7 @@ class Config:
     url_rules: str
     url_rules_confidence: float
     url_rules_explore: float
+    url_rules_file: str | None
     url_rules_min_support: int
     url_rules_prior_hosts: int
     url_rules_prior_support: int

@@ -243,6 +243,16 @@ class NearDupService:
             try:
                 self.rules = Learner(build_rule_book(config), store, detector.group_of)
                 self._rules_changed()
+                curated = self.rules.book.curated
+                if config.url_rules_file:
+                    logger.info(
+                        "scrapy-neardup: %d hand-written URL rules of %d domains from %s (NEARDUP_URL_RULES_FILE)",
+                        sum(len(r) for r in curated.rules.values()),
+                        len(curated.rules),
+                        config.url_rules_file,
+                    )
+                for line in curated.left:
+                    logger.warning("scrapy-neardup: %s; left out", line)
             except StoreError as exc:  # the rules are an economy: the crawl goes on without them
                 logger.warning("scrapy-neardup: URL rules off for this crawl: %s", exc)
 
@@ -641,7 +651,10 @@ class NearDupService:
         """The URL already decided that ``url`` becomes by its host's confident rules, if any (``None`` too when
         the store cannot say)."""
         rules = self.rules
-        if rules is None or host_of(url) not in self.ruled_hosts:
+        if rules is None:
+            return None
+        host = host_of(url)
+        if host not in self.ruled_hosts and not rules.book.curated.of(host):
             return None
 
         def look() -> Prediction | None:

@@ -260,6 +260,71 @@ class Prediction:
     group_fetched: bool = False
 
 
+@dataclass(frozen=True)
+class CuratedRules:
+    """Hand-written rules (a team's, in duplicate-url-discarder's rule files): the rules of each domain
+    (a host and its subdomains, ``www.`` aside), used from the first page, and the entries of the files that
+    no rule here expresses (said, not applied)."""
+
+    rules: Mapping[str, tuple[UrlRule, ...]]
+    left: tuple[str, ...] = ()
+
+    def of(self, host: str) -> tuple[UrlRule, ...]:
+        """The rules of ``host`` (as :func:`host_of` gives it): its domain's and every parent domain's."""
+        if not self.rules:
+            return ()
+        found: list[UrlRule] = []
+        labels = host.split(".")
+        for i in range(len(labels)):
+            found += self.rules.get(".".join(labels[i:]), ())
+        return tuple(dict.fromkeys(found))
+
+
+#: duplicate-url-discarder's processors this reads, and the rules each stands for.
+_DUD_NORMALIZER = (UrlRule("www"), UrlRule("slash"))
+
+
+def read_dud_rules(text: str, source: str = "rules") -> CuratedRules:
+    """The rules of a duplicate-url-discarder rule file (JSON: a list of ``{"processor", "args",
+    "urlPattern": {"include": [...]}}``), as atomic rules of each domain its ``include`` patterns name:
+    ``queryRemoval`` drops each parameter of ``args``; ``subpathRemoval`` with ``args`` ``[0]`` and a pattern
+    ``host/segment/`` drops that first path segment; ``normalizer`` drops ``www.`` and a trailing slash.
+    Other entries (other processors, patterns these cannot express, ``exclude`` patterns) are listed in
+    ``left``. Raises ``ValueError`` naming ``source`` for a file that is not such a list."""
+    import json
+
+    try:
+        entries = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{source}: not JSON ({exc})") from None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ValueError(f"{source}: not a list of duplicate-url-discarder rules (objects)")
+    rules: dict[str, list[UrlRule]] = {}
+    left: list[str] = []
+    for number, entry in enumerate(entries, 1):
+        processor, args = entry.get("processor"), entry.get("args") or []
+        pattern = entry.get("urlPattern") or {}
+        includes = pattern.get("include") if isinstance(pattern, dict) else None
+        if not isinstance(includes, list) or not includes or (isinstance(pattern, dict) and pattern.get("exclude")):
+            left.append(f"{source} rule {number} ({processor}): a URL pattern this cannot express")
+            continue
+        for include in includes:
+            domain, _, path = str(include).lower().removeprefix("https://").removeprefix("http://").partition("/")
+            domain = domain.removeprefix("www.").removeprefix("*.")
+            made: list[UrlRule] = []
+            if processor == "queryRemoval" and not path and all(isinstance(a, str) and a for a in args):
+                made = [UrlRule("param", a) for a in args]
+            elif processor == "subpathRemoval" and args == [0] and _SEGMENT.match(path.rstrip("/")):
+                made = [UrlRule("prefix", path.rstrip("/"))]
+            elif processor == "normalizer" and not path:
+                made = list(_DUD_NORMALIZER)
+            if not made or not domain or "*" in domain:
+                left.append(f"{source} rule {number} ({processor}, {include}): no URL rule here expresses it")
+                continue
+            rules.setdefault(domain, []).extend(made)
+    return CuratedRules({d: tuple(dict.fromkeys(r)) for d, r in rules.items()}, tuple(left))
+
+
 class RuleBook:
     """The rules of every host and their counts, with the thresholds that make one confident.
 
@@ -273,7 +338,11 @@ class RuleBook:
         prior_hosts: int = 0,
         prior_support: int = 3,
         explore: float = 0.0,
+        curated: CuratedRules | None = None,
     ) -> None:
+        #: Hand-written rules: used from the first page, tried and counted as the learned ones, and retired
+        #: on a host at their first failure there as a learned rule is.
+        self.curated = curated or CuratedRules({})
         self.min_support = min_support
         self.min_confidence = min_confidence
         self.prior_hosts = prior_hosts
@@ -322,7 +391,8 @@ class RuleBook:
         """What ``url`` becomes by every rule of its host (confident or not), each applied once in order:
         each step's URL with the rules that made it. A trial takes the first step that was decided: all its
         rules together succeed or fail (two tracking parameters are dropped together, or not at all)."""
-        return _steps(url, in_order(self.counts.get(host_of(url), {})))
+        host = host_of(url)
+        return _steps(url, in_order(set(self.counts.get(host, {})) | set(self.curated.of(host))))
 
     def record(self, url: str, rule: UrlRule, success: bool) -> None:
         """One trial of ``rule`` on ``url``'s host."""
@@ -385,17 +455,31 @@ class RuleBook:
         return prior is not None and prior >= self.min_confidence
 
     def confident(self, host: str) -> list[UrlRule]:
-        """The rules of ``host`` a prediction may use, in the order they are applied."""
-        return in_order(rule for rule, count in self.counts.get(host, {}).items() if self.used(host, rule, count))
+        """The rules of ``host`` a prediction may use, in the order they are applied: the learned ones it
+        is confident of, and the hand-written ones that did not fail there."""
+        counts = self.counts.get(host, {})
+        learned = {rule for rule, count in counts.items() if self.used(host, rule, count)}
+        curated = {
+            rule for rule in self.curated.of(host) if not counts.get(rule, RuleCount()).failures or rule in learned
+        }
+        return in_order(learned | curated)
 
     def explore_share(self, url: str, rules: Iterable[str]) -> float:
         """The share of the predictions a prediction by ``rules`` (names) on ``url``'s host belongs to that is
-        fetched anyway: ``explore`` once each rule has ``EXPLORE_MATURE`` successes there, more while one is
-        young (``explore * EXPLORE_MATURE / successes``, at most ``EXPLORE_MAX``)."""
+        fetched anyway: ``explore`` once each rule has ``EXPLORE_MATURE`` successes there (a hand-written
+        rule is taken as held), more while one is young (``explore * EXPLORE_MATURE / successes``, at most
+        ``EXPLORE_MAX``)."""
         if self.explore <= 0:
             return 0.0
-        counts = self.counts.get(host_of(url), {})
-        youngest = min((counts.get(UrlRule.parse(name), RuleCount()).successes for name in rules), default=0)
+        host = host_of(url)
+        counts, curated = self.counts.get(host, {}), self.curated.of(host)
+        youngest = min(
+            (
+                EXPLORE_MATURE if rule in curated else counts.get(rule, RuleCount()).successes
+                for rule in map(UrlRule.parse, rules)
+            ),
+            default=0,
+        )
         return min(EXPLORE_MAX, self.explore * max(1.0, EXPLORE_MATURE / max(youngest, 1)))
 
     def rewrites(self, url: str) -> list[Prediction]:
@@ -408,12 +492,12 @@ class RuleBook:
         ]
 
     def listing(self) -> list[tuple[str, UrlRule, RuleCount, bool]]:
-        """Every rule with its host, its counts, and whether a prediction may use it (on its own counts or
-        with the other hosts' prior)."""
+        """Every learned rule (hand-written ones are listed apart) with its host, its counts, and whether a
+        prediction may use it (on its own counts or with the other hosts' prior)."""
         out = []
         for host, rules in sorted(self.counts.items()):
-            used = set(self.confident(host))
-            out += [(host, rule, count, rule in used) for rule, count in sorted(rules.items())]
+            used, curated = set(self.confident(host)), set(self.curated.of(host))
+            out += [(host, rule, count, rule in used) for rule, count in sorted(rules.items()) if rule not in curated]
         return out
 
 

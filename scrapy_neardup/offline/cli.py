@@ -340,6 +340,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="table",
         help="a table; JSON; or the rule files of duplicate-url-discarder (DUD_LOAD_RULE_PATHS) (default: table)",
     )
+    rules.add_argument(
+        "--rules-file",
+        metavar="FILE",
+        help="as NEARDUP_URL_RULES_FILE: list its hand-written rules too, apart (used: 'file', or 'no' once "
+        "retired on that host)",
+    )
     rules.add_argument("-o", "--output", default="-", help="write here instead of stdout")
 
     report = sub.add_parser(
@@ -906,16 +912,29 @@ def dud_rules(rules: list[tuple[str, Any]]) -> tuple[list[dict[str, Any]], list[
 
 def cmd_rules(args: argparse.Namespace) -> int:
     """``rules STORE_URL``: the URL rules of a crawl's store."""
-    from ..engine.urlrules import RuleBook
+    from ..engine.urlrules import RuleBook, RuleCount, read_dud_rules
 
     store = _existing_store(args)
     try:
         counts = store.rule_counts()
     finally:
         store.close()
-    book = RuleBook(args.min_support, args.min_confidence, args.prior_hosts, args.prior_support)
+    curated = None
+    if args.rules_file:
+        try:
+            with open(args.rules_file, encoding="utf-8") as f:
+                curated = read_dud_rules(f.read(), args.rules_file)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise SystemExit(f"scrapy-neardup: --rules-file: {exc}") from None
+    book = RuleBook(args.min_support, args.min_confidence, args.prior_hosts, args.prior_support, curated=curated)
     book.merge(counts)
     rows = [row for row in book.listing() if args.all or row[3]]
+    # The hand-written rules, apart: with the counts the crawl kept of them on their domain's own host.
+    hand = [
+        (domain, rule, book.counts.get(domain, {}).get(rule, RuleCount()), rule in book.confident(domain))
+        for domain, domain_rules in sorted((curated.rules if curated else {}).items())
+        for rule in domain_rules
+    ]
     output = AtomicOutput(args.output)
     out = output.file
     try:
@@ -930,8 +949,10 @@ def cmd_rules(args: argparse.Namespace) -> int:
                             "failures": count.failures,
                             "confidence": round(count.confidence, 4),
                             "confident": confident,
+                            "source": source,
                         }
-                        for host, rule, count, confident in rows
+                        for source, table in (("learned", rows), ("file", hand))
+                        for host, rule, count, confident in table
                     ],
                     indent=1,
                 )
@@ -952,11 +973,16 @@ def cmd_rules(args: argparse.Namespace) -> int:
                     f"{tsv_field(host)}\t{tsv_field(rule.name)}\t{count.successes}\t{count.failures}\t"
                     f"{count.confidence:.4f}\t{'yes' if confident else 'no'}\n"
                 )
+            for host, rule, count, used in hand:
+                out.write(
+                    f"{tsv_field(host)}\t{tsv_field(rule.name)}\t{count.successes}\t{count.failures}\t"
+                    f"{count.confidence:.4f}\t{'file' if used else 'no'}\n"
+                )
     except BaseException:
         output.discard()
         raise
     output.commit()
-    if not rows:
+    if not rows and not hand:
         print(
             f"scrapy-neardup: no {'' if args.all else 'confident '}URL rule in {len(counts)} rules of the store",
             file=sys.stderr,

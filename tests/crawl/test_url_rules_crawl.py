@@ -12,6 +12,7 @@ from helpers.crawlkit import ServerThread, pages_server, paths_crawl_command, re
 from helpers.pages import html, story
 from helpers.redis_server import one_server_kind
 
+from scrapy_neardup.settings import Config, ConfigError
 from scrapy_neardup.store import SqliteStore
 
 pytestmark = pytest.mark.slow
@@ -112,6 +113,7 @@ def test_learn_mode_fetches_everything_and_keeps_the_rules(tmp_path):
             "failures": 0,
             "confidence": 0.9286,
             "confident": True,
+            "source": "learned",
         }
     ]
     out = tmp_path / "dud.json"
@@ -119,6 +121,48 @@ def test_learn_mode_fetches_everything_and_keeps_the_rules(tmp_path):
     assert json.loads(out.read_text()) == [
         {"args": ["utm_source"], "order": 100, "processor": "queryRemoval", "urlPattern": {"include": ["127.0.0.1"]}}
     ]
+
+
+def test_hand_written_rules_are_used_from_the_first_page_and_listed_apart(tmp_path):
+    """A team's duplicate-url-discarder rule file (NEARDUP_URL_RULES_FILE): on a new store, the tracking
+    aliases after the articles are left unfetched from the first one on (no warm-up), the learned rule
+    for /amp/ still needs its three successes, and ``rules --rules-file`` lists the hand-written rule apart.
+    An entry no URL rule expresses is said in one WARNING line and left out."""
+    rules_file = tmp_path / "team-rules.json"
+    rules_file.write_text(
+        json.dumps(
+            [
+                {
+                    "args": ["utm_source"],
+                    "order": 100,
+                    "processor": "queryRemoval",
+                    "urlPattern": {"include": ["127.0.0.1"]},
+                },
+                {
+                    "args": ["x"],
+                    "order": 100,
+                    "processor": "queryRemovalExcept",
+                    "urlPattern": {"include": ["127.0.0.1"]},
+                },
+            ]
+        )
+    )
+    paths = list(ORIGINALS) + [f"{p}?utm_source=feed" for p in ORIGINALS] + [f"/amp{p}" for p in ORIGINALS]
+    with ServerThread(pages_server(site())) as server:
+        result = crawl(tmp_path, server, paths, "curated", NEARDUP_URL_RULES_FILE=str(rules_file))
+    fetched = {item["path"] for item in result.items}
+    assert fetched >= set(ORIGINALS) and not any("utm_source" in p for p in fetched), sorted(fetched)
+    assert len([p for p in fetched if p.startswith("/amp/")]) == 3  # learned: three successes, then used
+    assert result.stats["neardup/skipped/predicted"] == 30 + 27
+    assert "1 hand-written URL rules of 1 domains" in result.log
+    assert [line for line in result.log.splitlines() if "queryRemovalExcept" in line and "WARNING" in line]
+    url = f"sqlite:///{tmp_path}/store.sqlite3"
+    listed = json.loads(cli("rules", url, "--all", "--format", "json", "--rules-file", str(rules_file)))
+    assert [(r["rule"], r["source"]) for r in listed] == [("prefix:amp", "learned"), ("param:utm_source", "file")]
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ConfigError, match="NEARDUP_URL_RULES_FILE = .* not JSON"):
+        Config.from_settings({"NEARDUP_URL_RULES_FILE": str(bad)})
 
 
 def cli(*args: str) -> str:

@@ -171,3 +171,48 @@ def test_a_rule_that_fails_now_and_then_is_not_used_however_often_it_succeeds():
     assert book.counts["a.com"][rule].confidence > 0.9 and book.confident("a.com") == []
     _succeed(book, "a.com", rule, 400)  # (479 + 1) / (486 + 2) = 0.984: trusted again
     assert book.confident("a.com") == [rule]
+
+
+def test_a_duplicate_url_discarder_file_reads_back_as_the_rules_it_was_written_from():
+    import json
+
+    from scrapy_neardup.engine.urlrules import CuratedRules, read_dud_rules
+    from scrapy_neardup.offline.cli import dud_rules
+
+    written, left = dud_rules(
+        [
+            ("news.example", UrlRule("param", "utm_source")),
+            ("news.example", UrlRule("param", "fbclid")),
+            ("news.example", UrlRule("prefix", "amp")),
+            ("blog.example", UrlRule("www")),
+            ("blog.example", UrlRule("suffix", "print")),
+        ]
+    )
+    assert left == ["blog.example suffix:print"]
+    curated = read_dud_rules(json.dumps(written))
+    assert set(curated.of("news.example")) == {
+        UrlRule("param", "utm_source"),
+        UrlRule("param", "fbclid"),
+        UrlRule("prefix", "amp"),
+    }
+    assert set(curated.of("blog.example")) == {UrlRule("www"), UrlRule("slash")}
+    # A domain's rules serve its subdomains; other domains get none.
+    assert UrlRule("prefix", "amp") in curated.of("m.news.example") and curated.of("news.example.org") == ()
+    odd = read_dud_rules(
+        json.dumps([{"processor": "queryRemovalExcept", "args": ["id"], "urlPattern": {"include": ["a.example"]}}]),
+        "team.json",
+    )
+    assert odd == CuratedRules({}, ("team.json rule 1 (queryRemovalExcept, a.example): no URL rule here expresses it",))
+    with pytest.raises(ValueError, match="team.json: not a list"):
+        read_dud_rules('{"processor": "queryRemoval"}', "team.json")
+
+
+def test_hand_written_rules_are_used_at_once_and_retired_on_a_host_at_their_first_failure():
+    from scrapy_neardup.engine.urlrules import CuratedRules, RuleBook
+
+    book = RuleBook(min_support=8, min_confidence=0.9, curated=CuratedRules({"a.example": (UrlRule("param", "ref"),)}))
+    assert [p.target for p in book.rewrites("https://a.example/x?ref=1")] == ["https://a.example/x"]
+    assert book.explore_share("https://a.example/x?ref=1", ["param:ref"]) == 0.0  # no exploration configured
+    book.record("https://a.example/y?ref=2", UrlRule("param", "ref"), False)
+    assert book.rewrites("https://a.example/x?ref=1") == []
+    assert book.listing() == []  # listed apart, not among the learned rules
