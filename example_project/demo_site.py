@@ -2,6 +2,7 @@
 
     python demo_site.py --port 8000          # serve until Ctrl-C
     python demo_site.py --print-groups       # the near-duplicate groups the site contains (JSON)
+    python demo_site.py --labelled FOLDER    # the site as a labelled set for scrapy-neardup evaluate
 
 Eight articles on the "Riverside Gazette" template, and for the first five of them: a mirror (the same
 page under /mirror/), a print version (bare HTML), a syndicated copy inside the "Valley Post" template,
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import os
 import random
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -272,13 +274,51 @@ def make_server(port: int = 0) -> ThreadingHTTPServer:
     return ThreadingHTTPServer(("127.0.0.1", port), handler)
 
 
-def main() -> int:
+#: The kind of each page of a group, in :func:`build_site`'s order.
+KINDS = ("original", "mirror", "print", "syndicate", "noise", "edit")
+
+
+def write_labelled(folder: str, site: str = "http://demo.test") -> int:
+    """The site's articles as a labelled set for ``scrapy-neardup evaluate``: ``manifest.jsonl`` (one line a
+    page: ``id``, ``url``, ``file``, ``cluster``, ``kind``) and each page gzipped beside it. Its teasers and
+    short pages are clusters of their own. Returns the pages written."""
+    import gzip
+
+    pages, groups = build_site()
+    cluster_of = {path: (f"g{i}", KINDS[group.index(path)]) for i, group in enumerate(groups) for path in group}
+    os.makedirs(folder, exist_ok=True)
+    rows = []
+    for n, path in enumerate(sorted(p for p, (ctype, _) in pages.items() if ctype.startswith("text/html; charset"))):
+        name = f"p{n:03d}.html.gz"
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(gzip.compress(pages[path][1], mtime=0))
+        cluster, kind = cluster_of.get(path, (f"s{n}", "original"))
+        rows.append({"id": n, "url": site + path, "file": name, "cluster": cluster, "kind": kind})
+    with open(os.path.join(folder, "manifest.jsonl"), "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(row) + "\n" for row in rows)
+    return len(rows)
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--print-groups", action="store_true", help="print the near-duplicate groups as JSON and exit")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--labelled",
+        metavar="FOLDER",
+        help="write the site as a labelled set (manifest.jsonl and its pages) for scrapy-neardup evaluate, and exit",
+    )
+    return parser
+
+
+def main() -> int:
+    args = build_parser().parse_args()
     if args.print_groups:
         print(json.dumps(build_site()[1], indent=1))
+        return 0
+    if args.labelled:
+        written = write_labelled(args.labelled)
+        print(f"{written} labelled pages in {os.path.join(args.labelled, 'manifest.jsonl')}")
         return 0
     server = make_server(args.port)
     print(f"Demo site on http://127.0.0.1:{server.server_address[1]}/", flush=True)

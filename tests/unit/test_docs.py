@@ -89,3 +89,29 @@ def test_every_cli_option_is_documented():
                 assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", cli), (
                     f"{name} {option} is not in docs/cli.md"
                 )
+
+
+def test_every_demo_site_command_in_the_docs_parses_and_the_labelled_set_evaluates(tmp_path):
+    """Commands a user copies: every ``demo_site.py ...`` line of the README and docs/ is one the script
+    takes; ``--labelled`` writes a set ``scrapy-neardup evaluate`` scores (the README's way to reproduce a
+    quality figure without neardup-dev)."""
+    import shlex
+
+    from demo_site import build_parser as demo_parser
+    from demo_site import write_labelled
+
+    from scrapy_neardup.offline.evaluation import evaluate_configurations
+    from scrapy_neardup.settings import Config
+
+    texts = [open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()]
+    texts += [read(name) for name in sorted(os.listdir(os.path.join(ROOT, "docs"))) if name.endswith(".md")]
+    commands = [m.group(1) for text in texts for m in re.finditer(r"demo_site\.py([^\n&#]*)", text)]
+    assert len(commands) >= 2
+    for command in commands:
+        args = [a for a in shlex.split(command.split("&&")[0]) if a]
+        demo_parser().parse_args(args)  # exits (SystemExit) on an argument it does not take
+    written = write_labelled(str(tmp_path / "set"))
+    rows = evaluate_configurations(
+        str(tmp_path / "set" / "manifest.jsonl"), [("minhash", Config.from_settings({}))], workers=0
+    )
+    assert written == 43 and rows[0]["f1"] == 1.0
