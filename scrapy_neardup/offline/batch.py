@@ -179,7 +179,12 @@ def _documents(reader: DocumentReader) -> Iterator[Document]:
     """The documents of a reader, JSON lines parsed here (lines that cannot be read are passed over: the
     main pass counts them)."""
     for item in DocumentReader(
-        reader.paths, raw_lines=False, max_size=reader.max_size, quiet=True, warc_reader=reader.warc_reader
+        reader.paths,
+        raw_lines=False,
+        max_size=reader.max_size,
+        quiet=True,
+        warc_reader=reader.warc_reader,
+        allow_truncated=reader.allow_truncated,
     ):
         if isinstance(item, Document):
             yield item

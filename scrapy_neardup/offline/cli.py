@@ -192,6 +192,12 @@ def build_parser() -> argparse.ArgumentParser:
         "are always read with warcio",
     )
     dedup.add_argument(
+        "--allow-truncated",
+        action="store_true",
+        help="a file cut short (a .warc.gz or .jsonl.gz ending inside a record) is used up to its last complete "
+        "record, said in a WARNING and listed in the summary's 'truncated', instead of failing the run",
+    )
+    dedup.add_argument(
         "--allow-empty",
         action="store_true",
         help="an input with no readable document is not an error: empty outputs, exit status 0",
@@ -465,7 +471,13 @@ def cmd_dedup(args: argparse.Namespace) -> int:
 
     config = _config(_settings_from_args(args))
     check_inputs(args.inputs)
-    reader = DocumentReader(args.inputs, raw_lines=True, max_size=config.max_body_size, warc_reader=args.warc_reader)
+    reader = DocumentReader(
+        args.inputs,
+        raw_lines=True,
+        max_size=config.max_body_size,
+        warc_reader=args.warc_reader,
+        allow_truncated=args.allow_truncated,
+    )
     # Every output is opened before the work: a bad path must not be found after a persistent store has
     # already filed every page (a rerun would then find them all seen, and the pairs would be lost).
     outputs = [AtomicOutput(args.output)]
@@ -551,6 +563,8 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         "not_2xx_responses": reader.not_ok,
         "seconds": round(stats.seconds, 3),
     }
+    if reader.truncated:
+        summary["truncated"] = reader.truncated
     if stop.requested():
         summary["interrupted"] = True
         print(

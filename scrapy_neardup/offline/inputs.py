@@ -155,8 +155,13 @@ class DocumentReader:
         max_size: int | None = None,
         quiet: bool = False,
         warc_reader: str = "auto",
+        allow_truncated: bool = False,
     ) -> None:
         self.paths = paths
+        #: A file cut short is read to its last complete record or line (said in a WARNING, listed in
+        #: :attr:`truncated`) instead of failing the run.
+        self.allow_truncated = allow_truncated
+        self.truncated: list[str] = []
         #: ``auto``: FastWARC for WARC files where it is installed, warcio otherwise (and for ARC files).
         self.warc_reader = warc_reader
         self.quiet = quiet  # a first pass over the input: its main pass says what is wrong
@@ -221,7 +226,10 @@ class DocumentReader:
                     except BadLine as exc:
                         self.bad_line(str(exc))
         except (OSError, EOFError, zlib.error) as exc:  # a corrupt or truncated .gz, a disk error
-            raise InputError(f"{path}: reading stopped after line {number}: {exc}") from None
+            if isinstance(exc, EOFError) and self._cut_short(path, f"after line {number}"):
+                return
+            hint = "; pass --allow-truncated to use the lines before the cut" if isinstance(exc, EOFError) else ""
+            raise InputError(f"{path}: reading stopped after line {number}: {exc}{hint}") from None
 
     def _warc(self, path: str) -> Iterator[Document]:
         """The HTML responses of a WARC or ARC file, read with FastWARC where it is installed (WARC only) and
@@ -248,15 +256,33 @@ class DocumentReader:
             except Exception as exc:  # a truncated or corrupt archive (the readers raise many kinds)
                 size, where = os.path.getsize(path), raw.tell()
                 if where >= size or isinstance(exc, EOFError):
+                    if self._cut_short(path, f"inside record {records + 1}, after {records} complete records"):
+                        return
                     raise InputError(
                         f"{path}: truncated: the file ends inside record {records + 1}, after "
-                        f"{records} complete records ({size:,} bytes)"
+                        f"{records} complete records ({size:,} bytes); pass --allow-truncated to use them"
                     ) from None
                 message = " ".join(str(exc).split())  # warcio's messages run over several lines
                 raise InputError(
                     f"{path}: WARC reading stopped at record {records + 1} (byte {where:,} of "
                     f"{size:,}): {type(exc).__name__}: {message}"
                 ) from None
+
+    def _cut_short(self, path: str, where: str) -> bool:
+        """A file that ends early: with ``allow_truncated``, said loudly and its complete part kept (True);
+        else False, for the caller to fail the run."""
+        if not self.allow_truncated:
+            return False
+        if path not in self.truncated:
+            self.truncated.append(path)
+            if not self.quiet:
+                logger.warning(
+                    "%s: TRUNCATED: the file ends %s; what came before the cut was used (--allow-truncated), "
+                    "the rest of the file is lost",
+                    path,
+                    where,
+                )
+        return True
 
     def _warcio(self, stream) -> Iterator[Document | None]:  # type: ignore[no-untyped-def]
         from warcio.archiveiterator import ArchiveIterator

@@ -506,6 +506,41 @@ def test_warc_and_arc_files_as_they_are_found_are_read(tmp_path, reader):
     cut.write_bytes(single.read_bytes()[:-300])
     proc = run_cli("dedup", str(cut), "-o", str(tmp_path / "cut.tsv"), "--warc-reader", reader, check=False)
     assert proc.returncode == 1 and "truncated" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "--allow-truncated" in proc.stderr
+
+
+@pytest.mark.parametrize("reader", ["fastwarc", "warcio"])
+def test_a_warc_cut_mid_record_can_be_used_up_to_the_cut_when_asked(tmp_path, reader):
+    """A .warc.gz of a gzip member a record, cut inside its sixth: refused, naming the five complete records
+    and the option; with --allow-truncated, those five are deduplicated and the cut is said loudly."""
+    path = tmp_path / "crawl.warc.gz"
+    rng = random.Random(9)
+    with open(path, "wb") as f:
+        writer = WARCWriter(f, gzip=True)
+        for i, seed in enumerate((1, 1, 2, 2, 3, 4)):
+            # A comment that does not compress: records as large as real ones, past the readers' buffers.
+            padding = f"<!-- {rng.randbytes(60_000).hex()} -->".encode()
+            headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html")], protocol="HTTP/1.1")
+            writer.write_record(
+                writer.create_warc_record(
+                    f"http://a/{i}", "response", payload=io.BytesIO(_story_page(seed) + padding), http_headers=headers
+                )
+            )
+    cut = tmp_path / "cut.warc.gz"
+    cut.write_bytes(path.read_bytes()[:-300])
+    refused = run_cli("dedup", str(cut), "-o", str(tmp_path / "no.tsv"), "--warc-reader", reader, check=False)
+    assert refused.returncode == 1 and "after 5 complete records" in refused.stderr
+    assert "--allow-truncated" in refused.stderr and not (tmp_path / "no.tsv").exists()
+    out = tmp_path / "pairs.tsv"
+    proc = run_cli("dedup", str(cut), "-o", str(out), "--warc-reader", reader, "--allow-truncated", check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "TRUNCATED" in proc.stderr and "after 5 complete records" in proc.stderr
+    summary = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert summary["truncated"] == [str(cut)] and summary["documents"] == 5
+    assert [line.split("\t")[:2] for line in out.read_text().splitlines()] == [
+        ["http://a/1", "http://a/0"],
+        ["http://a/3", "http://a/2"],
+    ]
 
 
 def test_the_progress_line_gives_the_share_read_and_the_time_left(tmp_path):
