@@ -26,7 +26,8 @@ Status = Literal["unique", "duplicate", "seen", "soft404"]
 #: its record is older than the age limit, or its canonical was removed (see :class:`DocRecord`).
 Recheck = Literal["changed", "expired", "orphaned"]
 
-#: How often a check-and-insert is retried when another process filed a document in the same buckets.
+#: How many rounds of a check-and-insert may pass without deciding a document (every insert refused
+#: because other processes filed documents in the same buckets meanwhile) before it gives up.
 MAX_RETRIES = 16
 
 
@@ -168,15 +169,15 @@ class Detector:
         input order, as :meth:`check_fingerprint` would one by one, with one lookup and one insert round trip
         per round. A document whose insert was refused (another writer, or an earlier document of the same
         batch, filed a near-duplicate in its buckets meanwhile) goes into the next round and so finds that
-        document. So does a known key whose record is replaced (see the class): it is removed, then checked
+        document; rounds go on while each decides a document, and give up after :data:`MAX_RETRIES` in a row
+        that decide none. So does a known key whose record is replaced (see the class): it is removed, then checked
         as new."""
         checks = [item if isinstance(item, Check) else Check(*item) for item in items]
         verdicts: list[Verdict | None] = [None] * len(checks)
         rechecked: dict[int, Recheck] = {}
         pending = list(range(len(checks)))
-        for _ in range(MAX_RETRIES):
-            if not pending:
-                break
+        fruitless = 0  # rounds in a row that decided nothing (a round that decides one goes on at once)
+        while pending and fruitless < MAX_RETRIES:
             looked = self.store.lookup_many(
                 [Query(checks[i].key, checks[i].signature, checks[i].buckets) for i in pending], file_alone=True
             )
@@ -234,6 +235,8 @@ class Detector:
                     waiting.append(i)
             if stale:
                 self.store.remove(stale)
+            # A batch whose documents share buckets files them one round each, in order: never a failure.
+            fruitless = 0 if stale or len(waiting) < len(pending) else fruitless + 1
             pending = sorted(waiting)
         if pending:
             raise StoreError(f"check-and-insert kept colliding with other writers ({MAX_RETRIES} tries)")

@@ -295,3 +295,22 @@ def test_a_group_a_declaration_chose_is_not_taken_by_a_better_copy(tmp_path):
     (made,) = loop.decide("http://a.com/x", None, pipeline.from_text(article(1)), Declared("http://a.com/news/x"))
     assert (made.verdict.status, made.verdict.canonical) == ("duplicate", "http://a.com/news/x")
     assert detector.group_of("http://a.com/news/x") == "http://a.com/news/x"
+
+
+def test_a_batch_whose_documents_all_share_buckets_is_decided_whole():
+    """SimHash searching 13 bits keys its tables on about 8.5 bits, so unrelated pages share buckets all the
+    time: in one batch each round can file only the documents no earlier one of the batch collides with.
+    Rounds go on while they decide documents (the limit counts rounds that decide none), so the batch is
+    decided whole, with the verdicts the documents one at a time give."""
+    from scrapy_neardup.store import MemoryStore
+
+    algorithm = SimHashHamming(max_distance=13)
+    texts = [article(5000 + i) for i in range(400)]
+    fps = [algorithm.fingerprint(t) for t in texts]
+    together = Detector(algorithm, MemoryStore())
+    together.open()
+    verdicts = together.check_many([(f"u{i}", fp.signature, fp.buckets) for i, fp in enumerate(fps)])
+    alone = Detector(algorithm, MemoryStore())
+    alone.open()
+    expected = [alone.check_fingerprint(f"u{i}", fp.signature, fp.buckets) for i, fp in enumerate(fps)]
+    assert [(v.status, v.canonical) for v in verdicts] == [(v.status, v.canonical) for v in expected]
