@@ -206,6 +206,8 @@ def test_a_redis_restarted_without_persistence_mid_crawl_leaves_no_page_unchecke
     client.close()
 
 
+# The client's retries and timeouts are under test, not the server: one server kind.
+@one_server_kind()
 def test_a_redis_paused_longer_than_the_retries_costs_the_pages_met_meanwhile_only(site, redis_server, tmp_path):
     """A server that answers nothing for longer than the retries last: the pages met meanwhile pass on
     unchecked and are counted; once it answers again every page is checked."""
@@ -240,6 +242,8 @@ def test_a_redis_paused_longer_than_the_retries_costs_the_pages_met_meanwhile_on
     client.close()
 
 
+# NEARDUP_ON_STORE_ERROR is under test, not the server: one server kind.
+@one_server_kind()
 def test_lost_redis_stops_the_crawl_when_told_to(site, redis_server, tmp_path):
     paths, _ = article_paths()
     settings = settings_for(
@@ -327,11 +331,15 @@ def test_second_process_on_one_sqlite_file_gets_a_clear_error(site, tmp_path):
     )
     assert second.refused_at_start(), second.log[-3000:]
     assert "in use by another process" in second.log
+    first.send_signal(signal.SIGINT)  # the first crawl's work is done here: it stops as Ctrl-C stops it
     assert first.wait(120) == 0
     with sqlite3.connect(str(db)) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
+# The same protocol as four processes on one server (run on each kind), across shards: one kind;
+# each kind's cluster is under test in the failover test.
+@one_server_kind()
 def test_three_processes_on_a_redis_cluster_keep_what_one_process_keeps(site, shared_cluster, tmp_path):
     assert_parts_keep_what_one_process_keeps(
         site, tmp_path, shared_cluster.url, 3, "c", NEARDUP_REDIS_KEY="three:{%(spider)s}"
