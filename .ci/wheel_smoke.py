@@ -83,7 +83,7 @@ def crawl_and_dedup(scrapy_neardup, workdir: str) -> int:  # type: ignore[no-unt
     """A real crawl and a dedup with the installed wheel, in ``workdir``."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             body = PAGES.get(self.path)
             if body is None:
                 self.send_error(404)
@@ -130,7 +130,8 @@ def crawl_and_dedup(scrapy_neardup, workdir: str) -> int:  # type: ignore[no-unt
     server.shutdown()
     if proc.returncode != 0:
         fail(f"scrapy runspider exited {proc.returncode}:\n{proc.stderr[-3000:]}")
-    got = {row["url"][len(base) :]: row for row in map(json.loads, open(items))}
+    with open(items) as f:
+        got = {row["url"][len(base) :]: row for row in map(json.loads, f)}
     if (
         got.get("/mirror/b", {}).get("canonical") != base + "/b"
         or got.get("/amp/a", {}).get("canonical") != base + "/a"
@@ -148,7 +149,8 @@ def crawl_and_dedup(scrapy_neardup, workdir: str) -> int:  # type: ignore[no-unt
     )
     if proc.returncode != 0:
         fail(f"scrapy-neardup dedup exited {proc.returncode}: {proc.stderr[-2000:]}")
-    found = {tuple(line.split("\t")[:2]) for line in open(pairs) if line.strip()}
+    with open(pairs) as f:
+        found = {tuple(line.split("\t")[:2]) for line in f if line.strip()}
     if found != {(base + "/amp/a", base + "/a"), (base + "/mirror/b", base + "/b")}:
         fail(f"dedup wrote other pairs: {found}")
     where = os.path.dirname(scrapy_neardup.__file__)

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 
 import mmh3
-from bench_batch import real_corpus  # noqa: E402  (bench/ is the script's own folder)
+from bench_batch import real_corpus
 
 from scrapy_neardup.assembly import build_algorithm, build_pipeline
 from scrapy_neardup.engine import text as T

@@ -193,7 +193,8 @@ def run_jobs(corpus: str, workers: int, repeat: int) -> list[tuple[str, str, lis
 
 
 def table(title: str, corpus: str, results: list[tuple[str, str, list[float], int]], repeat: int) -> str:
-    n = sum(1 for _ in open(corpus, encoding="utf-8"))
+    with open(corpus, encoding="utf-8") as f:
+        n = sum(1 for _ in f)
     size_kb = os.path.getsize(corpus) / n / 1024
     lines = [
         f"### {title}: {n:,} documents of {size_kb:.1f} KB",

@@ -29,9 +29,9 @@ import scrapy
 from scrapy.crawler import CrawlerProcess
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import localsite  # noqa: E402  (bench/, the script's own folder)
+import localsite
 
-from scrapy_neardup.offline.evaluation import load_manifest, score  # noqa: E402
+from scrapy_neardup.offline.evaluation import load_manifest, score
 
 
 def serve(directory: str, manifest: list[dict]) -> tuple[str, multiprocessing.Process]:

@@ -35,9 +35,9 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from crawl_devset import crawl, crawl_settings, scored, serve  # noqa: E402
+from crawl_devset import crawl, crawl_settings, scored, serve
 
-from scrapy_neardup.offline.evaluation import load_manifest  # noqa: E402
+from scrapy_neardup.offline.evaluation import load_manifest
 
 
 class Timings:

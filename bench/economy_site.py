@@ -48,9 +48,9 @@ import time
 from urllib.parse import urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import localsite  # noqa: E402  (bench/, the script's own folder)
+import localsite
 
-from scrapy_neardup.offline.evaluation import load_manifest  # noqa: E402
+from scrapy_neardup.offline.evaluation import load_manifest
 
 HOSTS = ("news0.example.com", "news1.example.net", "news2.example.org")
 SOUND_HOST, SHORT_HOST, LONG_HOST = HOSTS

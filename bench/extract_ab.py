@@ -19,8 +19,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from scrapy_neardup.engine import extract as this  # noqa: E402
-from scrapy_neardup.offline.evaluation import load_manifest, read_page  # noqa: E402
+from scrapy_neardup.engine import extract as this
+from scrapy_neardup.offline.evaluation import load_manifest, read_page
 
 
 def main() -> int:

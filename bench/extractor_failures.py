@@ -18,9 +18,9 @@ import sys
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from extractor_hybrid import arguments, both_extractions  # noqa: E402  (bench/, the script's own folder)
+from extractor_hybrid import arguments, both_extractions
 
-from scrapy_neardup.engine.text import shingle_set  # noqa: E402
+from scrapy_neardup.engine.text import shingle_set
 
 
 def jaccard(a: str, b: str) -> float:

@@ -19,10 +19,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from scrapy_neardup import Config  # noqa: E402
-from scrapy_neardup.assembly import build_pipeline  # noqa: E402
-from scrapy_neardup.engine.extract import decode_html, quiet_trafilatura  # noqa: E402
-from scrapy_neardup.offline.evaluation import load_manifest, read_page  # noqa: E402
+from scrapy_neardup import Config
+from scrapy_neardup.assembly import build_pipeline
+from scrapy_neardup.engine.extract import decode_html, quiet_trafilatura
+from scrapy_neardup.offline.evaluation import load_manifest, read_page
 
 
 def job(pages: list[tuple[bytes, str]], results: object) -> None:

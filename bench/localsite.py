@@ -33,7 +33,7 @@ def serve(lookup: PageLookup) -> tuple[str, multiprocessing.Process]:
     """Start the server; its base URL (``http://127.0.0.1:PORT``) and process (terminate it when done)."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             page = lookup(self)
             if page is None:
                 self.send_error(404)

@@ -26,10 +26,10 @@ import sys
 from collections import Counter, defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from scrapy_neardup.assembly import build_pipeline, build_template_guard  # noqa: E402
-from scrapy_neardup.engine.text import shingle_set  # noqa: E402
-from scrapy_neardup.offline.evaluation import error_report, extract_pages, load_manifest, score  # noqa: E402
-from scrapy_neardup.settings import Config  # noqa: E402
+from scrapy_neardup.assembly import build_pipeline, build_template_guard
+from scrapy_neardup.engine.text import shingle_set
+from scrapy_neardup.offline.evaluation import error_report, extract_pages, load_manifest, score
+from scrapy_neardup.settings import Config
 
 THRESHOLDS = (0.3, 0.35, 0.4, 0.45, 0.5)
 

@@ -21,11 +21,11 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from scrapy_neardup.assembly import build_algorithm  # noqa: E402
-from scrapy_neardup.engine.prepare import page_sketcher  # noqa: E402
-from scrapy_neardup.engine.template import PAGE_TEXTS_DIFFER  # noqa: E402
-from scrapy_neardup.offline.evaluation import extract_pages, load_manifest  # noqa: E402
-from scrapy_neardup.settings import Config  # noqa: E402
+from scrapy_neardup.assembly import build_algorithm
+from scrapy_neardup.engine.prepare import page_sketcher
+from scrapy_neardup.engine.template import PAGE_TEXTS_DIFFER
+from scrapy_neardup.offline.evaluation import extract_pages, load_manifest
+from scrapy_neardup.settings import Config
 
 
 def main() -> int:

@@ -28,11 +28,11 @@ import numpy as np
 from scipy import sparse
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from scrapy_neardup.engine.algorithms.base import NoWords, words  # noqa: E402
-from scrapy_neardup.engine.hamming import SimHasher  # noqa: E402
-from scrapy_neardup.engine.text import shingle_hashes  # noqa: E402
-from scrapy_neardup.offline.evaluation import extract_pages, load_manifest  # noqa: E402
-from scrapy_neardup.settings import Config  # noqa: E402
+from scrapy_neardup.engine.algorithms.base import NoWords, words
+from scrapy_neardup.engine.hamming import SimHasher
+from scrapy_neardup.engine.text import shingle_hashes
+from scrapy_neardup.offline.evaluation import extract_pages, load_manifest
+from scrapy_neardup.settings import Config
 
 THRESHOLDS = (0.45, 0.6, 0.7, 0.8, 0.9, 0.95)
 

@@ -33,10 +33,10 @@ import time
 from urllib.parse import urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import localsite  # noqa: E402  (bench/, the script's own folder)
+import localsite
 
-from scrapy_neardup.offline.evaluation import load_manifest  # noqa: E402
-from scrapy_neardup.settings import default_of  # noqa: E402
+from scrapy_neardup.offline.evaluation import load_manifest
+from scrapy_neardup.settings import default_of
 
 NOT_FOUND = localsite.NOT_FOUND.encode()
 SOFT_HOST, SOUND_HOST = "site3.example", "site0.example"

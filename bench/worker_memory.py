@@ -17,9 +17,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from scrapy_neardup.offline.evaluation import load_manifest, read_page  # noqa: E402
-from scrapy_neardup.settings import Config  # noqa: E402
-from scrapy_neardup.workers import analyze_html, init_worker  # noqa: E402
+from scrapy_neardup.offline.evaluation import load_manifest, read_page
+from scrapy_neardup.settings import Config
+from scrapy_neardup.workers import analyze_html, init_worker
 
 
 def rss_mb() -> float:

@@ -19,8 +19,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from scrapy_neardup.assembly import build_algorithm  # noqa: E402
-from scrapy_neardup.engine.extract import (  # noqa: E402
+from scrapy_neardup.assembly import build_algorithm
+from scrapy_neardup.engine.extract import (
     TEMPLATE_MAX_SHARE,
     _visible_text,
     decode_html,
@@ -28,8 +28,8 @@ from scrapy_neardup.engine.extract import (  # noqa: E402
     page_text,
     parse_for_extraction,
 )
-from scrapy_neardup.offline.evaluation import load_manifest, read_page  # noqa: E402
-from scrapy_neardup.settings import Config  # noqa: E402
+from scrapy_neardup.offline.evaluation import load_manifest, read_page
+from scrapy_neardup.settings import Config
 
 
 def main() -> int:

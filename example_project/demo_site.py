@@ -250,7 +250,7 @@ def build_site() -> tuple[dict[str, tuple[str, bytes]], list[list[str]]]:
 class DemoHandler(BaseHTTPRequestHandler):
     pages: dict[str, tuple[str, bytes]] = {}
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         path = "/index.html" if self.path in ("/", "") else self.path
         found = self.pages.get(path)
         if found is None:

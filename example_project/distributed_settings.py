@@ -15,7 +15,7 @@ the content index is kept, and every unchanged page is *seen*. See docs/scaling.
 
 import os
 
-from demo.settings import *  # noqa: F401,F403
+from demo.settings import *  # noqa: F403
 
 SPIDER_MODULES = ["demo_distributed.spiders"]
 NEWSPIDER_MODULE = "demo_distributed.spiders"

@@ -57,7 +57,8 @@ def main() -> int:
         status, counts = crawl(site, "NEARDUP_RESET=True")
         if status:
             return 1
-        items = [json.loads(line) for line in open(os.path.join(HERE, "items.jsonl"))]
+        with open(os.path.join(HERE, "items.jsonl")) as f:
+            items = [json.loads(line) for line in f]
         tagged = [i for i in items if i.get("near_duplicate_of")]
         untagged = counts.get("duplicates", 0) - len(tagged)
         print(

@@ -141,12 +141,12 @@ def prepare_text(pipeline: DocumentPipeline, text: str) -> Prepared:
     return replace(pipeline.from_text(text), cpu_seconds=time.thread_time() - cpu)
 
 
-def analyze_html(body: bytes, url: str, content_type: str | None) -> tuple:  # type: ignore[type-arg]
+def analyze_html(body: bytes, url: str, content_type: str | None) -> tuple:
     """Worker task: :func:`prepare_html` in this worker, as plain values (:meth:`Prepared.to_wire`)."""
     return prepare_html(worker_pipeline(), body, url, content_type).to_wire()
 
 
-def analyze_text(text: str) -> tuple:  # type: ignore[type-arg]
+def analyze_text(text: str) -> tuple:
     """Worker task: :func:`prepare_text` in this worker, as plain values."""
     return prepare_text(worker_pipeline(), text).to_wire()
 
@@ -271,7 +271,7 @@ class _Worker:
 
     def __init__(self, process: Any, conn: Connection) -> None:
         self.process, self.conn = process, conn
-        self.page: Future | None = None  # type: ignore[type-arg]
+        self.page: Future | None = None
         self.args: tuple[Any, ...] = ()
         self.started = 0.0
         self.done = 0
@@ -311,7 +311,7 @@ class ExtractionPool:
         self._io: PoolIO | None = None
         self._own_io = False
         self._workers: list[_Worker] = []
-        self._queue: deque[tuple[Future, tuple[Any, ...]]] = deque()  # type: ignore[type-arg]
+        self._queue: deque[tuple[Future, tuple[Any, ...]]] = deque()
         self._closed = False
         self._starting = 0  # workers being started in place of others (not yet in _workers)
         self._numbers = count(1)
@@ -361,7 +361,7 @@ class ExtractionPool:
         self._io.watch(ours, lambda: self._readable(worker))
         return worker
 
-    def _send(self, worker: _Worker, page: Future, args: tuple[Any, ...]) -> None:  # type: ignore[type-arg]
+    def _send(self, worker: _Worker, page: Future, args: tuple[Any, ...]) -> None:
         """Hand ``page`` to an idle ``worker`` (marked busy by the caller, under the lock)."""
         try:
             data = _TASK.pack(next(self._numbers)) + pickle.dumps(args, pickle.HIGHEST_PROTOCOL)
@@ -491,8 +491,8 @@ class ExtractionPool:
                     pass
 
     # -- callers -----------------------------------------------------------------------------------
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:  # type: ignore[type-arg]
-        page: Future = Future()  # type: ignore[type-arg]
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        page: Future = Future()
         task = (fn, args)
         with self._lock:
             if self._closed or self._io is None:
@@ -560,10 +560,10 @@ class ExtractionPool:
 
 def in_order(
     pool: ExtractionPool, fn: Callable[..., Any], tasks: Iterable[tuple[Any, ...]], ahead: int
-) -> Iterator[tuple[tuple[Any, ...], Future]]:  # type: ignore[type-arg]
+) -> Iterator[tuple[tuple[Any, ...], Future]]:
     """Run ``fn(*args)`` for each ``args`` of ``tasks`` on ``pool``, at most ``ahead`` at a time, and give back
     ``(args, future)`` in the order of ``tasks``, each future done (its value or its error)."""
-    waiting: deque[tuple[tuple[Any, ...], Future]] = deque()  # type: ignore[type-arg]
+    waiting: deque[tuple[tuple[Any, ...], Future]] = deque()
     for args in tasks:
         waiting.append((args, pool.submit(fn, *args)))
         if len(waiting) >= ahead:
@@ -576,10 +576,10 @@ def in_order(
         yield args, page
 
 
-def _wait(page: Future) -> None:  # type: ignore[type-arg]
+def _wait(page: Future) -> None:
     try:
         page.exception()
-    except Exception:  # noqa: BLE001,S110 - cancelled: the caller reads it from the future
+    except Exception:  # noqa: BLE001 - cancelled: the caller reads it from the future
         pass
 
 
@@ -587,18 +587,18 @@ def run_reader_callback(on_readable: Callable[[], None]) -> None:
     """Run a pipe's callback; a bug in it is logged and must not stop the reading of the other pipes."""
     try:
         on_readable()
-    except Exception:  # noqa: BLE001 - the reader serves every worker
+    except Exception:  # the reader serves every worker
         logger.exception("scrapy-neardup: error while reading an extraction worker's pipe")
 
 
-def _resolve(page: Future, value: Any) -> None:  # type: ignore[type-arg]
+def _resolve(page: Future, value: Any) -> None:
     try:
         page.set_result(value)
     except InvalidStateError:  # already settled
         pass
 
 
-def _fail(page: Future, exc: BaseException) -> None:  # type: ignore[type-arg]
+def _fail(page: Future, exc: BaseException) -> None:
     try:
         page.set_exception(exc)
     except InvalidStateError:  # already settled

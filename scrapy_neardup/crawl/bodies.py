@@ -54,7 +54,7 @@ class IdenticalBodies:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def share(self, digest: bytes, url: str, submit: Callable[[], Future]) -> tuple[Future, str | None]:  # type: ignore[type-arg]
+    def share(self, digest: bytes, url: str, submit: Callable[[], Future]) -> tuple[Future, str | None]:
         """The job for these bytes, and the URL it was made for when it is another page's (``None`` when
         ``submit`` was called now, for this page). A finished job comes back as a resolved future."""
         with self._lock:
@@ -64,7 +64,7 @@ class IdenticalBodies:
                 found, first_url = entry
                 if isinstance(found, Future):
                     return found, first_url
-                done: Future = Future()  # type: ignore[type-arg]
+                done: Future = Future()
                 done.set_result(found)
                 return done, first_url
         future = submit()
@@ -75,7 +75,7 @@ class IdenticalBodies:
         future.add_done_callback(lambda settled: self._settled(digest, settled))
         return future, None
 
-    def _settled(self, digest: bytes, future: Future) -> None:  # type: ignore[type-arg]
+    def _settled(self, digest: bytes, future: Future) -> None:
         """A job ended: keep its plain result (not the future, whose callbacks hold the pages that waited on
         it), or forget a failed one, so that the next copy of the bytes is extracted afresh."""
         with self._lock:

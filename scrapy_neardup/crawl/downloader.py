@@ -89,7 +89,7 @@ class NearDupDownloaderMiddleware:
         self._kept: OrderedDict[str, Response] = OrderedDict()
         #: Copies waiting for the decision of a declared page whose own request is being downloaded (URL ->
         #: their Deferreds), and the URLs of the copies waiting (a copy never waits for a page waiting itself).
-        self._deciding: dict[str, list[Deferred]] = {}  # type: ignore[type-arg]
+        self._deciding: dict[str, list[Deferred]] = {}
         self._waiting: set[str] = set()
 
     @classmethod
@@ -320,8 +320,8 @@ class NearDupDownloaderMiddleware:
         request failed, or was redirected elsewhere)."""
         from twisted.internet import reactor
 
-        waiter: Deferred = Deferred()  # type: ignore[type-arg]
-        waiter.addTimeout(DECLARED_WAIT_SECS, reactor)  # type: ignore[arg-type]
+        waiter: Deferred = Deferred()
+        waiter.addTimeout(DECLARED_WAIT_SECS, reactor)
         self._deciding.setdefault(url, []).append(waiter)
         self._waiting.add(copy_url)
         try:
@@ -380,7 +380,7 @@ class NearDupDownloaderMiddleware:
         engine = self.crawler.engine
         assert engine is not None
         if hasattr(engine, "download_async"):
-            return await engine.download_async(request)  # type: ignore[no-any-return]
+            return await engine.download_async(request)
         return await maybe_deferred_to_future(engine.download(request))  # pragma: no cover - Scrapy < 2.14
 
     async def _prepared(self, response: Response, short: bool = False) -> Prepared | None:

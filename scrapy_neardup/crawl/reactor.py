@@ -31,14 +31,14 @@ class _WorkerPipe:
     def fileno(self) -> int:
         return self.fd
 
-    def doRead(self) -> None:
+    def doRead(self) -> None:  # noqa: N802 - Twisted's IReadDescriptor
         # A callback error must not reach the reactor, which would stop watching this pipe for good.
         run_reader_callback(self.on_readable)
 
-    def connectionLost(self, reason: Any) -> None:
+    def connectionLost(self, reason: Any) -> None:  # noqa: N802 - Twisted's IReadDescriptor
         pass
 
-    def logPrefix(self) -> str:
+    def logPrefix(self) -> str:  # noqa: N802 - Twisted's ILoggingContext
         return "scrapy-neardup-worker"
 
 
@@ -91,7 +91,7 @@ def in_thread(pool: ThreadPool, fn: Any, *args: Any) -> Any:
     return maybe_deferred_to_future(deferToThreadPool(reactor, pool, fn, *args))
 
 
-def reply(deferred: Deferred, outcome: Any) -> None:  # type: ignore[type-arg]
+def reply(deferred: Deferred, outcome: Any) -> None:
     """Fire ``deferred`` with ``outcome`` in the reactor thread (at once when called there)."""
     if isInIOThread():  # decided where the worker's result was read: no hand-over
         deferred.callback(outcome)

@@ -214,7 +214,7 @@ class NearDupService:
             adopted, detector, note = open_detector(config, store, reset=config.reset)
             self._expired = self._expire(store) if config.expiration_secs else 0
             self._initial = store.count()
-        except Exception as exc:  # noqa: BLE001 - whatever failed, no page may go through unchecked
+        except Exception as exc:  # whatever failed, no page may go through unchecked
             # Fingerprints that cannot be compared, or no store at all: crawling on would let every
             # near-duplicate through unnoticed.
             message = (
@@ -339,7 +339,7 @@ class NearDupService:
         if extraction is not None:
             try:
                 extraction.close()  # here, on the reactor, which reads the workers' pipes
-            except Exception:  # noqa: BLE001 - the store must still be flushed and closed below
+            except Exception:  # the store must still be flushed and closed below
                 logger.exception("scrapy-neardup: stopping the extraction workers failed", extra={"spider": spider})
             for name, value in (("replaced", extraction.replaced), ("recycled", extraction.recycled)):
                 if value:
@@ -459,7 +459,7 @@ class NearDupService:
     async def prepare(self, job: Job) -> Prepared | BaseException:
         """Extract and fingerprint a document in a worker (or a thread of this process), nothing decided:
         what was prepared, or what went wrong (a lost worker, a timeout, an unexpected error)."""
-        deferred: Deferred = Deferred()  # type: ignore[type-arg]
+        deferred: Deferred = Deferred()
         fn, *args = job.call()
         try:
             if self._extraction is not None:
@@ -481,7 +481,7 @@ class NearDupService:
         prepared = await maybe_deferred_to_future(deferred)
         if isinstance(prepared, Prepared):
             self.report.cpu_seconds += prepared.cpu_seconds
-        return prepared  # type: ignore[no-any-return]
+        return prepared
 
     async def known(self, *keys: str) -> list[bool] | None:
         """Whether each key is filed (for the downloader middleware's choice to fetch a declared page);
@@ -531,7 +531,7 @@ class NearDupService:
     def _analysed(
         self,
         done: Future,
-        deferred: Deferred,  # type: ignore[type-arg]
+        deferred: Deferred,
         copy_of: tuple[Job, str] | None = None,
     ) -> None:
         """A worker's result for this page, or, with ``copy_of`` (the page's job, and the URL of the page
@@ -566,7 +566,7 @@ class NearDupService:
             declared_canonical=canonical,
         )
 
-    def _extract_alone(self, job: Job, deferred: Deferred) -> None:  # type: ignore[type-arg]
+    def _extract_alone(self, job: Job, deferred: Deferred) -> None:
         """This page's own job, after the job of another response with its bytes failed (a lost worker is
         counted for the page it held, not for its copies)."""
         fn, *args = job.call()
@@ -579,7 +579,7 @@ class NearDupService:
             return
         future.add_done_callback(lambda done: self._analysed(done, deferred))
 
-    def _analyse_here(self, fn: Any, args: list[Any], deferred: Deferred) -> None:  # type: ignore[type-arg]
+    def _analyse_here(self, fn: Any, args: list[Any], deferred: Deferred) -> None:
         try:
             prepared = IN_PROCESS[fn](self.pipeline, *args)
         except Exception as exc:  # noqa: BLE001 - a page must never crash the crawl
@@ -593,7 +593,7 @@ class NearDupService:
         if outcome is None:
             return Outcome(prepared)
         self.report.cpu_seconds += outcome.cpu_seconds
-        return outcome  # type: ignore[no-any-return]
+        return outcome
 
     def _decide_and_file(self, prepared: Prepared, key: str, url: str | None, declared: Declared | None) -> Outcome:
         """The template decision, the re-filing it may ask for, the declared page's decision, and the
@@ -670,7 +670,7 @@ class NearDupService:
                 except Exception:  # noqa: BLE001 - fetch it: the decision will meet a failing store
                     return None
 
-        return await self._in_store_thread(look)  # type: ignore[no-any-return]
+        return await self._in_store_thread(look)
 
     async def fetched_now(self, key: str) -> bool | None:
         """Whether ``key`` was filed or fetched again in this crawl, by any process of it (``None`` when the
@@ -686,7 +686,7 @@ class NearDupService:
                 except Exception:  # noqa: BLE001 - the store is failing: the decisions meet and count it
                     return None
 
-        return await self._in_store_thread(look)  # type: ignore[no-any-return]
+        return await self._in_store_thread(look)
 
     def _settle(self, key: str, outcome: Outcome | BaseException) -> tuple[Prepared, Verdict | None]:
         """Reactor thread: count and log what became of a page (and of the declared page decided first)."""

@@ -80,7 +80,7 @@ class HostAnswers:
 
     def __init__(self) -> None:
         self._answers: dict[str, Answer] = {}
-        self._waiting: dict[str, list[Deferred]] = {}  # type: ignore[type-arg]
+        self._waiting: dict[str, list[Deferred]] = {}
 
     async def answer(self, url: str, probe: Callable[[str], Awaitable[Answer]]) -> Answer:
         """The soft-404 answer of ``url``'s host (``probe`` fetches it the first time)."""
@@ -90,9 +90,9 @@ class HostAnswers:
         if host in self._answers:
             return self._answers[host]
         if host in self._waiting:
-            waiter: Deferred = Deferred()  # type: ignore[type-arg]
+            waiter: Deferred = Deferred()
             self._waiting[host].append(waiter)
-            return await maybe_deferred_to_future(waiter)  # type: ignore[no-any-return]
+            return await maybe_deferred_to_future(waiter)
         self._waiting[host] = []
         try:
             found = await probe(probe_url(url))

@@ -36,7 +36,7 @@ def text_key(text: str) -> int:
     return mmh3.hash128(" ".join(text.casefold().split()), _SEED)
 
 
-def page_sketcher(algorithm=None):  # type: ignore[no-untyped-def]
+def page_sketcher(algorithm=None):
     """The MinHash the guard compares page texts with: ``algorithm`` itself when it already is MinHash of
     word 2-shingles (its page fingerprint then serves as the sketch, computed once), else a fixed one of
     ``SKETCH_PERM`` permutations. Either estimates the same Jaccard, so ``PAGE_TEXTS_DIFFER`` means one
@@ -87,7 +87,7 @@ class Prepared:
     short_text: str = ""
     cpu_seconds: float = 0.0
 
-    def to_wire(self) -> tuple:  # type: ignore[type-arg]
+    def to_wire(self) -> tuple:
         """Plain bytes, ints and strings: what crosses from a worker process (far cheaper to pickle than
         numpy arrays)."""
         return (
@@ -107,7 +107,7 @@ class Prepared:
         )
 
     @classmethod
-    def from_wire(cls, wire: tuple) -> Prepared:  # type: ignore[type-arg]
+    def from_wire(cls, wire: tuple) -> Prepared:
         (
             skip_reason,
             method,

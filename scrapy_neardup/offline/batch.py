@@ -49,7 +49,7 @@ class Ready(NamedTuple):
     header or ``canonical`` field declares."""
 
     url: str
-    wire: tuple  # type: ignore[type-arg]
+    wire: tuple
     declared: Declaration | None
 
 
@@ -109,7 +109,7 @@ def prepare(pipeline: DocumentPipeline, doc: Document) -> Prepared:
             html = decode_html(doc.html, doc.content_type) if isinstance(doc.html, bytes) else doc.html
             return pipeline.from_html(html, doc.url)
         return pipeline.from_text(doc.text or "")
-    except Exception:  # one pathological document never ends a run
+    except Exception:  # noqa: BLE001 - one pathological document never ends a run
         return Prepared(None, "error")
 
 

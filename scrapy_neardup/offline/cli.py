@@ -84,7 +84,7 @@ def tsv_field(url: str) -> str:
     return url.translate(_TSV_ESCAPES)
 
 
-def _config(settings: dict[str, Any]):  # type: ignore[no-untyped-def]
+def _config(settings: dict[str, Any]):
     from ..settings import Config, ConfigError
 
     try:
@@ -497,12 +497,12 @@ def cmd_dedup(args: argparse.Namespace) -> int:
 
         all_pairs = AllPairs(build_algorithm(config))
 
-    def on_fingerprint(key, fp):  # type: ignore[no-untyped-def]
+    def on_fingerprint(key, fp):
         assert all_pairs is not None
         for other, similarity in all_pairs.add(key, fp.signature, fp.buckets):
             out.write(f"{tsv_field(key)}\t{tsv_field(other)}\t{similarity:.4f}\n")
 
-    def on_verdict(verdict):  # type: ignore[no-untyped-def]
+    def on_verdict(verdict):
         # A document known from an earlier run is *seen*; its pair comes from the store, so that a rerun over
         # the same input writes the same pairs (--only-new: the pairs of documents new in this run only).
         if verdict.displaced is not None:
@@ -655,7 +655,7 @@ def cmd_lexicon(args: argparse.Namespace) -> int:
     # The text the lexicon is applied to: the crawl's extraction, with the same settings.
     pipeline = build_pipeline(_config({"NEARDUP_ENABLED": True, "NEARDUP_EXTRACT": not args.no_extract}))
 
-    def texts():  # type: ignore[no-untyped-def]
+    def texts():
         for doc in DocumentReader(args.inputs):
             if doc.html is None:
                 yield doc.text
@@ -869,7 +869,7 @@ def _urls_to_remove(args: argparse.Namespace) -> list[str]:
     return urls
 
 
-def _existing_store(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _existing_store(args: argparse.Namespace):
     """The store ``args.store_url`` names, opened whatever parameters it was written with (nothing is
     created): for ``store`` and ``rules``."""
     url = args.store_url

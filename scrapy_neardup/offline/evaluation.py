@@ -140,7 +140,7 @@ def error_report(manifest: list[dict], pairs: Iterable[tuple[str, str, float]]) 
     for a, b, sim in pairs:
         ca, cb = rows[a]["cluster"], rows[b]["cluster"]
         if ca != cb:
-            merges[tuple(sorted((ca, cb)))].append(  # type: ignore[index]
+            merges[tuple(sorted((ca, cb)))].append(
                 {
                     "url_a": a,
                     "kind_a": rows[a]["kind"],
@@ -234,7 +234,7 @@ def decide_pages(
     loop = DecisionLoop(detector, build_template_guard(config, algorithm))
     pairs = []
 
-    def prepared_at(i: int):  # type: ignore[no-untyped-def]
+    def prepared_at(i: int):
         return replace(pipeline.from_extraction(texts[i]), declared_canonical=declared[i])
 
     for i, row in enumerate(manifest):

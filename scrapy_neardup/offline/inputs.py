@@ -201,7 +201,7 @@ class DocumentReader:
         number = 0
         limit = self.max_size
         try:
-            with opener(path, "rb") as f:  # type: ignore[operator]
+            with opener(path, "rb") as f:
                 self._position = getattr(f, "fileobj", f).tell
                 while True:
                     line = f.readline() if limit is None else f.readline(limit + 1)
@@ -253,7 +253,7 @@ class DocumentReader:
                     raise f.failure
             except InputError:
                 raise
-            except Exception as exc:  # a truncated or corrupt archive (the readers raise many kinds)
+            except Exception as exc:  # noqa: BLE001 - a truncated or corrupt archive (the readers raise many kinds)
                 size, where = os.path.getsize(path), raw.tell()
                 if where >= size or isinstance(exc, EOFError):
                     if self._cut_short(path, f"inside record {records + 1}, after {records} complete records"):
@@ -284,13 +284,13 @@ class DocumentReader:
                 )
         return True
 
-    def _warcio(self, stream) -> Iterator[Document | None]:  # type: ignore[no-untyped-def]
+    def _warcio(self, stream) -> Iterator[Document | None]:
         from warcio.archiveiterator import ArchiveIterator
 
         for record in ArchiveIterator(stream, arc2warc=True):
             yield self._warc_document(record)
 
-    def _warc_document(self, record) -> Document | None:  # type: ignore[no-untyped-def]
+    def _warc_document(self, record) -> Document | None:
         """The document of an HTML ``response`` record; ``None`` for any other record. Every record is read
         to its end, because warcio ends a cut file without an error: a record whose block is shorter than
         its ``Content-Length`` is how a truncated file shows."""
@@ -326,7 +326,7 @@ class DocumentReader:
             raise EOFError("record shorter than its Content-Length")
         return doc
 
-    def _fastwarc(self, stream) -> Iterator[Document | None]:  # type: ignore[no-untyped-def]
+    def _fastwarc(self, stream) -> Iterator[Document | None]:
         fastwarc = _fastwarc()
         assert fastwarc is not None
         for record in fastwarc.ArchiveIterator(
@@ -368,24 +368,24 @@ class _Watched:
     """A binary stream that remembers the error it raised (a gzip stream cut short raises ``EOFError``), for
     a reader that ends quietly on one (warcio does)."""
 
-    def __init__(self, stream) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, stream) -> None:
         self.stream = stream
         self.failure: Exception | None = None
 
-    def _watch(self, fn, *args):  # type: ignore[no-untyped-def]
+    def _watch(self, fn, *args):
         try:
             return fn(*args)
         except (OSError, EOFError, zlib.error) as exc:
             self.failure = exc
             raise
 
-    def read(self, *args):  # type: ignore[no-untyped-def]
+    def read(self, *args):
         return self._watch(self.stream.read, *args)
 
-    def readline(self, *args):  # type: ignore[no-untyped-def]
+    def readline(self, *args):
         return self._watch(self.stream.readline, *args)
 
-    def readinto(self, buffer):  # type: ignore[no-untyped-def]
+    def readinto(self, buffer):
         return self._watch(self.stream.readinto, buffer)
 
     def tell(self) -> int:
@@ -416,7 +416,7 @@ def _is_gzip(path: str) -> bool:
         return f.read(2) == b"\x1f\x8b"
 
 
-def _fastwarc():  # type: ignore[no-untyped-def]
+def _fastwarc():
     """FastWARC's reader module when it is installed (``pip install fastwarc``), else ``None``."""
     try:
         from fastwarc import warc

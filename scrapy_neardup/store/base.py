@@ -38,7 +38,7 @@ KEY_SEED = 0x4B45_5953
 
 def key_hash(key: str) -> int:
     """The signed 64-bit MurmurHash3 of a document's key (``KEY_SEED``), as every store indexes it."""
-    return mmh3.hash64(key, KEY_SEED, signed=True)[0]  # type: ignore[no-any-return]
+    return mmh3.hash64(key, KEY_SEED, signed=True)[0]
 
 
 class StoreError(Exception):

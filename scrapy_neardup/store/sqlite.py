@@ -190,7 +190,7 @@ def _translated_read(method: Any) -> Any:
 
 def _bucket_ids(buckets: Sequence[int] | np.ndarray) -> list[int]:
     """The stored form of bucket keys: their low 32 bits as signed integers (4 bytes each in SQLite)."""
-    return np.asarray(buckets, dtype=np.int64).astype(np.int32).tolist()  # type: ignore[no-any-return]
+    return np.asarray(buckets, dtype=np.int64).astype(np.int32).tolist()
 
 
 class CorruptStoreError(StoreError):

@@ -122,7 +122,7 @@ PAGES = build_pages()
 
 
 class Handler(BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         ctype, body, _ = PAGES[self.path]
         self.send_response(500 if self.path == "/server-error" else 200)
         self.send_header("Content-Type", ctype)

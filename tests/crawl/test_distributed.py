@@ -67,7 +67,7 @@ def popen_scrapy(args, tmp_path, settings, name):
     for key, value in all_settings.items():
         cmd += ["-s", f"{key}={value}"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([TESTS, ROOT, os.environ.get("PYTHONPATH", "")]))
-    log = open(tmp_path / f"{name}.log", "w")
+    log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 - the crawl process writes it until it ends
     proc = subprocess.Popen(cmd, cwd=str(tmp_path), env=env, stdout=log, stderr=subprocess.STDOUT)
     return proc, stats_file, items_file
 
@@ -444,7 +444,7 @@ def _example_process(tmp_path, redis_url, name, **settings):
         NEARDUP_EXAMPLE_REDIS_URL=redis_url,
         PYTHONPATH=os.pathsep.join([EXAMPLE, TESTS, ROOT, os.environ.get("PYTHONPATH", "")]),
     )
-    log = open(tmp_path / f"{name}.log", "w")
+    log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 - the crawl process writes it until it ends
     return subprocess.Popen(cmd, cwd=EXAMPLE, env=env, stdout=log, stderr=subprocess.STDOUT), stats_file, items_file
 
 

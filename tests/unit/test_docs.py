@@ -103,7 +103,8 @@ def test_every_demo_site_command_in_the_docs_parses_and_the_labelled_set_evaluat
     from scrapy_neardup.offline.evaluation import evaluate_configurations
     from scrapy_neardup.settings import Config
 
-    texts = [open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()]
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        texts = [f.read()]
     texts += [read(name) for name in sorted(os.listdir(os.path.join(ROOT, "docs"))) if name.endswith(".md")]
     commands = [m.group(1) for text in texts for m in re.finditer(r"demo_site\.py([^\n&#]*)", text)]
     assert len(commands) >= 2

@@ -206,7 +206,7 @@ class RedisStore(Store):
                     try:
                         self._load_scripts()
                     except StoreError as reload_failure:
-                        failure = reload_failure  # type: ignore[assignment]
+                        failure = reload_failure
                     else:
                         self.scripts_reloaded += 1
                         if attempt < self.retries:
