@@ -1,0 +1,143 @@
+"""``scrapy-neardup dedup``: near-duplicate pairs and clusters of crawl dumps."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ...assembly import build_algorithm
+from .common import AtomicOutput, StopRequest, config_of, tsv_field
+from .parser import settings_from_args
+
+
+def _nothing_read(inputs: list[str], unreadable: int, too_large: int, not_html: int, not_ok: int) -> str:
+    """The one line of a run that read no document: what the input held instead."""
+    held = [
+        f"{n} {what}"
+        for n, what in (
+            (unreadable, "unreadable lines"),
+            (too_large, "lines or records over --max-body-size"),
+            (not_html, "WARC records that are not HTML responses"),
+            (not_ok, "HTML responses whose status is not 2xx"),
+        )
+        if n
+    ]
+    return (
+        f"no document read from {', '.join(inputs)}"
+        + (f" ({', '.join(held)})" if held else " (empty)")
+        + "; nothing written (pass --allow-empty to write empty outputs and exit 0)"
+    )
+
+
+def cmd_dedup(args: argparse.Namespace) -> int:
+    from ...engine.cluster import clusters
+    from ..batch import BatchDeduplicator, BatchStats, Progress
+    from ..inputs import DocumentReader, InputError, check_inputs
+
+    config = config_of(settings_from_args(args))
+    check_inputs(args.inputs)
+    reader = DocumentReader(
+        args.inputs,
+        raw_lines=True,
+        max_size=config.max_body_size,
+        warc_reader=args.warc_reader,
+        allow_truncated=args.allow_truncated,
+    )
+    # Every output is opened before the work: a bad path must not be found after a persistent store has
+    # already filed every page (a rerun would then find them all seen, and the pairs would be lost).
+    outputs = [AtomicOutput(args.output)]
+    try:
+        if args.clusters:
+            outputs.append(AtomicOutput(args.clusters))
+    except OSError:
+        outputs[0].discard()
+        raise
+    out = outputs[0].file
+    edges: list[tuple[str, str]] = []
+    keep_edges = bool(args.clusters)
+
+    all_pairs = None
+    if args.all_pairs:
+        from ..allpairs import AllPairs
+
+        all_pairs = AllPairs(build_algorithm(config))
+
+    def on_fingerprint(key, fp):
+        assert all_pairs is not None
+        for other, similarity in all_pairs.add(key, fp.signature, fp.buckets):
+            out.write(f"{tsv_field(key)}\t{tsv_field(other)}\t{similarity:.4f}\n")
+
+    def on_verdict(verdict):
+        # A document known from an earlier run is *seen*; its pair comes from the store, so that a rerun over
+        # the same input writes the same pairs (--only-new: the pairs of documents new in this run only).
+        if verdict.displaced is not None:
+            # A better copy took its group: the group's former page is its near-duplicate now.
+            if all_pairs is None:
+                out.write(f"{tsv_field(verdict.displaced)}\t{tsv_field(verdict.key)}\t{verdict.similarity:.4f}\n")
+            if keep_edges:
+                edges.append((verdict.displaced, verdict.key))
+                if args.cluster_mode == "components":
+                    edges.extend((verdict.key, other) for other in verdict.also)
+        elif verdict.status == "duplicate" or (verdict.is_duplicate and not args.only_new):
+            if all_pairs is None:
+                out.write(f"{tsv_field(verdict.key)}\t{tsv_field(verdict.canonical)}\t{verdict.similarity:.4f}\n")
+            if keep_edges:
+                edges.append((verdict.key, verdict.canonical))
+                if args.cluster_mode == "components":
+                    edges.extend((verdict.key, other) for other in verdict.also)
+
+    stop = StopRequest()
+    stats = BatchStats()
+    try:
+        runner = BatchDeduplicator(config, args.spider, workers=args.workers, reset=args.reset)
+        with stop:
+            runner.run(
+                reader,
+                on_verdict,
+                Progress(args.progress, lambda: reader.fraction),
+                stats=stats,
+                should_stop=stop.requested,
+                on_fingerprint=on_fingerprint if all_pairs is not None else None,
+            )
+        if stats.documents == 0 and not args.allow_empty and not stop.requested():
+            # An output with no pairs would read "no near-duplicates" in a pipeline: it is not written.
+            raise InputError(
+                _nothing_read(args.inputs, reader.errors, reader.too_large, reader.passed_over, reader.not_ok)
+            )
+        if args.clusters:
+            for members in clusters(edges, args.cluster_mode):
+                outputs[1].file.write(
+                    json.dumps({"canonical": members[0], "members": members, "size": len(members)}) + "\n"
+                )
+        for output in outputs:
+            output.commit()
+    finally:
+        for output in outputs:
+            output.discard()
+    skipped = dict(stats.skipped)
+    if reader.too_large:
+        skipped["too_large"] = skipped.get("too_large", 0) + reader.too_large
+    summary = {
+        "documents": stats.documents,
+        "unique": stats.unique,
+        "duplicate": stats.duplicate,
+        "seen": stats.seen,
+        "skipped": skipped,
+        "unreadable": reader.errors,
+        "not_html_records": reader.passed_over,
+        "not_2xx_responses": reader.not_ok,
+        "seconds": round(stats.seconds, 3),
+    }
+    if reader.truncated:
+        summary["truncated"] = reader.truncated
+    if stop.requested():
+        summary["interrupted"] = True
+        print(
+            f"scrapy-neardup: interrupted after {stats.documents} documents: "
+            f"{' and '.join(o.path for o in outputs)} hold the pairs and clusters of those, as the store does; "
+            "the rest of the input was not read",
+            file=sys.stderr,
+        )
+    print(json.dumps(summary), file=sys.stderr)
+    return 130 if stop.requested() else 0
