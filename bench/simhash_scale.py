@@ -168,22 +168,22 @@ def quality(dev: str, workers: int | None) -> dict[int, dict]:
     }
 
 
-def end_to_end(dev: str, script: str, size: int, scratch: str) -> dict:
+def end_to_end(dev: str, script: str, size: int, scratch: str, threshold: float | None = None) -> dict:
     source = os.path.join(scratch, f"texts-{size}.jsonl")
     if not os.path.exists(source):
         with open(source, "w") as f:
             for i, text in enumerate(corpus(dev, size, script)):
                 f.write(json.dumps({"url": f"doc:{i}", "text": text}, ensure_ascii=False) + "\n")
     out = os.path.join(scratch, f"pairs-{size}.tsv")
+    command = [sys.executable, "-m", "scrapy_neardup.offline.cli", "dedup", source, "-o", out, "--algorithm", "simhash"]
     started = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "scrapy_neardup.offline.cli", "dedup", source, "-o", out, "--algorithm", "simhash"],
-        capture_output=True,
-        text=True,
+        command + (["--threshold", str(threshold)] if threshold is not None else []), capture_output=True, text=True
     )
     wall = time.perf_counter() - started
     return {
         "size": size,
+        "threshold": threshold if threshold is not None else SimHashHamming.DEFAULT_THRESHOLD,
         "exit": proc.returncode,
         "wall_secs": round(wall, 1),
         "docs_per_sec": round(size / wall),
@@ -199,15 +199,17 @@ def main() -> int:
     parser.add_argument("--corpus-script", default=os.path.join(ROOT, "..", "shared", "bench", "textcorpus.py"))
     parser.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "neardup-simhash-scale"))
     parser.add_argument("--end-to-end", type=int, nargs="*", default=[5_000, 100_000])
+    parser.add_argument("--e2e-threshold", type=float, help="the threshold of the end-to-end runs (default: SimHash's)")
     parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--skip-cost", action="store_true", help="only the end-to-end runs")
     parser.add_argument("--workers", type=int, default=None)
     args = parser.parse_args()
     os.makedirs(args.cache, exist_ok=True)
     sizes = sorted(args.sizes)
-    fps = fingerprints(args.dataset, sizes[-1], args.corpus_script, args.cache)
-    scores = {} if args.skip_quality else quality(args.dataset, args.workers)
     report: dict = {"distances": []}
-    for k in DISTANCES:
+    scores = {} if args.skip_quality or args.skip_cost else quality(args.dataset, args.workers)
+    fps = None if args.skip_cost else fingerprints(args.dataset, sizes[-1], args.corpus_script, args.cache)
+    for k in [] if fps is None else DISTANCES:
         tables = HammingTables(k)
         report["distances"].append(
             {
@@ -222,7 +224,9 @@ def main() -> int:
         )
         print(json.dumps(report["distances"][-1]), file=sys.stderr, flush=True)
     report["default_threshold"] = SimHashHamming.DEFAULT_THRESHOLD
-    report["end_to_end"] = [end_to_end(args.dataset, args.corpus_script, n, args.cache) for n in args.end_to_end]
+    report["end_to_end"] = [
+        end_to_end(args.dataset, args.corpus_script, n, args.cache, args.e2e_threshold) for n in args.end_to_end
+    ]
     print(json.dumps(report, indent=1))
     return 0
 

@@ -239,6 +239,9 @@ class NearDupService:
             self.guard = build_template_guard(config, self.algorithm)
         self.detector = detector
         self._decisions = DecisionLoop(detector, self.guard)
+        warning = detector.algorithm.scale_warning()
+        if warning:
+            logger.warning("scrapy-neardup: %s", warning)
         if config.url_rules != "off":
             try:
                 self.rules = Learner(build_rule_book(config), store, detector.group_of)

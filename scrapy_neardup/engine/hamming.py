@@ -94,6 +94,16 @@ class HammingTables:
     def tables(self) -> int:
         return len(self.table_masks)
 
+    @property
+    def key_bits(self) -> float:
+        """The bits a table is keyed on, on average."""
+        return sum(mask.bit_count() for mask in self.table_masks) / len(self.table_masks)
+
+    def random_candidates(self, pages: int) -> float:
+        """How many of ``pages`` unrelated fingerprints (uniform bits) share a key with a lookup: each table
+        keyed on ``b`` bits meets ``pages / 2^b`` of them, checked one by one by their Hamming distance."""
+        return sum(pages / 2.0 ** mask.bit_count() for mask in self.table_masks)
+
     def keys(self, fp: int) -> np.ndarray:
         """One ``int64`` key per table: the fingerprint's bits in that table's blocks, mixed with the table id."""
         masked = np.uint64(fp) & self._masks

@@ -20,7 +20,7 @@ def test_defaults():
     # The older sketch records exactly what stores made before the setting recorded, so they still open.
     assert "sketch" not in build_algorithm(config(MINHASH_SKETCH="permutations")).params()
     s = config(ALGORITHM="simhash")
-    assert s.threshold == 0.65 and build_algorithm(s).max_distance == 13 and s.shingle_size == 2
+    assert s.threshold == 0.9 and build_algorithm(s).max_distance == 6 and s.shingle_size == 2
 
 
 def test_values_from_the_command_line_are_strings():

@@ -314,3 +314,14 @@ def test_a_batch_whose_documents_all_share_buckets_is_decided_whole():
     alone.open()
     expected = [alone.check_fingerprint(f"u{i}", fp.signature, fp.buckets) for i, fp in enumerate(fps)]
     assert [(v.status, v.canonical) for v in verdicts] == [(v.status, v.canonical) for v in expected]
+
+
+def test_simhash_says_when_its_tables_do_not_scale_and_its_default_scales():
+    """13 bits (threshold 0.65) key the tables on 8.5 bits: a lookup meets about a third of the store, said
+    with the figures and what to do; the default (0.9, 6 bits) meets a few hundred at a million pages."""
+    wide = SimHashHamming(threshold=0.65)
+    assert wide.max_distance == 13 and "13 of its 64 bits" in wide.scale_warning()
+    assert "306,641 at a million" in wide.scale_warning() and "minhash" in wide.scale_warning()
+    default = SimHashHamming()
+    assert default.max_distance == 6 and default.scale_warning() == ""
+    assert default.tables.random_candidates(1_000_000) < 500

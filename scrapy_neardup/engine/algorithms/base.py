@@ -153,6 +153,11 @@ class Algorithm(ABC):
         """What the index finds at this algorithm's threshold, for a log line."""
         return ""
 
+    def scale_warning(self) -> str:
+        """Why this algorithm's index, at these parameters, costs a lookup more the larger the store grows
+        (empty when it does not): said once at start-up."""
+        return ""
+
     @abstractmethod
     def params(self) -> dict[str, Any]:
         """Everything that changes the fingerprints or the buckets, recorded with them in the store."""

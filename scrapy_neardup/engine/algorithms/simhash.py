@@ -16,6 +16,9 @@ from .base import Algorithm, AlgorithmSettings, Fingerprint, SettingProblem, wor
 LOWEST_THRESHOLD = 0.55
 #: Its Hamming distance: the most ``NEARDUP_SIMHASH_MAX_DISTANCE`` takes.
 MOST_BITS = 15
+#: Unrelated candidates a lookup may meet at a million stored pages (uniform fingerprints) before the
+#: tables are said not to scale: the default's 6 bits meet about 430.
+SCALE_CANDIDATES = 2_000
 
 
 def simhash_distance_for(threshold: float) -> int:
@@ -49,7 +52,7 @@ class SimHashHamming(Algorithm):
     """
 
     name = "simhash"
-    DEFAULT_THRESHOLD = 0.65
+    DEFAULT_THRESHOLD = 0.9
 
     @classmethod
     def check_threshold(cls, threshold: float | None) -> None:
@@ -127,6 +130,20 @@ class SimHashHamming(Algorithm):
         other = SimHashHamming(shingle_size=self.shingle_size, max_distance=distance, blocks=blocks)
         other.threshold = self.threshold  # verified at this threshold; the tables search more bits
         return other
+
+    def scale_warning(self) -> str:
+        """Manku et al.'s tables key each table on ``64 (m - k) / m`` bits: past a few bits of distance, a
+        lookup meets a share of the whole store as candidates, checked one by one."""
+        per_million = self.tables.random_candidates(1_000_000)
+        if per_million <= SCALE_CANDIDATES:
+            return ""
+        return (
+            f"SimHash at threshold {self.threshold:g} searches {self.max_distance} of its 64 bits: its "
+            f"{self.tables.tables} tables key on about {self.tables.key_bits:.1f} bits, so a lookup meets about "
+            f"{per_million / 10:,.0f} stored pages as candidates at 100,000 pages and {per_million:,.0f} at a "
+            f"million, each checked: fit for crawls of some thousands of pages. For more, keep its default "
+            f"threshold ({self.DEFAULT_THRESHOLD:g}) or use NEARDUP_ALGORITHM = 'minhash'"
+        )
 
     def index_note(self) -> str:
         return (

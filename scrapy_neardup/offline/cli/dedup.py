@@ -37,6 +37,9 @@ def cmd_dedup(args: argparse.Namespace) -> int:
 
     config = config_of(settings_from_args(args))
     check_inputs(args.inputs)
+    warning = build_algorithm(config).scale_warning()
+    if warning:
+        print(f"scrapy-neardup: {warning}", file=sys.stderr)
     reader = DocumentReader(
         args.inputs,
         raw_lines=True,

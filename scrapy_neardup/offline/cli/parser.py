@@ -68,7 +68,7 @@ def _add_algorithm_options(parser: argparse.ArgumentParser) -> None:
         "--threshold",
         type=float,
         help="Jaccard similarity threshold, one scale for every algorithm (default: each algorithm's own, "
-        "0.45 for minhash, 0.65 for simhash)",
+        "0.45 for minhash, 0.9 for simhash)",
     )
     group.add_argument(
         "--num-perm", type=int, help=f"MinHash permutations (default: {default_of('NEARDUP_MINHASH_NUM_PERM')})"
