@@ -82,6 +82,8 @@ def package() -> int:
     if len(wheels) != 1 or len(sdists) != 1:
         print(f"dev.py package: expected one wheel and one sdist in {dist}, found {wheels + sdists}")
         return 1
+    scratch = os.path.join(tempfile.gettempdir(), "neardup-wheel-*")
+    before = set(glob.glob(scratch))
     place = tempfile.mkdtemp(prefix="neardup-wheel-venv-")
     try:
         venv_module.create(place, with_pip=True)
@@ -89,9 +91,14 @@ def package() -> int:
         subprocess.check_call([python, "-m", "pip", "install", "--quiet", f"{wheels[0]}[redis,warc]"])
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         env["PATH"] = os.path.dirname(python) + os.pathsep + env.get("PATH", "")
-        return subprocess.call([python, os.path.join(ROOT, ".ci", "wheel_smoke.py")], cwd=place, env=env)
+        status = subprocess.call([python, os.path.join(ROOT, ".ci", "wheel_smoke.py")], cwd=place, env=env)
     finally:
         shutil.rmtree(place, ignore_errors=True)
+    left = set(glob.glob(scratch)) - before
+    if left:  # the check cleans up after itself
+        print(f"dev.py package: the wheel check left {sorted(left)} behind")
+        return 1
+    return status
 
 
 def main(argv: list[str]) -> int:
