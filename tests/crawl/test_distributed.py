@@ -199,8 +199,15 @@ def test_a_redis_restarted_without_persistence_mid_crawl_leaves_no_page_unchecke
     redis_server.start()
     assert proc.wait(120) == 0
     stats = json.loads(stats_file.read_text())
+    neardup = {k: v for k, v in stats.items() if k.startswith("neardup/")}
     checked = stats["neardup/unique"] + stats["neardup/duplicate"] + stats.get("neardup/seen", 0)
-    assert "neardup/store_error" not in stats and checked == len(paths), stats
+    # Every response checked (less the plugin's soft-404 probes), every page among them; a group's page the
+    # emptied store no longer knows may be fetched again when a copy of it asks for it (canonical/followed,
+    # url_rules/rewritten: the spider's own requests here are dont_filter, so the dupefilter lets it by).
+    responses = stats["downloader/response_count"] - stats.get("neardup/soft404/probed", 0)
+    assert "neardup/store_error" not in stats and checked == responses >= len(paths), neardup
+    again = neardup.get("neardup/canonical/followed", 0) + neardup.get("neardup/url_rules/rewritten", 0)
+    assert checked - len(paths) <= again, neardup
     client = redis.Redis.from_url(redis_server.url)
     assert 0 < filed(client) < len(paths)  # what was filed after the restart
     client.close()
