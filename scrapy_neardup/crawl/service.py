@@ -77,6 +77,10 @@ def _scrapy_version() -> tuple[int, ...]:
 #: Scrapy closes the spider when a ``spider_opened`` handler raises ``CloseSpider`` from 2.18 on; before,
 #: it logs the exception and crawls on.
 _CLOSE_FROM_OPENED = _scrapy_version() >= (2, 18)
+#: From 2.15 on, a component that raises while Scrapy builds it fails the crawl's start-up with exit status 1
+#: (scrapy/scrapy#7255); before, the process exits 0 with a traceback, so there the crawl is stopped when
+#: the spider opens instead, with the finish reason.
+_FAILS_START_UP = _scrapy_version() >= (2, 15)
 
 
 def _process_name() -> str:
@@ -149,6 +153,7 @@ class NearDupService:
         #: Why the store could not be opened (a finish reason), once it could not: no response goes through.
         self.refused: str | None = None
         self._initial = 0  # pages in the store when it was opened
+        self._open_failure: StoreOpenFailed | None = None  # said already; the spider closes as it opens
         self._expired = 0  # pages forgotten at open (NEARDUP_EXPIRATION_SECS)
         #: The URL rules (NEARDUP_URL_RULES), used on the store thread; and the hosts that have a confident
         #: rule, a snapshot the reactor reads before it asks for a prediction.
@@ -187,10 +192,11 @@ class NearDupService:
                 try:
                     service.open_store(spider.name)
                 except StoreOpenFailed as exc:
-                    # Raised, so that Scrapy fails the start-up (exit status 1), reported in one line.
                     logger.error("scrapy-neardup: the crawl cannot start (%s): %s", exc.reason, exc.message)
-                    _ReportedOnce.mark(exc)
-                    raise
+                    if _FAILS_START_UP:  # Scrapy fails the start-up (exit status 1); said in the line above
+                        _ReportedOnce.mark(exc)
+                        raise
+                    service._open_failure = exc  # the spider is closed as it opens (see spider_opened)
             _services[crawler] = service
         return service
 
@@ -230,7 +236,7 @@ class NearDupService:
             reason = "neardup_store_mismatch" if isinstance(exc, StoreMismatchError) else "neardup_store_error"
             raise StoreOpenFailed(reason, message) from exc
         if note:
-            # The threshold changed and the store's index was kept (see Config.open_detector): the workers,
+            # The threshold changed and the store's index was kept (see assembly.open_detector): the workers,
             # the guard and the decisions use the store's index from now on.
             logger.warning("scrapy-neardup: %s", note)
             self.config = config = adopted
@@ -262,20 +268,25 @@ class NearDupService:
     def spider_opened(self, spider: Spider) -> None:
         config = self.config
         if self.detector is None:
-            # Components built without a spider (not by ``scrapy crawl``): the store opens now, and a failure
+            # The store could not be opened on a Scrapy that does not fail a start-up (said already), or the
+            # components were built without a spider (not by ``scrapy crawl``) and it opens now: a failure
             # closes the spider before any response goes through.
-            try:
-                self.open_store(spider.name)
-            except StoreOpenFailed as exc:
-                logger.error("scrapy-neardup: %s", exc.message, extra={"spider": spider})
-                self.refused = exc.reason
+            failure = self._open_failure
+            if failure is None:
+                try:
+                    self.open_store(spider.name)
+                except StoreOpenFailed as exc:
+                    logger.error("scrapy-neardup: the crawl cannot start (%s): %s", exc.reason, exc.message)
+                    failure = exc
+            if failure is not None:
+                self.refused = failure.reason
                 if _CLOSE_FROM_OPENED:
-                    raise CloseSpider(exc.reason) from exc
+                    raise CloseSpider(failure.reason)
                 # Older Scrapy logs a CloseSpider raised here and crawls on: close the spider once it is
                 # open, and until then no response goes through (see NearDupDownloaderMiddleware).
                 from twisted.internet import reactor
 
-                reactor.callLater(0, self._close_spider, exc.reason)  # type: ignore[arg-type]
+                reactor.callLater(0, self._close_spider, failure.reason)  # type: ignore[arg-type]
                 return
             config = self.config
         assert self.detector is not None

@@ -49,18 +49,22 @@ class CrawlResult:
         return {k: v for k, v in self.stats.items() if k.startswith("neardup/")}
 
     def refused_at_start(self, reason="neardup_store_error"):
-        """Whether the crawl failed its start-up on the store, as a bad setting does: exit status 1, one
-        ERROR line of the plugin's naming ``reason``, no traceback, no spider opened, no item."""
+        """Whether the crawl failed its start-up on the store, as a bad setting does: one ERROR line of the
+        plugin's naming ``reason``, no traceback, no item; exit status 1 and no spider opened, or, on a Scrapy
+        before 2.15 (which exits 0 for a component that fails to start), the spider closed as it opened with
+        ``reason`` as its finish reason and no page checked."""
+        import scrapy
+
         errors = [line for line in self.log.splitlines() if " ERROR: scrapy-neardup:" in line]
-        return (
-            self.returncode == 1
-            and len(errors) == 1
+        said = (
+            len(errors) == 1
             and f"the crawl cannot start ({reason})" in errors[0]
             and "Traceback" not in self.log
-            and "Spider opened" not in self.log
             and not self.items
-            and "finish_reason" not in self.stats
         )
+        if tuple(int(p) for p in scrapy.__version__.split(".")[:2]) >= (2, 15):
+            return said and self.returncode == 1 and "Spider opened" not in self.log and not self.stats
+        return said and self.stats.get("finish_reason") == reason and "neardup/checked" not in self.stats
 
 
 def scrapy_command(args, tmp_path, settings=None, name="crawl"):
