@@ -256,7 +256,7 @@ def test_sqlite_commits_in_bounded_batches(tmp_path):
 def test_sqlite_stages_new_documents_then_merges_them_into_the_band_index(tmp_path, monkeypatch):
     import sqlite3
 
-    import scrapy_neardup.store.sqlite as sqlite_store
+    import scrapy_neardup.store.sqlite.store as sqlite_store
 
     monkeypatch.setattr(sqlite_store, "_MIN_MERGE_STEP", 1)  # slices of twice the rows each write stages
     path = tmp_path / "staged.sqlite3"
