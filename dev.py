@@ -2,7 +2,7 @@
 """Developer entry point that needs nothing but python3: it makes ``.venv``, installs the project, runs.
 
     python3 dev.py example     # serve the demo site on 127.0.0.1 and crawl it twice with scrapy-neardup
-    python3 dev.py test        # the test suite (what CI runs), a pytest worker a core; extra arguments go to pytest
+    python3 dev.py test        # the test suite (what CI runs), a pytest worker a core (4 at most); args go to pytest
     python3 dev.py test --fast # the fast layer: every test but the end-to-end crawls (marked slow)
     python3 dev.py lint        # ruff (lint, import order, format) and mypy, as CI runs them before the tests
     python3 dev.py oldest      # the crawl tests on the oldest Scrapy line supported (2.13), in .venv-oldest
@@ -120,9 +120,9 @@ def main(argv: list[str]) -> int:
         if "--fast" in rest:
             rest = [arg for arg in rest if arg != "--fast"] + ["-m", "not slow"]
         if not any(arg == "-n" or arg.startswith(("-n", "--numprocesses")) for arg in rest):
-            # One pytest worker a core (pytest-xdist): a crawl test mostly waits on its processes. "-n 0" to
-            # run in one process.
-            rest = ["-n", "auto", *rest]
+            # One pytest worker a core, four at most (pytest-xdist): a crawl test mostly waits on its processes,
+            # and each starts extraction workers of its own. "-n 0" to run in one process.
+            rest = ["-n", str(min(os.cpu_count() or 1, 4)), *rest]
         return subprocess.call([PYTHON, "-m", "pytest", *rest], cwd=ROOT)
     if command == "lint":
         sources = ["scrapy_neardup", "tests", "bench", "example_project", "dev.py", ".ci/wheel_smoke.py"]
