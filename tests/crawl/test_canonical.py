@@ -13,7 +13,7 @@ import sys
 
 import pytest
 from helpers import SPIDERS
-from helpers.crawlkit import ServerThread, pages_server, read_result, scrapy_command
+from helpers.crawlkit import ServerThread, pages_server, paths_crawl_command, read_result, scrapy_command
 from helpers.pages import html, story
 from helpers.redis_server import one_server_kind
 
@@ -339,29 +339,8 @@ def test_a_mirror_on_another_address_of_the_intranet_met_first_is_a_near_duplica
         for i in range(12):
             served[f"/a/{i}"] = html(story(900 + i), head=f'<link rel="canonical" href="{base}/a/{i}">')
         urls = [mirror.url.rstrip("/") + p for p in served] + [base + p for p in served]
-        paths_file = tmp_path / "urls.txt"
-        paths_file.write_text("\n".join(urls))
-        settings = {
-            "ADDONS": json.dumps({"scrapy_neardup.Addon": 300}),
-            "NEARDUP_ENABLED": "True",
-            "NEARDUP_STORE_URL": f"sqlite:///{tmp_path}/store.sqlite3",
-            "CONCURRENT_REQUESTS": "1",
-            "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue",
-            "LOG_LEVEL": "INFO",
-        }
-        cmd, env, stats_file, items_file = scrapy_command(
-            [
-                "runspider",
-                os.path.join(SPIDERS, "paths.py"),
-                "-a",
-                "base=",
-                "-a",
-                f"paths_file={paths_file}",
-                "-a",
-                "filtered=1",
-            ],
-            tmp_path,
-            settings,
+        cmd, env, stats_file, items_file = paths_crawl_command(
+            tmp_path, "", urls, {"CONCURRENT_REQUESTS": "1", "LOG_LEVEL": "INFO"}, spider_args=["filtered=1"]
         )
         proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
     result = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)

@@ -76,19 +76,17 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         # the same input writes the same pairs (--only-new: the pairs of documents new in this run only).
         if verdict.displaced is not None:
             # A better copy took its group: the group's former page is its near-duplicate now.
-            if all_pairs is None:
-                out.write(f"{tsv_field(verdict.displaced)}\t{tsv_field(verdict.key)}\t{verdict.similarity:.4f}\n")
-            if keep_edges:
-                edges.append((verdict.displaced, verdict.key))
-                if args.cluster_mode == "components":
-                    edges.extend((verdict.key, other) for other in verdict.also)
+            near, page = verdict.displaced, verdict.key
         elif verdict.status == "duplicate" or (verdict.is_duplicate and not args.only_new):
-            if all_pairs is None:
-                out.write(f"{tsv_field(verdict.key)}\t{tsv_field(verdict.canonical)}\t{verdict.similarity:.4f}\n")
-            if keep_edges:
-                edges.append((verdict.key, verdict.canonical))
-                if args.cluster_mode == "components":
-                    edges.extend((verdict.key, other) for other in verdict.also)
+            near, page = verdict.key, verdict.canonical
+        else:
+            return
+        if all_pairs is None:
+            out.write(f"{tsv_field(near)}\t{tsv_field(page)}\t{verdict.similarity:.4f}\n")
+        if keep_edges:
+            edges.append((near, page))
+            if args.cluster_mode == "components":
+                edges.extend((verdict.key, other) for other in verdict.also)
 
     stop = StopRequest()
     stats = BatchStats()

@@ -281,30 +281,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_store_arguments(rules)
     rules.add_argument("--all", action="store_true", help="every rule, not only those a crawl would use")
-    rules.add_argument(
-        "--min-support",
-        type=_positive_int,
-        default=default_of("NEARDUP_URL_RULES_MIN_SUPPORT"),
-        help=f"as NEARDUP_URL_RULES_MIN_SUPPORT (default: {default_of('NEARDUP_URL_RULES_MIN_SUPPORT')})",
-    )
-    rules.add_argument(
-        "--min-confidence",
-        type=float,
-        default=default_of("NEARDUP_URL_RULES_CONFIDENCE"),
-        help=f"as NEARDUP_URL_RULES_CONFIDENCE (default: {default_of('NEARDUP_URL_RULES_CONFIDENCE')})",
-    )
-    rules.add_argument(
-        "--prior-hosts",
-        type=int,
-        default=default_of("NEARDUP_URL_RULES_PRIOR_HOSTS"),
-        help=f"as NEARDUP_URL_RULES_PRIOR_HOSTS (default: {default_of('NEARDUP_URL_RULES_PRIOR_HOSTS')})",
-    )
-    rules.add_argument(
-        "--prior-support",
-        type=_positive_int,
-        default=default_of("NEARDUP_URL_RULES_PRIOR_SUPPORT"),
-        help=f"as NEARDUP_URL_RULES_PRIOR_SUPPORT (default: {default_of('NEARDUP_URL_RULES_PRIOR_SUPPORT')})",
-    )
+    for flag, setting, kind in (
+        ("--min-support", "NEARDUP_URL_RULES_MIN_SUPPORT", _positive_int),
+        ("--min-confidence", "NEARDUP_URL_RULES_CONFIDENCE", float),
+        ("--prior-hosts", "NEARDUP_URL_RULES_PRIOR_HOSTS", int),
+        ("--prior-support", "NEARDUP_URL_RULES_PRIOR_SUPPORT", _positive_int),
+    ):
+        rules.add_argument(
+            flag, type=kind, default=default_of(setting), help=f"as {setting} (default: {default_of(setting)})"
+        )
     rules.add_argument(
         "--format",
         choices=("table", "json", "dud"),
