@@ -103,9 +103,13 @@ def test_second_run_over_the_same_store_finds_every_page_known(site, tmp_path):
     assert second.stats["neardup/dropped"] == first.stats["neardup/dropped"]
     # The same pages reach the spider, but for the groups first met through a worse copy (a mirror's deeper
     # path, a print page): from the second crawl on, each reaches it through the better copy that took it.
-    moved = {i["url"] for i in second.items} ^ {i["url"] for i in first.items}
+    # A group re-pointed twice in the first crawl (three copies met worst first) moves once.
+    moved_in = {i["url"] for i in second.items} - {i["url"] for i in first.items}
+    moved_out = {i["url"] for i in first.items} - {i["url"] for i in second.items}
+    repointed = first.stats.get("neardup/repointed", 0)
     assert len(second.items) == len(first.items)
-    assert len(moved) == 2 * first.stats.get("neardup/repointed", 0), moved
+    assert len(moved_in) == len(moved_out), (moved_in, moved_out)
+    assert 0 < len(moved_in) <= repointed if repointed else not moved_in, (moved_in, repointed)
     third = crawl(site, tmp_path, name="third")
     assert {i["url"] for i in third.items} == {i["url"] for i in second.items}
 
