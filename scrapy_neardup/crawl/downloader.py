@@ -244,13 +244,11 @@ class NearDupDownloaderMiddleware:
         if verdict.is_duplicate:
             if not own_key:
                 await self._follow_group(request, verdict.canonical)
-            if self.config.action == "drop" and not (
-                self.config.group_budget and await service.admitted(verdict.canonical, key)
-            ):
-                service.stats.inc_value("neardup/dropped")
-                raise IgnoreRequest(f"near-duplicate of {verdict.canonical} (similarity {verdict.similarity:.3f})")
-            if self.config.action == "drop":  # within its group's budget (NEARDUP_GROUP_BUDGET): let through
-                service.stats.inc_value("neardup/budget/passed")
+            if self.config.action == "drop":
+                if not (self.config.group_budget and await service.admitted(verdict.canonical, key)):
+                    service.stats.inc_value("neardup/dropped")
+                    raise IgnoreRequest(f"near-duplicate of {verdict.canonical} (similarity {verdict.similarity:.3f})")
+                service.stats.inc_value("neardup/budget/passed")  # within its group's budget: let through
             service.stats.inc_value("neardup/tagged")
             return response.replace(flags=[*response.flags, FLAG])
         return response

@@ -153,7 +153,6 @@ class NearDupService:
         #: Why the store could not be opened (a finish reason), once it could not: no response goes through.
         self.refused: str | None = None
         self._initial = 0  # pages in the store when it was opened
-        self._open_failure: StoreOpenFailed | None = None  # said already; the spider closes as it opens
         self._expired = 0  # pages forgotten at open (NEARDUP_EXPIRATION_SECS)
         #: The URL rules (NEARDUP_URL_RULES), used on the store thread; and the hosts that have a confident
         #: rule, a snapshot the reactor reads before it asks for a prediction.
@@ -192,11 +191,10 @@ class NearDupService:
                 try:
                     service.open_store(spider.name)
                 except StoreOpenFailed as exc:
-                    logger.error("scrapy-neardup: the crawl cannot start (%s): %s", exc.reason, exc.message)
-                    if _FAILS_START_UP:  # Scrapy fails the start-up (exit status 1); said in the line above
+                    if _FAILS_START_UP:  # Scrapy fails the start-up (exit status 1); open_store said why
                         _ReportedOnce.mark(exc)
                         raise
-                    service._open_failure = exc  # the spider is closed as it opens (see spider_opened)
+                    service.refused = exc.reason  # the spider is closed as it opens (see spider_opened)
             _services[crawler] = service
         return service
 
@@ -210,8 +208,9 @@ class NearDupService:
     def open_store(self, spider_name: str) -> None:
         """Open the store, its detector and the URL rules. Called when the components are built, before the
         spider opens, so that a store that cannot be opened (or holds fingerprints of other parameters) fails
-        the crawl's start-up, as a bad setting does: one ERROR line, no page fetched, and ``scrapy crawl``
-        exits with status 1 (Scrapy sets it only for a crawl that fails to start)."""
+        the crawl's start-up, as a bad setting does: one ERROR line (said here, before
+        :class:`StoreOpenFailed` is raised), no page fetched, and ``scrapy crawl`` exits with status 1 (Scrapy
+        sets it only for a crawl that fails to start)."""
         config = self.config
         url = config.resolve_store_url(spider_name, data_path("", createdir=False))
         store: Store | None = None
@@ -234,6 +233,7 @@ class NearDupService:
                 except Exception:  # noqa: BLE001 - it failed to open; closing is a courtesy
                     pass
             reason = "neardup_store_mismatch" if isinstance(exc, StoreMismatchError) else "neardup_store_error"
+            logger.error("scrapy-neardup: the crawl cannot start (%s): %s", reason, message)
             raise StoreOpenFailed(reason, message) from exc
         if note:
             # The threshold changed and the store's index was kept (see assembly.open_detector): the workers,
@@ -271,22 +271,19 @@ class NearDupService:
             # The store could not be opened on a Scrapy that does not fail a start-up (said already), or the
             # components were built without a spider (not by ``scrapy crawl``) and it opens now: a failure
             # closes the spider before any response goes through.
-            failure = self._open_failure
-            if failure is None:
+            if self.refused is None:
                 try:
                     self.open_store(spider.name)
                 except StoreOpenFailed as exc:
-                    logger.error("scrapy-neardup: the crawl cannot start (%s): %s", exc.reason, exc.message)
-                    failure = exc
-            if failure is not None:
-                self.refused = failure.reason
+                    self.refused = exc.reason
+            if self.refused is not None:
                 if _CLOSE_FROM_OPENED:
-                    raise CloseSpider(failure.reason)
+                    raise CloseSpider(self.refused)
                 # Older Scrapy logs a CloseSpider raised here and crawls on: close the spider once it is
                 # open, and until then no response goes through (see NearDupDownloaderMiddleware).
                 from twisted.internet import reactor
 
-                reactor.callLater(0, self._close_spider, failure.reason)  # type: ignore[arg-type]
+                reactor.callLater(0, self._close_spider, self.refused)  # type: ignore[arg-type]
                 return
             config = self.config
         assert self.detector is not None
