@@ -15,6 +15,7 @@ from .settings import Config, ConfigError, default_of
 if TYPE_CHECKING:
     from .engine.algorithms.base import Algorithm
     from .engine.detector import Detector
+    from .engine.learned import TemplateLearner
     from .engine.prepare import DocumentPipeline
     from .engine.template import TemplateGuard
     from .engine.urlrules import CuratedRules, RuleBook
@@ -105,6 +106,19 @@ def build_pipeline(config: Config) -> DocumentPipeline:
         with_page_text=config.uses_template_guard,
         find_canonical=config.canonical,
         extractor=config.extractor,
+        learn=config.learns_templates,
+        learn_agreement=config.learn_agreement,
+    )
+
+
+def build_template_learner(config: Config) -> TemplateLearner | None:
+    """The crawl's learned templates (stateful: one per deciding process), or ``None`` when off."""
+    if not config.learns_templates:
+        return None
+    from .engine.learned import TemplateLearner, extractor_id
+
+    return TemplateLearner(
+        extractor_id(config.extract_favor, config.extract_fast), config.learn_lessons, config.learn_agreement
     )
 
 
@@ -130,6 +144,7 @@ def new_detector(config: Config, algorithm: Algorithm, store: Store) -> Detector
     """A detector of ``algorithm`` over ``store`` (not opened) with the settings' rules for known keys
     (re-check changed content, the age limit) and what its texts are taken from."""
     from .engine.detector import Detector
+    from .engine.learned import TemplateLearner
 
     return Detector(
         algorithm,

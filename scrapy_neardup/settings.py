@@ -271,6 +271,23 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("NEARDUP_IMATCH_LEXICON", "str", None, "the I-Match lexicon file", optional=True),
     Setting("NEARDUP_ITEM_FIELD", "str", None, "check this item field's text instead of pages", optional=True),
+    Setting(
+        "NEARDUP_LEARN_TEMPLATES",
+        "bool",
+        True,
+        "learn each template's main content from trafilatura and replay it with lexbor, checked by sampling",
+    ),
+    Setting(
+        "NEARDUP_LEARN_LESSONS", "int", 3, "pages of a template that must agree before its selector is used", low=1, high=1000
+    ),
+    Setting(
+        "NEARDUP_LEARN_AGREEMENT",
+        "float",
+        0.95,
+        "word-pair Jaccard a replay must reach against trafilatura's text (a check below it retires the selector)",
+        low=0.5,
+        high=1.0,
+    ),
     Setting("NEARDUP_MAX_BODY_SIZE", "int", 2 * 1024 * 1024, "larger responses pass unchecked (bytes)", low=1),
     Setting("NEARDUP_MIN_TEXT_LENGTH", "int", 200, "shortest text fingerprinted (characters)", low=0),
     Setting("NEARDUP_MINHASH_NUM_PERM", "int", 128, "MinHash permutations", low=2, high=1024),
@@ -448,6 +465,9 @@ class Config:
     group_budget: int
     imatch_lexicon: str | None
     item_field: str | None
+    learn_agreement: float
+    learn_lessons: int
+    learn_templates: bool
     max_body_size: int
     min_text_length: int
     minhash_num_perm: int
@@ -516,6 +536,11 @@ class Config:
         except SettingProblem as exc:
             raise ConfigError(str(exc)) from None
         return config
+
+    @property
+    def learns_templates(self) -> bool:
+        """Templates are learned only where trafilatura finds the main content: what a selector reproduces."""
+        return self.extract and self.learn_templates and self.extractor == "trafilatura"
 
     @property
     def uses_template_guard(self) -> bool:

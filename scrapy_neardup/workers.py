@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .engine.extract import decode_html, quiet_trafilatura
 
 if TYPE_CHECKING:
+    from .engine.learned import Offer
     from .engine.prepare import DocumentPipeline, Prepared
     from .settings import Config
 
@@ -123,10 +124,13 @@ def worker_pipeline() -> DocumentPipeline:
     return _pipeline
 
 
-def prepare_html(pipeline: DocumentPipeline, body: bytes, url: str, content_type: str | None) -> Prepared:
-    """A page's body to what the decision needs, with when the whole job began and how long it took."""
+def prepare_html(
+    pipeline: DocumentPipeline, body: bytes, url: str, content_type: str | None, offers: dict[int, Offer] | None = None
+) -> Prepared:
+    """A page's body to what the decision needs, with when the whole job began and how long it took;
+    ``offers``: its host's learned selectors (:mod:`.engine.learned`)."""
     started, cpu = time.perf_counter(), time.thread_time()
-    prepared = pipeline.from_html(decode_html(body, content_type), url)
+    prepared = pipeline.from_html(decode_html(body, content_type), url, offers)
     return replace(
         prepared,
         work_seconds=time.perf_counter() - started,
@@ -141,9 +145,9 @@ def prepare_text(pipeline: DocumentPipeline, text: str) -> Prepared:
     return replace(pipeline.from_text(text), cpu_seconds=time.thread_time() - cpu)
 
 
-def analyze_html(body: bytes, url: str, content_type: str | None) -> tuple:
+def analyze_html(body: bytes, url: str, content_type: str | None, offers: dict[int, Offer] | None = None) -> tuple:
     """Worker task: :func:`prepare_html` in this worker, as plain values (:meth:`Prepared.to_wire`)."""
-    return prepare_html(worker_pipeline(), body, url, content_type).to_wire()
+    return prepare_html(worker_pipeline(), body, url, content_type, offers).to_wire()
 
 
 def analyze_text(text: str) -> tuple:

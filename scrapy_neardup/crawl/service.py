@@ -24,7 +24,14 @@ from scrapy.utils.project import data_path
 from twisted.internet.defer import Deferred
 from twisted.python.threadpool import ThreadPool
 
-from ..assembly import build_pipeline, build_rule_book, build_store, build_template_guard, open_detector
+from ..assembly import (
+    build_pipeline,
+    build_rule_book,
+    build_store,
+    build_template_guard,
+    build_template_learner,
+    open_detector,
+)
 from ..engine.canonical import Declaration, chosen, declared_canonical
 from ..engine.decisions import Decision, DecisionLoop, Declared
 from ..engine.detector import Detector, Verdict
@@ -41,6 +48,7 @@ from .reactor import in_thread, pool_reader, reply
 from .reporting import Reporter
 from .screening import Job
 from .soft404 import Answer, HostAnswers, ShortTextGroups, soft404_similarity
+from .templates import LearnedTemplates
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -162,6 +170,8 @@ class NearDupService:
         #: text (NEARDUP_SOFT404).
         self.soft404_answers = HostAnswers()
         self.short_groups = ShortTextGroups()
+        #: The learned templates (NEARDUP_LEARN_TEMPLATES), once the store is open.
+        self.templates: LearnedTemplates | None = None
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
@@ -245,6 +255,10 @@ class NearDupService:
             self.guard = build_template_guard(config, self.algorithm)
         self.detector = detector
         self._decisions = DecisionLoop(detector, self.guard)
+        learner = build_template_learner(config)
+        if learner is not None:
+            self.templates = LearnedTemplates(learner, self.stats)
+            self.templates.sync(store, force=True)
         warning = detector.algorithm.scale_warning()
         if warning:
             logger.warning("scrapy-neardup: %s", warning)
@@ -419,9 +433,13 @@ class NearDupService:
         if self.detector is None or self._store_thread is None:
             self.report.skip("store_closed", key)
             return Prepared(None, "store_closed"), None
-        prepared = await self.prepare(job)
+        prepared = await self.prepare(job, url)
         if isinstance(prepared, BaseException):
             return self._settle(key, prepared)
+        if self.templates is not None and not self.templates.observe(url, prepared):
+            prepared = await self.prepare(job, url, relearn=True)  # replayed by a retired selector: not vouched for
+            if isinstance(prepared, BaseException):
+                return self._settle(key, prepared)
         if probe is not None and url is not None and (prepared.fingerprint is not None or prepared.short_text):
             # Pages too short to fingerprint too: most "not found" pages are a heading and a sentence.
             soft404 = await self._soft404(key, url, prepared, probe)
@@ -467,16 +485,20 @@ class NearDupService:
         self.report.record(key, verdict)
         return verdict
 
-    async def prepare(self, job: Job) -> Prepared | BaseException:
+    async def prepare(self, job: Job, url: str | None = None, relearn: bool = False) -> Prepared | BaseException:
         """Extract and fingerprint a document in a worker (or a thread of this process), nothing decided:
-        what was prepared, or what went wrong (a lost worker, a timeout, an unexpected error)."""
+        what was prepared, or what went wrong (a lost worker, a timeout, an unexpected error). A page goes
+        with its host's learned selectors (none when ``relearn``: trafilatura, and its lesson)."""
         deferred: Deferred = Deferred()
-        fn, *args = job.call()
+        offers = None
+        if self.templates is not None and job.is_html:
+            offers = {} if relearn else self.templates.offers(url or job.url)
+        fn, *args = job.call(offers)
         try:
             if self._extraction is not None:
                 extraction, copy_of = self._extraction, None
-                if self._bodies is not None and job.is_html:
-                    body, page_url, content_type = args
+                if self._bodies is not None and job.is_html and not relearn:
+                    body, page_url, content_type = args[:3]
                     future, first_url = self._bodies.share(
                         body_digest(body, content_type), page_url, lambda: extraction.submit(fn, *args)
                     )
@@ -622,6 +644,8 @@ class NearDupService:
                 return Outcome(prepared, StoreError(f"the store failed: {type(exc).__name__}: {exc}"))
             if self.rules is not None:
                 self._observe(made, url)
+            if self.templates is not None:
+                self.templates.sync(decisions.detector.store)
         mine = made[-1]
         return Outcome(
             mine.prepared,
@@ -769,6 +793,8 @@ class NearDupService:
                     self.stats.set_value("neardup/url_rules/confident", confident)
                 except Exception as exc:  # noqa: BLE001 - the fingerprints must still be saved below
                     logger.warning("scrapy-neardup: the URL rules' last counts were not saved: %s", exc)
+            if self.templates is not None:
+                self.templates.close(detector.store)
             try:
                 detector.store.add_crawl_books(books)
             except Exception as exc:  # noqa: BLE001 - the fingerprints must still be saved below

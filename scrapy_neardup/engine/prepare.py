@@ -18,7 +18,8 @@ import numpy as np
 
 from .algorithms.base import Algorithm, Fingerprint, NoWords
 from .canonical import declared_canonical
-from .extract import Extraction, decode_html, extract
+from .extract import TEMPLATE_MAX_SHARE, Extraction, decode_html, extract
+from .learned import Lesson, Offer, agreement, lesson, page_text_of, parse, replay, sampled, skeleton_key
 
 #: mmh3 seed of the main-text hash; fixed so that every process agrees on it.
 _SEED = 0x7E3A
@@ -70,6 +71,11 @@ class Prepared:
     host is what a soft-404 template looks like: :mod:`scrapy_neardup.crawl.soft404`). ``short_text``: the
     text of a page too short to fingerprint (its first :data:`SHORT_TEXT_KEPT` characters), what a soft-404
     check compares it on. ``cpu_seconds``: the CPU time of the job where it ran (for the crawl's books).
+    ``template``: the page's template key (:func:`~.learned.skeleton_key`) when templates are learned;
+    ``learned``: how its text was found: ``replayed`` (by its template's selector), ``agreed`` or
+    ``disagreed`` (replayed and checked against trafilatura, whose text was fingerprinted), ``refused``
+    (the selector could not vouch for the page: trafilatura), ``""`` (trafilatura alone); ``lesson``: what the
+    page taught about its template (:func:`~.learned.lesson`); ``agreement``: the checked replay's agreement.
     """
 
     fingerprint: Fingerprint | None
@@ -86,6 +92,10 @@ class Prepared:
     text_length: int = 0
     short_text: str = ""
     cpu_seconds: float = 0.0
+    template: int | None = None
+    learned: str = ""
+    lesson: Lesson | None = None
+    agreement: float = 0.0
 
     def to_wire(self) -> tuple:
         """Plain bytes, ints and strings: what crosses from a worker process (far cheaper to pickle than
@@ -104,6 +114,10 @@ class Prepared:
             self.text_length,
             self.short_text,
             self.cpu_seconds,
+            self.template,
+            self.learned,
+            None if self.lesson is None else self.lesson.to_wire(),
+            self.agreement,
         )
 
     @classmethod
@@ -122,6 +136,10 @@ class Prepared:
             length,
             short,
             cpu,
+            template,
+            learned,
+            taught,
+            agreed,
         ) = wire
         return cls(
             _fp_unwire(fp),
@@ -137,6 +155,10 @@ class Prepared:
             text_length=length,
             short_text=short,
             cpu_seconds=cpu,
+            template=template,
+            learned=learned,
+            lesson=None if taught is None else Lesson.from_wire(taught),
+            agreement=agreed,
         )
 
 
@@ -164,6 +186,8 @@ class DocumentPipeline:
         with_page_text: bool = False,
         find_canonical: bool = False,
         extractor: str = "trafilatura",
+        learn: bool = False,
+        learn_agreement: float = 0.95,
     ) -> None:
         self.algorithm = algorithm
         self.use_main = use_main
@@ -173,16 +197,59 @@ class DocumentPipeline:
         self.with_page_text = with_page_text
         self.find_canonical = find_canonical
         self.extractor = extractor
+        self.learn = learn and use_main and extractor == "trafilatura"
+        self.learn_agreement = learn_agreement
         self._sketcher = page_sketcher(algorithm) if with_page_text else None
 
-    def from_html(self, html: str | bytes, url: str | None = None) -> Prepared:
+    def from_html(self, html: str | bytes, url: str | None = None, offers: dict[int, Offer] | None = None) -> Prepared:
+        """A page made ready; with ``offers`` (its host's learned selectors, :mod:`.learned`), its main text
+        by its template's selector where one vouches for it, else by trafilatura, with what it teaches."""
         started = time.perf_counter()
-        got = self.text_of(html, url)
+        if isinstance(html, bytes):
+            html = decode_html(html)
+        learnt: dict = {}
+        if self.learn and offers is not None:
+            got, learnt = self._learned_text(html, url, offers)
+        else:
+            got = self.text_of(html, url)
         seconds = time.perf_counter() - started
         declared = None
         if self.find_canonical:
-            declared = declared_canonical(html if isinstance(html, str) else decode_html(html), url)
-        return replace(self.from_extraction(got), extract_seconds=seconds, declared_canonical=declared)
+            declared = declared_canonical(html, url)
+        return replace(self.from_extraction(got), extract_seconds=seconds, declared_canonical=declared, **learnt)
+
+    def _learned_text(self, html: str, url: str | None, offers: dict[int, Offer]) -> tuple[Extraction, dict]:
+        """The page's text by its template's selector (checked against trafilatura on a sampled share of
+        pages), or by trafilatura with the lesson it teaches; and what to record of it in :class:`Prepared`."""
+        tree = parse(html)
+        if tree is None:
+            return self.text_of(html, url), {}
+        template = skeleton_key(tree)
+        offer = offers.get(template)
+        if offer is not None and offer.unstable:
+            return self.text_of(html, url), {"template": template}
+        if offer is not None:
+            text = replay(tree, offer)
+            if text:
+                if url is not None and sampled(url, offer.share):
+                    got = self.text_of(html, url)
+                    agreed = agreement(text, got.text) if got.method == "main" else 0.0
+                    learned = "agreed" if agreed >= self.learn_agreement else "disagreed"
+                    return got, {"template": template, "learned": learned, "agreement": agreed}
+                return self._replayed(tree, text), {"template": template, "learned": "replayed"}
+        got = self.text_of(html, url)
+        taught = lesson(tree, got.text) if got.method == "main" else None
+        return got, {"template": template, "learned": "refused" if offer is not None else "", "lesson": taught}
+
+    def _replayed(self, tree: object, text: str) -> Extraction:
+        """A replayed main text as :func:`~.extract.extract` would have returned trafilatura's."""
+        if len(text) < self.min_text_length:
+            return Extraction(text, "none", "too_little_text")
+        if self.with_page_text:
+            page = page_text_of(tree)
+            if len(text) <= TEMPLATE_MAX_SHARE * len(page):
+                return Extraction(text, "main", page_text=page)
+        return Extraction(text, "main")
 
     def text_of(self, html: str | bytes, url: str | None = None) -> Extraction:
         """The text a page is fingerprinted on (the costly step; the evaluator caches it)."""

@@ -26,6 +26,13 @@ added are the lowest). The cut of 0.25 sits between. The comparison is an estima
 2-shingles whatever algorithm fingerprints pages: the page fingerprint itself with the default MinHash,
 else a fixed sketch of the guard's own (MinHash, 64 permutations).
 
+**By template knowledge.** When templates are learned (:mod:`.learned`), each page carries its template's
+key, and a group is a host, a main text *and a template*: text repeated across different articles of one
+template is that template's; one article shown in two templates of a host (a story under two sections, a
+feature page and its article page) is an article, and its pages are near-duplicates, which a count of page
+texts around one main text would take for a template. A host whose extractor returns its navigation or a
+cookie wall for every page still trips the guard: its pages share a template as well as that text.
+
 State lives in the process that makes the decisions (the crawler, or the batch CLI's main process) and is
 bounded: the least recently used groups are forgotten.
 """
@@ -68,7 +75,7 @@ class TemplateGuard:
         self.repeats = repeats
         self.max_groups = max_groups
         self._sketcher = page_sketcher(algorithm)  # the same choice as the pipeline that made the sketches
-        self._groups: OrderedDict[tuple[str, int], _Group] = OrderedDict()
+        self._groups: OrderedDict[tuple[str, int, int | None], _Group] = OrderedDict()
         self.fired = 0
 
     def decide(self, key: str, url: str | None, prepared: Prepared) -> tuple[Prepared, list[tuple[str, Fingerprint]]]:
@@ -79,7 +86,7 @@ class TemplateGuard:
         host = (urlsplit(url).hostname or "").lower()
         if not host:
             return prepared, []
-        group_key = (host, prepared.main_key)
+        group_key = (host, prepared.main_key, prepared.template)
         group = self._groups.get(group_key)
         if group is None:
             group = self._groups[group_key] = _Group()

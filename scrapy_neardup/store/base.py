@@ -378,6 +378,19 @@ class Store(ABC):
         admitted.append(key)
         return True
 
+    # -- learned templates (scrapy_neardup.engine.learned) -------------------------------------------------
+    def save_selectors(self, records: Mapping[str, str]) -> None:
+        """Keep each template's learned selector, ``name`` (host and template key) -> its JSON, replacing the
+        one of that name: every process of a crawl, and the next crawl, start from what was learned. The
+        base class keeps them in this process only; a backend shared by processes overrides both calls
+        (SQLite, Redis do). :meth:`clear` forgets them."""
+        self.__dict__.setdefault("_selectors", {}).update(records)
+
+    def selectors(self) -> dict[str, str]:
+        """Every selector kept, name -> JSON (read by :meth:`~scrapy_neardup.engine.learned.Selector.from_json`,
+        which checks each field: store data is never trusted)."""
+        return dict(self.__dict__.get("_selectors", {}))
+
     # -- the books of each crawl (scrapy_neardup.store.books) -------------------------------------------
     def add_crawl_books(self, books: CrawlBooks) -> None:
         """Keep what one crawl process did, as JSON (the newest :data:`~.books.KEPT_CRAWLS`). The base class

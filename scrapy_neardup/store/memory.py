@@ -54,6 +54,7 @@ class MemoryStore(Store):
         self.__dict__.pop("_rule_table", None)
         self.__dict__.pop("_crawl_books", None)
         self.__dict__.pop("_budget", None)
+        self.__dict__.pop("_selectors", None)
         self.__init__()  # type: ignore[misc]
 
     def read_meta(self) -> dict[str, str] | None:

@@ -61,3 +61,35 @@ def slow_page(paragraphs=6000):
         )
         + "</body></html>"
     )
+
+
+#: A site's templates: each its own skeleton (classes, sidebars), the article inside a body element with a
+#: share bar, a related list and a comment thread that trafilatura drops.
+TEMPLATE_CLASSES = ("news", "sport", "culture")
+
+
+def templated_page(template, seed, article_seed=None, article_class="entry-content", extra_block="", footer_words=60):
+    """A page of template ``template`` (0, 1, 2) of one site, carrying article ``article_seed`` (default
+    ``seed``): navigation, a sidebar, a footer longer than the article's teaser lists, and inside the
+    article's element blocks that are not the article (trafilatura drops them). ``extra_block``: HTML put
+    inside the article's element, after its paragraphs (a template changed mid-crawl); ``footer_words``: the
+    footer's length (a long one makes the article under half of the page's text)."""
+    name = TEMPLATE_CLASSES[template]
+    r = random.Random(7000 + template)
+    nav = "".join(f"<li><a href='/{name}/{i}'>{name.title()} {r.choice(WORDS)} {i}</a></li>" for i in range(30))
+    side = "".join(f"<li><a href='/{name}/top/{i}'>Top {r.choice(WORDS)} {r.choice(WORDS)}</a></li>" for i in range(12))
+    foot = " ".join(f"{r.choice(WORDS)}{r.randint(0, 99)}" for _ in range(footer_words))
+    article = seed if article_seed is None else article_seed
+    paragraphs = "".join(f"<p>{story(article * 10 + k, 70)}.</p>" for k in range(4))
+    related = "".join(f"<li><a href='/{name}/r{seed}-{k}'>Read also {story(seed * 7 + k, 5)}</a></li>" for k in range(4))
+    return (
+        f"<html><head><title>{name} {article}</title></head><body class='{name}-site'>"
+        f"<header class='top-{name}'><nav><ul>{nav}</ul></nav></header>"
+        f"<div class='layout-{name}'><aside class='sidebar'><ul>{side}</ul></aside>"
+        f"<main class='main-{name}'><article class='post-{seed} post'><h1 class='headline'>Story {article}</h1>"
+        f"<div class='{article_class}'>{paragraphs}"
+        f"<div class='share-bar'><a href='/s/{seed}'>Share</a> <a href='/t/{seed}'>Tweet</a></div>"
+        f"<ul class='related'>{related}</ul>{extra_block}</div>"
+        f"<section class='comments'><h3>Comments</h3><p>Be the first to comment on {name} {seed}.</p></section>"
+        f"</article></main></div><footer class='foot-{name}'><p>{foot}</p></footer></body></html>"
+    )

@@ -55,7 +55,7 @@ class RedisStore(RedisIndex):
         return self._call(lambda: list(self.client.scan_iter(match=self.layout.pattern, count=10_000)))
 
     def clear(self) -> None:
-        own = [self._key(n) for n in ("meta", "seq", "count", "flight", "urlrules", "crawls", "budget")]
+        own = [self._key(n) for n in ("meta", "seq", "count", "flight", "urlrules", "crawls", "budget", "selectors")]
         keys = self._group_keys()
         self._call(self.client.delete, *own)
         for i in range(0, len(keys), self._BATCH):  # a key a command: a cluster refuses a DEL across slots
@@ -107,6 +107,15 @@ class RedisStore(RedisIndex):
         that processes asking at once never admit more than ``budget``."""
         admitted = self._call(self.client.eval, _ADMIT, 1, self._key("budget"), group, key, budget)
         return bool(int(admitted))
+
+    def save_selectors(self, records: Mapping[str, str]) -> None:
+        """One hash, ``P:selectors``: a field a template, its selector's JSON."""
+        if records:
+            self._call(self.client.hset, self._key("selectors"), mapping=dict(records))
+
+    def selectors(self) -> dict[str, str]:
+        raw = self._call(self.client.hgetall, self._key("selectors"))
+        return {field.decode(): value.decode() for field, value in raw.items()}
 
     def crawl_books(self) -> list[CrawlBooks]:
         return _read_books(self._call(self.client.lrange, self._key("crawls"), 0, -1))

@@ -28,7 +28,7 @@ APPLICATION_ID = 0x4E445550
 
 
 #: The tables of the layout; a database holding any other table is not ours.
-_TABLES = frozenset(("meta", "docs", "buckets", "staged", "url_rules", "crawls", "budget"))
+_TABLES = frozenset(("meta", "docs", "buckets", "staged", "url_rules", "crawls", "budget", "selectors"))
 
 
 _SCHEMA = """
@@ -55,6 +55,7 @@ CREATE TABLE IF NOT EXISTS url_rules (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS crawls (id INTEGER PRIMARY KEY, books TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS budget (grp TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (grp, key)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS selectors (name TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID;
 """
 
 

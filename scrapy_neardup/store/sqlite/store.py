@@ -130,6 +130,18 @@ class SqliteStore(SqliteFile):
         self._pending += 1
         return True
 
+    @translated
+    def save_selectors(self, records: Mapping[str, str]) -> None:
+        self.db.executemany(
+            "INSERT INTO selectors (name, record) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET record = excluded.record",
+            list(records.items()),
+        )
+        self._pending += 1
+
+    @translated_read
+    def selectors(self) -> dict[str, str]:
+        return dict(self.db.execute("SELECT name, record FROM selectors").fetchall())
+
     @translated_read
     def crawl_books(self) -> list[CrawlBooks]:
         return _read_books([text for (text,) in self.db.execute("SELECT books FROM crawls ORDER BY id")])
@@ -137,6 +149,7 @@ class SqliteStore(SqliteFile):
     @translated
     def clear(self) -> None:
         self.db.execute("DELETE FROM budget")
+        self.db.execute("DELETE FROM selectors")
         self.db.execute("DELETE FROM crawls")
         self.db.execute("DELETE FROM url_rules")
         self.db.execute("DELETE FROM buckets")

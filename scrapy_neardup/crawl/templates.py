@@ -1,0 +1,120 @@
+"""The crawl's learned templates (``NEARDUP_LEARN_TEMPLATES``): the learner of :mod:`scrapy_neardup.engine.learned`,
+its selectors shared through the store, and its counters.
+
+The reactor asks for a host's selectors before a page goes to a worker (:meth:`LearnedTemplates.offers`) and
+tells what the page's extraction found when it comes back (:meth:`LearnedTemplates.observe`); the store
+thread saves what changed and takes what other processes learned (:meth:`LearnedTemplates.sync`). One lock
+keeps the two threads apart; every call is a few dictionary operations.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from ..engine.learned import Offer, Selector, TemplateLearner
+from ..engine.urlrules import host_of
+from ..store import StoreError
+
+if TYPE_CHECKING:
+    from scrapy.statscollectors import StatsCollector
+
+    from ..engine.prepare import Prepared
+    from ..store import Store
+
+logger = logging.getLogger("scrapy_neardup")
+
+#: How often the store's selectors are read again (what other processes learned or retired), in seconds;
+#: what this process changed is saved at once when a selector is learned or retired, else this often.
+SYNC_SECS = 10.0
+
+
+class LearnedTemplates:
+    def __init__(self, learner: TemplateLearner, stats: StatsCollector) -> None:
+        self.learner = learner
+        self.stats = stats
+        self._lock = threading.Lock()
+        self._urgent = False
+        self._synced = 0.0
+
+    def offers(self, url: str | None) -> dict[int, Offer]:
+        """The selectors of the page's host, sent with it to a worker (empty: learn only)."""
+        host = host_of(url) if url else ""
+        if not host:
+            return {}
+        with self._lock:
+            return self.learner.offers(host)
+
+    def observe(self, url: str | None, prepared: Prepared) -> bool:
+        """Take what the page's extraction found; ``False`` when its text was replayed by a selector that
+        is no longer active (retired while the page was in a worker): its text is not vouched for, and the
+        page must be extracted again by trafilatura."""
+        host = host_of(url) if url else ""
+        if not host or prepared.template is None or prepared.reused:
+            return True  # a response with the bytes of another: that one taught what they teach
+        stats = self.stats
+        with self._lock:
+            if prepared.learned in ("replayed",) and not self.learner.active(host, prepared.template):
+                stats.inc_value("neardup/learned/stale")
+                return False
+            change = self.learner.observe(host, prepared.template, prepared.learned, prepared.lesson)
+            if change in ("learned", "retired", "unstable"):
+                self._urgent = True
+        stats.inc_value("neardup/learned/" + (prepared.learned or "trafilatura"))
+        if change:
+            stats.inc_value("neardup/learned/" + change)
+            if change in ("retired", "unstable"):
+                logger.info(
+                    "scrapy-neardup: the learned template %x of %s is %s: a check against trafilatura "
+                    "disagreed on %s (agreement %.3f)",
+                    prepared.template,
+                    host,
+                    "retired" if change == "retired" else "unstable (trafilatura only from now on)",
+                    url,
+                    prepared.agreement,
+                )
+        return True
+
+    def sync(self, store: Store, force: bool = False) -> None:
+        """Store thread: save what changed, read what other processes learned (every ``SYNC_SECS``, at once
+        after a selector was learned or retired, or when ``force``)."""
+        now = time.monotonic()
+        with self._lock:
+            if not (force or self._urgent or now - self._synced >= SYNC_SECS):
+                return
+            self._urgent = False
+            self._synced = now
+            changed = self.learner.take_changes()
+        try:
+            if changed:
+                store.save_selectors({f"{s.host}\t{s.template:x}": s.to_json() for s in changed})
+            stored = store.selectors()
+        except StoreError as exc:  # an economy: the crawl goes on with what this process knows
+            logger.warning("scrapy-neardup: the learned templates could not be shared: %s", exc)
+            return
+        self.adopt(stored)
+
+    def adopt(self, stored: dict[str, str]) -> None:
+        records = []
+        for text in stored.values():
+            record = Selector.from_json(text)
+            if record is None:
+                self.stats.inc_value("neardup/learned/unreadable")
+                continue
+            records.append(record)
+        with self._lock:
+            before = self.learner.foreign
+            taken = self.learner.adopt(records)
+            foreign = self.learner.foreign - before
+        if taken:
+            self.stats.inc_value("neardup/learned/adopted", taken)
+        if foreign:
+            self.stats.set_value("neardup/learned/foreign", foreign)
+
+    def close(self, store: Store) -> None:
+        self.sync(store, force=True)
+        with self._lock:
+            active = sum(1 for s in self.learner.selectors() if s.usable)
+        self.stats.set_value("neardup/learned/selectors", active)

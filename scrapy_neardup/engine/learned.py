@@ -1,0 +1,585 @@
+"""Main content by learned templates: trafilatura's decision, learned once per template, replayed by lexbor.
+
+A site serves thousands of pages from one template, and trafilatura (Barbaresi, ACL 2021) makes the same
+decision on each: where the article sits, and which blocks inside it (share bars, related lists, comment
+threads) are not the article. This module learns that decision from the pages trafilatura has extracted
+and replays it on later pages of the template with a fast parser (lexbor, through selectolax), at a
+twentieth of the cost.
+
+* **The template** of a page is its host and its *skeleton*: the set of tag/class paths of the page's upper
+  levels (:data:`SKELETON_DEPTH`), the part pages of one template share and the article does not change.
+  This is the page-level idea of template detection by shared structure (Bar-Yossef & Rajagopalan, WWW
+  2002: pagelets shared by many pages of a site are its template; Yi, Liu & Li, KDD 2003: a site style
+  tree, where the presentation styles shared by many pages are noise).
+* **A lesson** (:func:`lesson`) is what one page teaches, given trafilatura's text of it: the element that
+  holds that text (the deepest element holding :data:`COVERS` of its word pairs), and, below it, each block
+  path trafilatura kept or dropped, down to :data:`DECISION_DEPTH` levels: the blocks' text decides, as in
+  boilerpipe's block classification (Kohlschütter, Fankhauser & Nejdl, WSDM 2010), except that the label
+  comes from trafilatura, not from shallow features. A lesson counts only if replaying it on its own page
+  reproduces trafilatura's text (:func:`agreement` ≥ the bound).
+* **A selector** (:class:`Selector`) is the lessons of one template that agree on where the article sits,
+  merged. Replayed (:func:`replay`), it refuses a page where the article element is not found as learned,
+  or where a block under it has text at a path no lesson decided: such a page goes to trafilatura, and
+  teaches the selector that path.
+
+Why a Jaccard bound is the right test: Jaccard distance is a metric, so a text ``A'`` within ``ε`` of
+trafilatura's ``A`` is within ``d(A, B) ± ε`` of any other text ``B``: replacing ``A`` by ``A'`` can change
+a verdict only for a pair whose similarity is within ``ε`` of the threshold.
+
+Nothing of a page is executed: lexbor parses it; only the selector's own data (paths, decisions) is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import mmh3
+
+#: The learned format; a selector of another version is never replayed.
+LEARNER_VERSION = 1
+#: Levels below ``<body>`` whose element paths make a page's skeleton (its template key).
+SKELETON_DEPTH = 3
+#: The article element is the deepest that holds at least this share of trafilatura's word pairs.
+COVERS = 0.9
+#: Levels below the article element at which blocks are decided (deeper elements follow their block).
+DECISION_DEPTH = 3
+#: A block whose word pairs are at least this share in trafilatura's text is kept; at most ``DROPPED``, dropped;
+#: in between it is decided by its children (or kept, at ``DECISION_DEPTH``).
+KEPT, DROPPED = 0.9, 0.1
+#: A lesson, or a replay checked against trafilatura, must reproduce its text to this word-pair Jaccard.
+AGREEMENT = 0.95
+#: Class and id tokens longer than this, or with a digit in them, are page-specific (``post-1234``): not kept.
+_MAX_TOKEN = 32
+_TOKEN = re.compile(r"^[A-Za-z_-][A-Za-z_-]*$")
+_WORD = re.compile(r"\w+")
+#: Elements whose content is never page text.
+_SILENT = frozenset(("script", "style", "noscript", "template", "svg", "head", "iframe", "object", "canvas"))
+#: Elements whose text is not glued to the text around them.
+_INLINE = frozenset(
+    ("a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "dfn", "em", "font", "i", "kbd", "mark", "q",
+     "s", "samp", "small", "span", "strong", "sub", "sup", "time", "u", "var", "wbr", "del", "ins")
+)  # fmt: skip
+
+
+def words(text: str) -> list[str]:
+    """The words of a text, case folded: what :func:`agreement` compares."""
+    return _WORD.findall(text.casefold())
+
+
+def word_pairs(tokens: list[str]) -> set[tuple[str, ...]]:
+    """Word 2-shingles (a single word for a one-word text): the unit the fingerprints are taken on."""
+    if len(tokens) < 2:
+        return {tuple(tokens)} if tokens else set()
+    return set(zip(tokens, tokens[1:]))
+
+
+def agreement(a: str, b: str) -> float:
+    """Jaccard similarity of two texts' word pairs (1.0 for two empty texts)."""
+    pa, pb = word_pairs(words(a)), word_pairs(words(b))
+    if not pa and not pb:
+        return 1.0
+    return len(pa & pb) / len(pa | pb)
+
+
+def _step(node: Any) -> str:
+    """An element's step in a path: its tag, its stable id and its stable classes, in a CSS form."""
+    attrs = node.attributes
+    step = node.tag
+    ident = attrs.get("id") or ""
+    if ident and len(ident) <= _MAX_TOKEN and _TOKEN.match(ident):
+        step += "#" + ident
+    classes = sorted({c for c in (attrs.get("class") or "").split() if len(c) <= _MAX_TOKEN and _TOKEN.match(c)})
+    return step + "".join("." + c for c in classes)
+
+
+def _elements(node: Any) -> Iterator[Any]:
+    child = node.child
+    while child is not None:
+        tag = child.tag
+        if tag and tag[0] not in "-_" and tag not in _SILENT:
+            yield child
+        child = child.next
+
+
+def parse(html: str) -> Any:
+    """The page's lexbor tree (selectolax), or ``None`` when it has no body."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    try:
+        tree = LexborHTMLParser(html)
+    except Exception:  # a page is never lost for its markup: it goes to trafilatura
+        return None
+    return tree if tree.body is not None else None
+
+
+def page_text_of(tree: Any) -> str:
+    """The page's whole visible text (what the template guard compares), blocks separated."""
+    return _text(tree.body)
+
+
+def skeleton_key(tree: Any) -> int:
+    """The template key of a page (without its host): a 64-bit hash of the set of element paths of its
+    upper ``SKELETON_DEPTH`` levels. A set, so that how many items a list has changes nothing."""
+    paths: set[str] = set()
+    level = [("", tree.body)]
+    for _ in range(SKELETON_DEPTH):
+        below = []
+        for path, node in level:
+            for child in _elements(node):
+                child_path = path + ">" + _step(child)
+                paths.add(child_path)
+                below.append((child_path, child))
+        level = below
+    return mmh3.hash64("\n".join(sorted(paths)), 0x7E3B, signed=False)[0]
+
+
+def _text(node: Any, skip: Any = None) -> str:
+    """The visible text under ``node``, blocks separated, white space folded; ``skip(path, element)`` may
+    leave out a subtree (``True``) or refuse the page (raises :class:`_Unknown`)."""
+    out: list[str] = []
+    _collect(node, "", 0, skip, out)
+    return " ".join(" ".join(out).split())
+
+
+class _Unknown(Exception):
+    """A block with text at a path no lesson decided."""
+
+
+def _collect(node: Any, path: str, depth: int, skip: Any, out: list[str]) -> None:
+    """``skip(path, element)`` says of each element down to ``DECISION_DEPTH``: ``True`` leave it out,
+    ``False`` keep it whole (no decision below), ``None`` go on deciding below it."""
+    child = node.child
+    while child is not None:
+        tag = child.tag
+        if tag == "-text":
+            out.append(child.text_content or "")
+        elif tag and tag[0] not in "-_" and tag not in _SILENT:
+            below = skip
+            child_path = path
+            if skip is not None and depth < DECISION_DEPTH:
+                child_path = path + ">" + _step(child)
+                dropped = skip(child_path, child)
+                if dropped:
+                    child = child.next
+                    continue
+                if dropped is False:
+                    below = None
+            if tag in _INLINE:
+                _collect(child, child_path, depth + 1, below, out)
+            else:
+                out.append(" ")
+                _collect(child, child_path, depth + 1, below, out)
+                out.append(" ")
+        child = child.next
+
+
+@dataclass(frozen=True)
+class Locator:
+    """Where a template's article element is: a CSS path from ``<body>``, which match it is, of how many."""
+
+    css: str
+    index: int
+    matches: int
+
+    def find(self, tree: Any) -> Any:
+        try:
+            found = tree.css(self.css)
+        except Exception:  # a path lexbor cannot read is not this page's template
+            return None
+        return found[self.index] if len(found) == self.matches else None
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """What one page teaches: where its article element is, each block path below it kept (``True``) or
+    dropped, and how well replaying just this lesson reproduces trafilatura's text on the page."""
+
+    locator: Locator
+    decisions: Mapping[str, bool]
+    agreement: float
+
+    def to_wire(self) -> tuple:
+        return (self.locator.css, self.locator.index, self.locator.matches, dict(self.decisions), self.agreement)
+
+    @classmethod
+    def from_wire(cls, wire: tuple) -> Lesson:
+        css, index, matches, decisions, agreed = wire
+        return cls(Locator(css, index, matches), decisions, agreed)
+
+
+def _share_in(tokens: list[str], pairs: set[tuple[str, ...]], main_words: set[str]) -> float:
+    if len(tokens) < 2:
+        return 1.0 if tokens and tokens[0] in main_words else 0.0
+    own = word_pairs(tokens)
+    return len(own & pairs) / len(own)
+
+
+def _article_element(tree: Any, pairs: set[tuple[str, ...]]) -> tuple[Any, str] | None:
+    """The deepest element holding ``COVERS`` of trafilatura's word pairs, with its CSS path from body."""
+    node, css = tree.body, "body"
+    while True:
+        best = None
+        for child in _elements(node):
+            covered = word_pairs(words(_text(child))) & pairs
+            if len(covered) >= COVERS * len(pairs):
+                best = child
+                break
+        if best is None:
+            return (node, css) if node is not tree.body else None
+        node, css = best, css + " > " + _step(best)
+
+
+def lesson(tree: Any, main: str) -> Lesson | None:
+    """What this page, whose trafilatura text is ``main``, teaches about its template; ``None`` when its
+    text is not found in one element, or the lesson does not reproduce it (:data:`AGREEMENT`)."""
+    tokens = words(main)
+    pairs = word_pairs(tokens)
+    if len(pairs) < 8:
+        return None
+    found = _article_element(tree, pairs)
+    if found is None:
+        return None
+    article, css = found
+    try:
+        matches = tree.css(css)
+    except Exception:  # an odd class lexbor's selector reader refuses: no lesson from this page
+        return None
+    index = next((i for i, m in enumerate(matches) if m.mem_id == article.mem_id), -1)
+    if index < 0:
+        return None
+    main_words = set(tokens)
+    decisions: dict[str, bool] = {}
+
+    def decide(node: Any, path: str, depth: int) -> None:
+        for child in _elements(node):
+            child_path = path + ">" + _step(child)
+            child_words = words(_text(child))
+            if not child_words:
+                continue
+            share = _share_in(child_words, pairs, main_words)
+            if share >= KEPT or (depth + 1 >= DECISION_DEPTH and share > DROPPED):
+                _decided(decisions, child_path, True)
+            elif share <= DROPPED:
+                _decided(decisions, child_path, False)
+            else:
+                before = len(decisions)
+                decide(child, child_path, depth + 1)
+                if len(decisions) == before:  # a mixed block whose text is its own, not its children's
+                    _decided(decisions, child_path, True)
+
+    decide(article, "", 0)
+    learned = Lesson(Locator(css, index, len(matches)), decisions, 0.0)
+    text = replay_element(article, decisions)
+    if text is None:
+        return None
+    return replace(learned, agreement=agreement(text, main))
+
+
+def _decided(decisions: dict[str, bool], path: str, keep: bool) -> None:
+    """One page's decision for a path: a path met twice on one page (two lists of one class) is kept if
+    either is, so that no text is lost on the strength of one page."""
+    decisions[path] = decisions.get(path, False) or keep
+
+
+def replay_element(article: Any, decisions: Mapping[str, bool]) -> str | None:
+    """The article element's text with the dropped blocks left out; ``None`` when a block with text is at
+    a path no lesson decided, or at one that lessons decided both ways (absent from ``decisions``)."""
+    prefixes = {p[: i] for p in decisions for i in range(len(p)) if p[i] == ">" and i}
+
+    def skip(path: str, element: Any) -> bool | None:
+        keep = decisions.get(path)
+        if keep is not None:
+            return not keep
+        if path in prefixes:
+            return None  # a mixed block: its children are decided
+        if words(_text(element)):
+            raise _Unknown(path)
+        return True
+
+    try:
+        return _text(article, skip)
+    except _Unknown:
+        return None
+
+
+@dataclass(frozen=True)
+class Selector:
+    """A template's learned extraction, as the store keeps it (JSON, never pickled).
+
+    ``host`` and ``template`` (:func:`skeleton_key`) name the template; ``locator`` and ``decisions`` are the
+    merged lessons (a path the lessons decided both ways is left out: a page with text there goes to
+    trafilatura); ``extractor`` names what it reproduces (:func:`extractor_id`): a selector of another
+    extractor, version or setting is never used. ``state``: ``active`` (replayed, verified by sampling),
+    ``retired`` (a verification disagreed: learned again) or ``unstable`` (retired too often: trafilatura
+    only). ``served``: pages replayed; ``verified``: replays checked against trafilatura and found to agree;
+    ``retired``: how often the template's selector was retired.
+    """
+
+    host: str
+    template: int
+    locator: Locator
+    decisions: Mapping[str, bool]
+    extractor: str
+    state: str = "active"
+    served: int = 0
+    verified: int = 0
+    retired: int = 0
+    conflicts: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def usable(self) -> bool:
+        return self.state == "active"
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "v": LEARNER_VERSION,
+                "host": self.host,
+                "template": self.template,
+                "css": self.locator.css,
+                "index": self.locator.index,
+                "matches": self.locator.matches,
+                "decisions": dict(self.decisions),
+                "conflicts": sorted(self.conflicts),
+                "extractor": self.extractor,
+                "state": self.state,
+                "served": self.served,
+                "verified": self.verified,
+                "retired": self.retired,
+            },
+            separators=(",", ":"),
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Selector | None:
+        """A stored selector, or ``None`` when the record is not one this version reads (checked field by
+        field: store data is data, never trusted)."""
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict) or data.get("v") != LEARNER_VERSION:
+                return None
+            decisions = data["decisions"]
+            ok = (
+                isinstance(data["host"], str)
+                and isinstance(data["template"], int)
+                and isinstance(data["css"], str)
+                and isinstance(data["index"], int)
+                and isinstance(data["matches"], int)
+                and 0 <= data["index"] < data["matches"]
+                and isinstance(decisions, dict)
+                and all(isinstance(k, str) and isinstance(v, bool) for k, v in decisions.items())
+                and isinstance(data["conflicts"], list)
+                and all(isinstance(c, str) for c in data["conflicts"])
+                and isinstance(data["extractor"], str)
+                and data["state"] in ("active", "retired", "unstable")
+                and all(isinstance(data[n], int) and data[n] >= 0 for n in ("served", "verified", "retired"))
+            )
+            if not ok:
+                return None
+            return cls(
+                data["host"],
+                data["template"],
+                Locator(data["css"], data["index"], data["matches"]),
+                decisions,
+                data["extractor"],
+                data["state"],
+                data["served"],
+                data["verified"],
+                data["retired"],
+                frozenset(data["conflicts"]),
+            )
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+def extractor_id(favor: str, fast: bool) -> str:
+    """What a selector reproduces: trafilatura's version and the settings it ran with, and this learner's."""
+    from importlib.metadata import version
+
+    return f"trafilatura {version('trafilatura')} favor={favor} fast={int(fast)} learner={LEARNER_VERSION}"
+
+
+def merge(selector_decisions: Mapping[str, bool], conflicts: frozenset[str], taught: Mapping[str, bool]) -> tuple[dict[str, bool], frozenset[str]]:
+    """A template's decisions with one more lesson's: a path decided both ways becomes a conflict (neither
+    kept nor dropped: a page with text there goes to trafilatura)."""
+    merged = dict(selector_decisions)
+    clashes = set(conflicts)
+    for path, keep in taught.items():
+        if path in clashes:
+            continue
+        known = merged.get(path)
+        if known is None:
+            merged[path] = keep
+        elif known != keep:
+            del merged[path]
+            clashes.add(path)
+    return merged, frozenset(clashes)
+
+
+def replay(tree: Any, offer: Offer) -> str | None:
+    """The page's main text by its template's selector; ``None`` when the selector refuses the page."""
+    article = offer.locator.find(tree)
+    if article is None:
+        return None
+    return replay_element(article, offer.decisions)
+
+
+def verify_share(served: int) -> float:
+    """The share of a selector's pages also extracted by trafilatura to check it: all of its first, fewer
+    as it proves itself, never under 1/32."""
+    return max(1 / 32, 1 / (2 + served))
+
+
+def sampled(url: str, share: float) -> bool:
+    """Whether this page is one of the ``share`` checked: decided by its URL, the same in every process."""
+    return mmh3.hash(url, 0x5A3B, signed=False) < share * 2**32
+
+
+@dataclass(frozen=True)
+class Offer:
+    """A template's selector as sent with a page of its host: replay it (checked against trafilatura for
+    ``share`` of the pages), or, ``unstable``, neither replay nor learn: trafilatura only."""
+
+    template: int
+    locator: Locator
+    decisions: Mapping[str, bool]
+    share: float
+    unstable: bool = False
+
+
+#: A template's selector is retired for good (``unstable``: trafilatura only) after this many retirements.
+MAX_RETIREMENTS = 3
+
+
+class TemplateLearner:
+    """The crawl's learned templates: lessons gathered per template until ``lessons`` agree on where the
+    article sits, then an active selector, its pages counted, retired when a check disagrees.
+
+    State of the deciding process; the selectors are shared through the store (:meth:`adopt`,
+    :meth:`take_changes`), lessons are not (each process learns from its own pages; the first selector
+    saved is the one every process adopts). ``max_templates`` bounds the lessons kept (the oldest forgotten).
+    """
+
+    def __init__(self, extractor: str, lessons: int = 3, agreement_bound: float = AGREEMENT, max_templates: int = 100_000) -> None:
+        self.extractor = extractor
+        self.lessons_needed = lessons
+        self.agreement_bound = agreement_bound
+        self.max_templates = max_templates
+        self._selectors: dict[tuple[str, int], Selector] = {}
+        self._lessons: dict[tuple[str, int], list[Lesson]] = {}
+        self._offers: dict[str, dict[int, Offer]] = {}
+        self._changed: dict[tuple[str, int], Selector] = {}
+        self.foreign = 0
+
+    # -- what a page of a host is sent with --------------------------------------------------------------
+    def offers(self, host: str) -> dict[int, Offer]:
+        cached = self._offers.get(host)
+        if cached is None:
+            cached = self._offers[host] = {
+                s.template: Offer(
+                    s.template, s.locator, s.decisions, verify_share(s.served), unstable=s.state == "unstable"
+                )
+                for (h, _), s in self._selectors.items()
+                if h == host and s.state in ("active", "unstable")
+            }
+        return cached
+
+    def active(self, host: str, template: int) -> bool:
+        selector = self._selectors.get((host, template))
+        return selector is not None and selector.usable
+
+    def selectors(self) -> list[Selector]:
+        return list(self._selectors.values())
+
+    # -- what a page taught -------------------------------------------------------------------------------
+    def observe(self, host: str, template: int | None, learned: str, taught: Lesson | None) -> str:
+        """Take what a page's extraction found (``learned``: ``replayed``, ``agreed``, ``disagreed``, or
+        ``""`` for trafilatura alone; ``taught``: its lesson); returns what changed: ``learned`` (a new
+        selector), ``extended``, ``retired``, ``unstable`` or ``""``."""
+        if template is None:
+            return ""
+        key = (host, template)
+        selector = self._selectors.get(key)
+        if learned in ("replayed", "agreed") and selector is not None and selector.usable:
+            self._put(key, replace(selector, served=selector.served + 1, verified=selector.verified + (learned == "agreed")), offers=learned == "agreed" or selector.served < 64)
+            return ""
+        if learned == "disagreed" and selector is not None and selector.usable:
+            retired = selector.retired + 1
+            state = "unstable" if retired >= MAX_RETIREMENTS else "retired"
+            self._put(key, replace(selector, state=state, retired=retired))
+            self._lessons.pop(key, None)
+            return state if state == "unstable" else "retired"
+        if taught is None or taught.agreement < self.agreement_bound:
+            return ""
+        if selector is not None and selector.usable:
+            if taught.locator != selector.locator:
+                return ""
+            decisions, conflicts = merge(selector.decisions, selector.conflicts, taught.decisions)
+            if decisions == selector.decisions and conflicts == selector.conflicts:
+                return ""
+            self._put(key, replace(selector, decisions=decisions, conflicts=conflicts))
+            return "extended"
+        if selector is not None and selector.state == "unstable":
+            return ""
+        gathered = self._lessons.setdefault(key, [])
+        gathered.append(taught)
+        if len(self._lessons) > self.max_templates:
+            self._lessons.pop(next(iter(self._lessons)))
+        agreeing = [x for x in gathered if x.locator == taught.locator]
+        if len(agreeing) < self.lessons_needed:
+            return ""
+        decisions: dict[str, bool] = {}
+        conflicts: frozenset[str] = frozenset()
+        for x in agreeing:
+            decisions, conflicts = merge(decisions, conflicts, x.decisions)
+        self._lessons.pop(key, None)
+        self._put(
+            key,
+            Selector(
+                host,
+                template,
+                taught.locator,
+                decisions,
+                self.extractor,
+                retired=selector.retired if selector is not None else 0,
+                conflicts=conflicts,
+            ),
+        )
+        return "learned"
+
+    def _put(self, key: tuple[str, int], selector: Selector, offers: bool = True) -> None:
+        self._selectors[key] = selector
+        self._changed[key] = selector
+        if offers:
+            self._offers.pop(key[0], None)
+
+    # -- shared through the store ---------------------------------------------------------------------------
+    def adopt(self, records: list[Selector]) -> int:
+        """Take the store's selectors: one of another extractor is never used (counted in ``foreign``); a
+        stored one replaces ours when we have none, or when it was retired more often (another process met
+        a disagreement). Returns how many were taken."""
+        taken = 0
+        for record in records:
+            if record.extractor != self.extractor:
+                self.foreign += 1
+                continue
+            key = (record.host, record.template)
+            ours = self._selectors.get(key)
+            if key in self._changed and (ours is None or ours.retired >= record.retired):
+                continue  # ours is newer: it is saved next
+            if ours is None or record.retired > ours.retired or (not ours.usable and record.usable and record.retired >= ours.retired):
+                self._selectors[key] = record
+                self._offers.pop(record.host, None)
+                taken += 1
+        return taken
+
+    def take_changes(self) -> list[Selector]:
+        """The selectors changed since the last call, for the store."""
+        changed = list(self._changed.values())
+        self._changed.clear()
+        return changed

@@ -1,0 +1,160 @@
+"""Learned templates (scrapy_neardup.engine.learned): lessons from trafilatura's text, selectors replayed by
+lexbor, what a replay refuses, the learner's life of a selector, and its record in the store."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers.sitegen import templated_page
+
+from scrapy_neardup.engine import learned
+from scrapy_neardup.engine.algorithms.minhash import MinHashLSH
+from scrapy_neardup.engine.extract import main_text
+from scrapy_neardup.engine.learned import Offer, Selector, TemplateLearner
+from scrapy_neardup.engine.prepare import DocumentPipeline
+from scrapy_neardup.engine.template import TemplateGuard
+
+EXTRACTOR = "trafilatura test favor=recall fast=0 learner=1"
+
+
+def taught(page: str) -> learned.Lesson:
+    found = learned.lesson(learned.parse(page), main_text(page))
+    assert found is not None
+    return found
+
+
+def learnt(template: int = 0, pages=range(3)) -> tuple[TemplateLearner, int]:
+    learner = TemplateLearner(EXTRACTOR, lessons=len(pages))
+    key = learned.skeleton_key(learned.parse(templated_page(template, 0)))
+    changes = [learner.observe("site.test", key, "", taught(templated_page(template, seed))) for seed in pages]
+    assert changes[-1] == "learned" and set(changes[:-1]) == {""}
+    return learner, key
+
+
+def test_pages_of_one_template_share_a_key_and_other_templates_do_not():
+    keys = {t: {learned.skeleton_key(learned.parse(templated_page(t, seed))) for seed in range(5)} for t in range(3)}
+    assert all(len(k) == 1 for k in keys.values())
+    assert len(set.union(*keys.values())) == 3
+
+
+def test_a_selector_learned_from_three_pages_reproduces_trafilatura_on_a_fourth():
+    learner, key = learnt()
+    offer = learner.offers("site.test")[key]
+    page = templated_page(0, 41)
+    replayed = learned.replay(learned.parse(page), offer)
+    assert replayed is not None
+    assert learned.agreement(replayed, main_text(page)) >= learned.AGREEMENT
+    assert "Read also" not in replayed and "Share" not in replayed  # the blocks trafilatura drops
+
+
+def test_a_replay_refuses_a_page_with_text_where_no_lesson_looked_and_one_without_the_article_element():
+    learner, key = learnt()
+    offer = learner.offers("site.test")[key]
+    poll = "<div class='poll'>Vote now on the river harvest question of the week, it only takes a minute.</div>"
+    assert learned.replay(learned.parse(templated_page(0, 41, extra_block=poll)), offer) is None
+    assert learned.replay(learned.parse(templated_page(0, 41, article_class="body-text")), offer) is None
+
+
+def test_lessons_that_disagree_on_the_article_element_make_no_selector():
+    learner = TemplateLearner(EXTRACTOR, lessons=3)
+    lessons = [taught(templated_page(0, 1)), taught(templated_page(0, 2, article_class="body-text")), taught(templated_page(0, 3))]
+    assert [learner.observe("site.test", 7, "", one) for one in lessons] == ["", "", ""]
+    assert learner.offers("site.test") == {}
+
+
+def test_a_disagreeing_check_retires_the_selector_and_three_retirements_leave_the_template_to_trafilatura():
+    learner, key = learnt()
+    assert learner.observe("site.test", key, "replayed", None) == ""
+    assert learner.observe("site.test", key, "disagreed", None) == "retired"
+    assert learner.offers("site.test") == {} and not learner.active("site.test", key)
+    for round_ in (2, 3):
+        for seed in range(3):
+            learner.observe("site.test", key, "", taught(templated_page(0, 10 * round_ + seed)))
+        assert learner.active("site.test", key)
+        change = learner.observe("site.test", key, "disagreed", None)
+    assert change == "unstable"
+    assert learner.offers("site.test")[key].unstable
+    assert learner.observe("site.test", key, "", taught(templated_page(0, 99))) == ""  # never learned again
+
+
+def test_checks_thin_out_as_a_selector_serves_and_are_decided_by_the_url():
+    assert learned.verify_share(0) == 0.5 and learned.verify_share(10_000) == 1 / 32
+    urls = [f"https://site.test/a/{i}" for i in range(4000)]
+    assert 0.2 < sum(learned.sampled(u, 0.25) for u in urls) / len(urls) < 0.3
+    assert [learned.sampled(u, 0.25) for u in urls[:50]] == [learned.sampled(u, 0.25) for u in urls[:50]]
+
+
+def test_a_selector_record_round_trips_as_json_and_anything_else_is_refused():
+    learner, key = learnt()
+    selector = learner.selectors()[0]
+    assert Selector.from_json(selector.to_json()) == selector
+    record = json.loads(selector.to_json())
+    for broken in (
+        {**record, "v": 99},
+        {**record, "decisions": {">p": "yes"}},
+        {**record, "index": 5, "matches": 1},
+        {**record, "state": "trusted"},
+        {**record, "served": -1},
+    ):
+        assert Selector.from_json(json.dumps(broken)) is None
+    assert Selector.from_json(b"\x80\x04\x95pickle") is None
+    assert Selector.from_json("[1, 2]") is None
+
+
+def test_the_store_s_selectors_of_another_extractor_are_never_used():
+    learner, key = learnt()
+    theirs = [Selector(s.host, s.template, s.locator, s.decisions, "trafilatura 1.0 favor=recall fast=0 learner=1") for s in learner.selectors()]
+    fresh = TemplateLearner(EXTRACTOR)
+    assert fresh.adopt(theirs) == 0 and fresh.foreign == 1 and fresh.offers("site.test") == {}
+    assert fresh.adopt(learner.selectors()) == 1 and key in fresh.offers("site.test")
+
+
+def test_a_retirement_another_process_saved_is_taken():
+    mine, key = learnt()
+    theirs, _ = learnt()
+    theirs.observe("site.test", key, "disagreed", None)
+    mine.take_changes()
+    assert mine.adopt(theirs.take_changes()) == 1
+    assert not mine.active("site.test", key)
+
+
+def test_the_pipeline_replays_checks_a_sampled_share_and_teaches_without_a_selector():
+    learner, key = learnt()
+    pipeline = DocumentPipeline(MinHashLSH(threshold=0.8), learn=True)
+    page = templated_page(0, 55)
+    first = pipeline.from_html(page, "https://site.test/a/55", {})
+    assert first.template == key and first.learned == "" and first.lesson is not None
+    offer = learner.offers("site.test")[key]
+    replayed = pipeline.from_html(page, "https://site.test/a/55", {key: Offer(key, offer.locator, offer.decisions, 0.0)})
+    assert replayed.learned == "replayed" and replayed.lesson is None
+    checked = pipeline.from_html(page, "https://site.test/a/55", {key: Offer(key, offer.locator, offer.decisions, 1.0)})
+    assert checked.learned == "agreed" and checked.agreement >= learned.AGREEMENT
+    assert checked.fingerprint is not None and first.fingerprint is not None
+    assert checked.fingerprint.signature == first.fingerprint.signature  # trafilatura's text was filed
+    similarity = pipeline.algorithm.similarity(replayed.fingerprint.signature, first.fingerprint.signature)
+    assert similarity >= 0.9
+
+
+def test_the_guard_takes_one_article_in_two_templates_for_an_article_and_a_repeated_block_for_a_template():
+    pipeline = DocumentPipeline(MinHashLSH(threshold=0.8), learn=True, with_page_text=True)
+    guard = TemplateGuard(2, algorithm=pipeline.algorithm)
+    # One article under two sections: its main text is at most half of each page, the page texts differ.
+    crossposted = [pipeline.from_html(templated_page(t, 5, article_seed=5, footer_words=900), f"https://site.test/{t}/5", {}) for t in (0, 1)]
+    assert all(p.main_key is not None for p in crossposted)
+    assert crossposted[0].main_key == crossposted[1].main_key and crossposted[0].template != crossposted[1].template
+    assert [guard.decide(f"k{t}", f"https://site.test/{t}/5", p)[0].method for t, p in enumerate(crossposted)] == ["main", "main"]
+    # The same text for different articles of one template (a cookie wall): the template's text.
+    walls = [p for p in (pipeline.from_html(templated_page(0, s, article_seed=900, footer_words=900), f"https://site.test/w/{s}", {}) for s in (1, 2))]
+    methods = [guard.decide(f"w{i}", f"https://site.test/w/{i}", replace_page(p, i)) for i, p in enumerate(walls)]
+    assert methods[-1][0].method == "template" and methods[-1][1]
+
+
+def replace_page(prepared, i):
+    """Around the same main text, the page text of a different article (what a template block looks like)."""
+    from dataclasses import replace
+
+    from helpers.sitegen import story
+
+    page = MinHashLSH(threshold=0.8).fingerprint(story(300 + i, 900))
+    return replace(prepared, page_fingerprint=page, page_sketch=page.signature)
