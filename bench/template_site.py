@@ -4,10 +4,11 @@
 
 neardup-dev has few pages a host, as a labelled set must; a real crawl meets thousands of pages of one
 template. This builds a set that has both the real templates and many pages of each: ``--templates`` real
-pages of neardup-dev (originals of distinct hosts whose article sits in one element) keep their whole page
-(navigation, sidebars, comments, related lists, footer) and have their article, the paragraphs trafilatura
-extracts, replaced by other real articles' paragraphs (``--per`` a template, each article once), the page's
-``<h1>`` and ``<title>`` by the article's title. As the set's ``syndicate`` pages are made, here by
+pages of neardup-dev (originals of distinct hosts whose article sits in one element, and where trafilatura
+finds another article put in its place) keep their whole page (navigation, sidebars, comments, related
+lists, footer) and have their article, the paragraphs trafilatura extracts, replaced by other real
+articles' paragraphs (``--per`` a template, each article once, one original a cluster of neardup-dev), the
+page's ``<h1>`` and ``<title>`` by the article's title. As the set's ``syndicate`` pages are made, here by
 template (Bar-Yossef & Rajagopalan, WWW 2002: a template is what many pages of a site share).
 
 Near-duplicate copies, each labelled with its article: 10 % of the articles *crossposted* (the same article
@@ -81,7 +82,11 @@ def extracts_articles(doc: lxml.html.HtmlElement, found: tuple, articles: list[t
     for title, paragraphs in articles[:2]:
         got = main_text(fill(doc, path, title, paragraphs).decode())
         article, extracted = word_pairs(words(" ".join(paragraphs))), word_pairs(words(got))
-        if not extracted or len(article & extracted) < 0.9 * len(article) or len(article & extracted) < 0.8 * len(extracted):
+        if (
+            not extracted
+            or len(article & extracted) < 0.9 * len(article)
+            or len(article & extracted) < 0.8 * len(extracted)
+        ):
             for p in ps:
                 del p.attrib["data-article"]
             return False
@@ -120,11 +125,14 @@ def build(dataset: str, out: str, templates: int, per: int, seed: int = 7) -> di
     rng = random.Random(seed)
     rows = [r for r in load_manifest(os.path.join(dataset, "manifest.jsonl")) if r["kind"] == "original"]
     rng.shuffle(rows)
-    pages: dict[str, tuple[str, str]] = {}
     chosen: list[tuple[lxml.html.HtmlElement, str, str]] = []  # template doc, container path, source host
     articles: list[tuple[str, list[str]]] = []
     hosts: set[str] = set()
+    clusters: set[str] = set()
     for row in rows:
+        if row["cluster"] in clusters:
+            continue  # neardup-dev's merged clusters hold two originals that are near-duplicates: one of each
+        clusters.add(row["cluster"])
         html = decode_html(read_page(os.path.join(dataset, row["file"])))
         paragraphs = article_paragraphs(html)
         host = urlsplit(row["url"]).netloc or row["url"]
@@ -168,13 +176,34 @@ def build(dataset: str, out: str, templates: int, per: int, seed: int = 7) -> di
             if draw < 0.10:
                 other = rng.choice([k for k in range(len(chosen)) if k != t])
                 o_doc, o_path, _ = chosen[other]
-                write("crosspost", cluster, f"https://{HOST}/t{other:02d}/story-{n}.html", fill(o_doc, o_path, title, paragraphs))
+                write(
+                    "crosspost",
+                    cluster,
+                    f"https://{HOST}/t{other:02d}/story-{n}.html",
+                    fill(o_doc, o_path, title, paragraphs),
+                )
             elif draw < 0.15:
-                write("mirror", cluster, f"https://{HOST}/mirror/t{t:02d}/article-{n}.html", fill(doc, path, title, paragraphs))
+                write(
+                    "mirror",
+                    cluster,
+                    f"https://{HOST}/mirror/t{t:02d}/article-{n}.html",
+                    fill(doc, path, title, paragraphs),
+                )
             elif draw < 0.20:
-                noisy = [" ".join(rng.choice(vocabulary) if rng.random() < 0.02 else w for w in p.split()) for p in paragraphs]
-                noisy.insert(0, f"Updated {rng.randint(1, 28)} March {rng.randint(2019, 2025)}, {rng.randint(1, 12)}:{rng.randint(10, 59)}")
-                write("noise", cluster, f"https://{HOST}/t{t:02d}/article-{n}.html?rev=2", fill(doc, path, title, noisy))
+                noisy = [
+                    " ".join(rng.choice(vocabulary) if rng.random() < 0.02 else w for w in p.split())
+                    for p in paragraphs
+                ]
+                day, year, hour, minute = (
+                    rng.randint(1, 28),
+                    rng.randint(2019, 2025),
+                    rng.randint(1, 12),
+                    rng.randint(10, 59),
+                )
+                noisy.insert(0, f"Updated {day} March {year}, {hour}:{minute}")
+                write(
+                    "noise", cluster, f"https://{HOST}/t{t:02d}/article-{n}.html?rev=2", fill(doc, path, title, noisy)
+                )
             n += 1
     with open(os.path.join(out, "manifest.jsonl"), "w", encoding="utf-8") as f:
         for row in manifest:

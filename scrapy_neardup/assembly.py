@@ -118,7 +118,10 @@ def build_template_learner(config: Config) -> TemplateLearner | None:
     from .engine.learned import TemplateLearner, extractor_id
 
     return TemplateLearner(
-        extractor_id(config.extract_favor, config.extract_fast), config.learn_lessons, config.learn_agreement
+        extractor_id(config.extract_favor, config.extract_fast),
+        config.learn_lessons,
+        config.learn_agreement,
+        config.learn_check_share,
     )
 
 
@@ -144,7 +147,6 @@ def new_detector(config: Config, algorithm: Algorithm, store: Store) -> Detector
     """A detector of ``algorithm`` over ``store`` (not opened) with the settings' rules for known keys
     (re-check changed content, the age limit) and what its texts are taken from."""
     from .engine.detector import Detector
-    from .engine.learned import TemplateLearner
 
     return Detector(
         algorithm,

@@ -272,21 +272,34 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("NEARDUP_IMATCH_LEXICON", "str", None, "the I-Match lexicon file", optional=True),
     Setting("NEARDUP_ITEM_FIELD", "str", None, "check this item field's text instead of pages", optional=True),
     Setting(
-        "NEARDUP_LEARN_TEMPLATES",
-        "bool",
-        True,
-        "learn each template's main content from trafilatura and replay it with lexbor, checked by sampling",
-    ),
-    Setting(
-        "NEARDUP_LEARN_LESSONS", "int", 3, "pages of a template that must agree before its selector is used", low=1, high=1000
-    ),
-    Setting(
         "NEARDUP_LEARN_AGREEMENT",
         "float",
         0.95,
-        "word-pair Jaccard a replay must reach against trafilatura's text (a check below it retires the selector)",
+        "word-pair Jaccard a learned template's text must reach against trafilatura's (below it: retired)",
         low=0.5,
         high=1.0,
+    ),
+    Setting(
+        "NEARDUP_LEARN_CHECK_SHARE",
+        "float",
+        1 / 32,
+        "least share of a learned template's pages also extracted by trafilatura to check it",
+        low=0.0,
+        high=1.0,
+    ),
+    Setting(
+        "NEARDUP_LEARN_LESSONS",
+        "int",
+        3,
+        "pages of a template that must agree before its selector is used",
+        low=1,
+        high=1000,
+    ),
+    Setting(
+        "NEARDUP_LEARN_TEMPLATES",
+        "bool",
+        True,
+        "learn each template's main content from trafilatura and replay it with lexbor",
     ),
     Setting("NEARDUP_MAX_BODY_SIZE", "int", 2 * 1024 * 1024, "larger responses pass unchecked (bytes)", low=1),
     Setting("NEARDUP_MIN_TEXT_LENGTH", "int", 200, "shortest text fingerprinted (characters)", low=0),
@@ -466,6 +479,7 @@ class Config:
     imatch_lexicon: str | None
     item_field: str | None
     learn_agreement: float
+    learn_check_share: float
     learn_lessons: int
     learn_templates: bool
     max_body_size: int

@@ -56,6 +56,7 @@ AGREEMENT = 0.95
 _MAX_TOKEN = 32
 _TOKEN = re.compile(r"^[A-Za-z_-][A-Za-z_-]*$")
 _WORD = re.compile(r"\w+")
+_TAG = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 #: Elements whose content is never page text.
 _SILENT = frozenset(("script", "style", "noscript", "template", "svg", "head", "iframe", "object", "canvas"))
 #: Elements whose text is not glued to the text around them.
@@ -88,7 +89,7 @@ def agreement(a: str, b: str) -> float:
 def _step(node: Any) -> str:
     """An element's step in a path: its tag, its stable id and its stable classes, in a CSS form."""
     attrs = node.attributes
-    step = node.tag
+    step = node.tag if _TAG.match(node.tag) else "*"  # a namespaced tag (o:p) is no CSS type selector
     ident = attrs.get("id") or ""
     if ident and len(ident) <= _MAX_TOKEN and _TOKEN.match(ident):
         step += "#" + ident
@@ -107,18 +108,21 @@ def _elements(node: Any) -> Iterator[Any]:
 
 def parse(html: str) -> Any:
     """The page's lexbor tree (selectolax), or ``None`` when it has no body."""
-    from selectolax.lexbor import LexborHTMLParser
+    from selectolax.lexbor import LexborHTMLParser, SelectolaxError
 
     try:
         tree = LexborHTMLParser(html)
-    except Exception:  # a page is never lost for its markup: it goes to trafilatura
+    except (SelectolaxError, ValueError):  # a page is never lost for its markup: it goes to trafilatura
         return None
     return tree if tree.body is not None else None
 
 
 def page_text_of(tree: Any) -> str:
-    """The page's whole visible text (what the template guard compares), blocks separated."""
-    return _text(tree.body)
+    """The page's whole visible text (what the template guard compares), scripts and styles left out:
+    lexbor's own walk, a quarter of the cost of one in Python. It removes those elements from ``tree``:
+    call it last."""
+    tree.strip_tags(list(_SILENT - {"head"}))
+    return " ".join(tree.body.text(separator=" ").split())
 
 
 def skeleton_key(tree: Any) -> int:
@@ -186,9 +190,11 @@ class Locator:
     matches: int
 
     def find(self, tree: Any) -> Any:
+        from selectolax.lexbor import SelectolaxError
+
         try:
             found = tree.css(self.css)
-        except Exception:  # a path lexbor cannot read is not this page's template
+        except SelectolaxError:  # a path lexbor cannot read is not this page's template
             return None
         return found[self.index] if len(found) == self.matches else None
 
@@ -201,14 +207,22 @@ class Lesson:
     locator: Locator
     decisions: Mapping[str, bool]
     agreement: float
+    kept: float = 1.0
 
     def to_wire(self) -> tuple:
-        return (self.locator.css, self.locator.index, self.locator.matches, dict(self.decisions), self.agreement)
+        return (
+            self.locator.css,
+            self.locator.index,
+            self.locator.matches,
+            dict(self.decisions),
+            self.agreement,
+            self.kept,
+        )
 
     @classmethod
     def from_wire(cls, wire: tuple) -> Lesson:
-        css, index, matches, decisions, agreed = wire
-        return cls(Locator(css, index, matches), decisions, agreed)
+        css, index, matches, decisions, agreed, kept = wire
+        return cls(Locator(css, index, matches), decisions, agreed, kept)
 
 
 def _share_in(tokens: list[str], pairs: set[tuple[str, ...]], main_words: set[str]) -> float:
@@ -219,18 +233,25 @@ def _share_in(tokens: list[str], pairs: set[tuple[str, ...]], main_words: set[st
 
 
 def _article_element(tree: Any, pairs: set[tuple[str, ...]]) -> tuple[Any, str] | None:
-    """The deepest element holding ``COVERS`` of trafilatura's word pairs, with its CSS path from body."""
-    node, css = tree.body, "body"
-    while True:
-        best = None
-        for child in _elements(node):
-            covered = word_pairs(words(_text(child))) & pairs
-            if len(covered) >= COVERS * len(pairs):
-                best = child
+    """The article element, with its CSS path from body: the deepest element holding all of trafilatura's
+    word pairs the page has (to 1 %: a heading above the paragraphs belongs to it), or, when only
+    ``<body>`` holds them all (trafilatura took a line from the page's header), the deepest holding
+    ``COVERS`` of them."""
+    in_body = len(word_pairs(words(_text(tree.body))) & pairs)
+    for share in (max(COVERS, in_body / max(1, len(pairs)) - 0.01), COVERS):
+        node, css = tree.body, "body"
+        while True:
+            best = None
+            for child in _elements(node):
+                if len(word_pairs(words(_text(child))) & pairs) >= share * len(pairs):
+                    best = child
+                    break
+            if best is None:
                 break
-        if best is None:
-            return (node, css) if node is not tree.body else None
-        node, css = best, css + " > " + _step(best)
+            node, css = best, css + " > " + _step(best)
+        if node is not tree.body:
+            return node, css
+    return None
 
 
 def lesson(tree: Any, main: str) -> Lesson | None:
@@ -244,9 +265,11 @@ def lesson(tree: Any, main: str) -> Lesson | None:
     if found is None:
         return None
     article, css = found
+    from selectolax.lexbor import SelectolaxError
+
     try:
         matches = tree.css(css)
-    except Exception:  # an odd class lexbor's selector reader refuses: no lesson from this page
+    except SelectolaxError:  # a path lexbor's selector reader refuses: no lesson from this page
         return None
     index = next((i for i, m in enumerate(matches) if m.mem_id == article.mem_id), -1)
     if index < 0:
@@ -272,11 +295,15 @@ def lesson(tree: Any, main: str) -> Lesson | None:
                     _decided(decisions, child_path, True)
 
     decide(article, "", 0)
-    learned = Lesson(Locator(css, index, len(matches)), decisions, 0.0)
     text = replay_element(article, decisions)
     if text is None:
         return None
-    return replace(learned, agreement=agreement(text, main))
+    return Lesson(Locator(css, index, len(matches)), decisions, agreement(text, main), _kept(text, article))
+
+
+def _kept(text: str, article: Any) -> float:
+    """The share of the article element's words a replay kept."""
+    return len(words(text)) / max(1, len(words(_text(article))))
 
 
 def _decided(decisions: dict[str, bool], path: str, keep: bool) -> None:
@@ -285,10 +312,12 @@ def _decided(decisions: dict[str, bool], path: str, keep: bool) -> None:
     decisions[path] = decisions.get(path, False) or keep
 
 
-def replay_element(article: Any, decisions: Mapping[str, bool]) -> str | None:
+def replay_element(article: Any, decisions: Mapping[str, bool], kept_low: float = 0.0) -> str | None:
     """The article element's text with the dropped blocks left out; ``None`` when a block with text is at
-    a path no lesson decided, or at one that lessons decided both ways (absent from ``decisions``)."""
-    prefixes = {p[: i] for p in decisions for i in range(len(p)) if p[i] == ">" and i}
+    a path no lesson decided, or at one that lessons decided both ways (absent from ``decisions``), and when
+    it keeps less than half of ``kept_low``, the smallest share of the element's words a lesson kept (the
+    article moved into a block the template used to drop)."""
+    prefixes = {p[:i] for p in decisions for i in range(len(p)) if p[i] == ">" and i}
 
     def skip(path: str, element: Any) -> bool | None:
         keep = decisions.get(path)
@@ -301,9 +330,12 @@ def replay_element(article: Any, decisions: Mapping[str, bool]) -> str | None:
         return True
 
     try:
-        return _text(article, skip)
+        text = _text(article, skip)
     except _Unknown:
         return None
+    if kept_low and _kept(text, article) < kept_low / 2:
+        return None
+    return text
 
 
 @dataclass(frozen=True)
@@ -329,6 +361,7 @@ class Selector:
     verified: int = 0
     retired: int = 0
     conflicts: frozenset[str] = field(default_factory=frozenset)
+    kept_low: float = 0.0
 
     @property
     def usable(self) -> bool:
@@ -350,6 +383,7 @@ class Selector:
                 "served": self.served,
                 "verified": self.verified,
                 "retired": self.retired,
+                "kept_low": self.kept_low,
             },
             separators=(",", ":"),
             sort_keys=True,
@@ -378,6 +412,8 @@ class Selector:
                 and isinstance(data["extractor"], str)
                 and data["state"] in ("active", "retired", "unstable")
                 and all(isinstance(data[n], int) and data[n] >= 0 for n in ("served", "verified", "retired"))
+                and isinstance(data["kept_low"], (int, float))
+                and 0.0 <= data["kept_low"] <= 1.0
             )
             if not ok:
                 return None
@@ -392,6 +428,7 @@ class Selector:
                 data["verified"],
                 data["retired"],
                 frozenset(data["conflicts"]),
+                float(data["kept_low"]),
             )
         except (ValueError, KeyError, TypeError):
             return None
@@ -404,7 +441,9 @@ def extractor_id(favor: str, fast: bool) -> str:
     return f"trafilatura {version('trafilatura')} favor={favor} fast={int(fast)} learner={LEARNER_VERSION}"
 
 
-def merge(selector_decisions: Mapping[str, bool], conflicts: frozenset[str], taught: Mapping[str, bool]) -> tuple[dict[str, bool], frozenset[str]]:
+def merge(
+    selector_decisions: Mapping[str, bool], conflicts: frozenset[str], taught: Mapping[str, bool]
+) -> tuple[dict[str, bool], frozenset[str]]:
     """A template's decisions with one more lesson's: a path decided both ways becomes a conflict (neither
     kept nor dropped: a page with text there goes to trafilatura)."""
     merged = dict(selector_decisions)
@@ -426,13 +465,18 @@ def replay(tree: Any, offer: Offer) -> str | None:
     article = offer.locator.find(tree)
     if article is None:
         return None
-    return replay_element(article, offer.decisions)
+    return replay_element(article, offer.decisions, offer.kept_low)
 
 
-def verify_share(served: int) -> float:
-    """The share of a selector's pages also extracted by trafilatura to check it: all of its first, fewer
-    as it proves itself, never under 1/32."""
-    return max(1 / 32, 1 / (2 + served))
+#: The least share of a selector's pages checked against trafilatura (``NEARDUP_LEARN_CHECK_SHARE``).
+MIN_CHECK_SHARE = 1 / 32
+
+
+def verify_share(served: int, floor: float = MIN_CHECK_SHARE) -> float:
+    """The share of a selector's pages also extracted by trafilatura to check it: a quarter of its first
+    (its lessons already checked it on as many pages as it needs lessons), fewer as it proves itself
+    (``1 / (4 + served)``: about ``ln(n / 4)`` checks in its first ``n`` pages), never under ``floor``."""
+    return max(floor, 1 / (4 + served))
 
 
 def sampled(url: str, share: float) -> bool:
@@ -450,6 +494,7 @@ class Offer:
     decisions: Mapping[str, bool]
     share: float
     unstable: bool = False
+    kept_low: float = 0.0
 
 
 #: A template's selector is retired for good (``unstable``: trafilatura only) after this many retirements.
@@ -465,8 +510,16 @@ class TemplateLearner:
     saved is the one every process adopts). ``max_templates`` bounds the lessons kept (the oldest forgotten).
     """
 
-    def __init__(self, extractor: str, lessons: int = 3, agreement_bound: float = AGREEMENT, max_templates: int = 100_000) -> None:
+    def __init__(
+        self,
+        extractor: str,
+        lessons: int = 3,
+        agreement_bound: float = AGREEMENT,
+        check_share: float = MIN_CHECK_SHARE,
+        max_templates: int = 100_000,
+    ) -> None:
         self.extractor = extractor
+        self.check_share = check_share
         self.lessons_needed = lessons
         self.agreement_bound = agreement_bound
         self.max_templates = max_templates
@@ -482,7 +535,12 @@ class TemplateLearner:
         if cached is None:
             cached = self._offers[host] = {
                 s.template: Offer(
-                    s.template, s.locator, s.decisions, verify_share(s.served), unstable=s.state == "unstable"
+                    s.template,
+                    s.locator,
+                    s.decisions,
+                    verify_share(s.served, self.check_share),
+                    s.state == "unstable",
+                    s.kept_low,
                 )
                 for (h, _), s in self._selectors.items()
                 if h == host and s.state in ("active", "unstable")
@@ -506,7 +564,11 @@ class TemplateLearner:
         key = (host, template)
         selector = self._selectors.get(key)
         if learned in ("replayed", "agreed") and selector is not None and selector.usable:
-            self._put(key, replace(selector, served=selector.served + 1, verified=selector.verified + (learned == "agreed")), offers=learned == "agreed" or selector.served < 64)
+            self._put(
+                key,
+                replace(selector, served=selector.served + 1, verified=selector.verified + (learned == "agreed")),
+                offers=learned == "agreed" or selector.served < 64,
+            )
             return ""
         if learned == "disagreed" and selector is not None and selector.usable:
             retired = selector.retired + 1
@@ -522,7 +584,8 @@ class TemplateLearner:
             decisions, conflicts = merge(selector.decisions, selector.conflicts, taught.decisions)
             if decisions == selector.decisions and conflicts == selector.conflicts:
                 return ""
-            self._put(key, replace(selector, decisions=decisions, conflicts=conflicts))
+            kept_low = min(selector.kept_low, taught.kept)
+            self._put(key, replace(selector, decisions=decisions, conflicts=conflicts, kept_low=kept_low))
             return "extended"
         if selector is not None and selector.state == "unstable":
             return ""
@@ -533,24 +596,26 @@ class TemplateLearner:
         agreeing = [x for x in gathered if x.locator == taught.locator]
         if len(agreeing) < self.lessons_needed:
             return ""
+        self._lessons.pop(key, None)
+        self._put(key, self._selector(host, template, agreeing, selector.retired if selector is not None else 0))
+        return "learned"
+
+    def _selector(self, host: str, template: int, agreeing: list[Lesson], retired: int) -> Selector:
+        """A template's selector from the lessons that agree on where its article sits."""
         decisions: dict[str, bool] = {}
         conflicts: frozenset[str] = frozenset()
-        for x in agreeing:
-            decisions, conflicts = merge(decisions, conflicts, x.decisions)
-        self._lessons.pop(key, None)
-        self._put(
-            key,
-            Selector(
-                host,
-                template,
-                taught.locator,
-                decisions,
-                self.extractor,
-                retired=selector.retired if selector is not None else 0,
-                conflicts=conflicts,
-            ),
+        for one in agreeing:
+            decisions, conflicts = merge(decisions, conflicts, one.decisions)
+        return Selector(
+            host,
+            template,
+            agreeing[0].locator,
+            decisions,
+            self.extractor,
+            retired=retired,
+            conflicts=conflicts,
+            kept_low=min(one.kept for one in agreeing),
         )
-        return "learned"
 
     def _put(self, key: tuple[str, int], selector: Selector, offers: bool = True) -> None:
         self._selectors[key] = selector
@@ -572,7 +637,11 @@ class TemplateLearner:
             ours = self._selectors.get(key)
             if key in self._changed and (ours is None or ours.retired >= record.retired):
                 continue  # ours is newer: it is saved next
-            if ours is None or record.retired > ours.retired or (not ours.usable and record.usable and record.retired >= ours.retired):
+            if (
+                ours is None
+                or record.retired > ours.retired
+                or (not ours.usable and record.usable and record.retired >= ours.retired)
+            ):
                 self._selectors[key] = record
                 self._offers.pop(record.host, None)
                 taken += 1

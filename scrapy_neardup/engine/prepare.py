@@ -19,7 +19,7 @@ import numpy as np
 from .algorithms.base import Algorithm, Fingerprint, NoWords
 from .canonical import declared_canonical
 from .extract import TEMPLATE_MAX_SHARE, Extraction, decode_html, extract
-from .learned import Lesson, Offer, agreement, lesson, page_text_of, parse, replay, sampled, skeleton_key
+from .learned import Lesson, Offer, agreement, lesson, page_text_of, parse, replay, sampled, skeleton_key, words
 
 #: mmh3 seed of the main-text hash; fixed so that every process agrees on it.
 _SEED = 0x7E3A
@@ -33,8 +33,9 @@ SKETCH_SEED = 0x5EED
 
 
 def text_key(text: str) -> int:
-    """A 128-bit hash of a text, case and white space folded: equal for identical main texts."""
-    return mmh3.hash128(" ".join(text.casefold().split()), _SEED)
+    """A 128-bit hash of a text's words, case folded (white space and punctuation aside): equal for
+    identical main texts, whether trafilatura or a learned template (:mod:`.learned`) read them."""
+    return mmh3.hash128(" ".join(words(text)), _SEED)
 
 
 def page_sketcher(algorithm=None):

@@ -81,7 +81,9 @@ def templated_page(template, seed, article_seed=None, article_class="entry-conte
     foot = " ".join(f"{r.choice(WORDS)}{r.randint(0, 99)}" for _ in range(footer_words))
     article = seed if article_seed is None else article_seed
     paragraphs = "".join(f"<p>{story(article * 10 + k, 70)}.</p>" for k in range(4))
-    related = "".join(f"<li><a href='/{name}/r{seed}-{k}'>Read also {story(seed * 7 + k, 5)}</a></li>" for k in range(4))
+    related = "".join(
+        f"<li><a href='/{name}/r{seed}-{k}'>Read also {story(seed * 7 + k, 5)}</a></li>" for k in range(4)
+    )
     return (
         f"<html><head><title>{name} {article}</title></head><body class='{name}-site'>"
         f"<header class='top-{name}'><nav><ul>{nav}</ul></nav></header>"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from helpers.sitegen import templated_page
 
 from scrapy_neardup.engine import learned
@@ -58,7 +57,11 @@ def test_a_replay_refuses_a_page_with_text_where_no_lesson_looked_and_one_withou
 
 def test_lessons_that_disagree_on_the_article_element_make_no_selector():
     learner = TemplateLearner(EXTRACTOR, lessons=3)
-    lessons = [taught(templated_page(0, 1)), taught(templated_page(0, 2, article_class="body-text")), taught(templated_page(0, 3))]
+    lessons = [
+        taught(templated_page(0, 1)),
+        taught(templated_page(0, 2, article_class="body-text")),
+        taught(templated_page(0, 3)),
+    ]
     assert [learner.observe("site.test", 7, "", one) for one in lessons] == ["", "", ""]
     assert learner.offers("site.test") == {}
 
@@ -79,7 +82,11 @@ def test_a_disagreeing_check_retires_the_selector_and_three_retirements_leave_th
 
 
 def test_checks_thin_out_as_a_selector_serves_and_are_decided_by_the_url():
-    assert learned.verify_share(0) == 0.5 and learned.verify_share(10_000) == 1 / 32
+    assert (
+        learned.verify_share(0) == 0.25
+        and learned.verify_share(0, floor=0.5) == 0.5
+        and learned.verify_share(10_000) == 1 / 32
+    )
     urls = [f"https://site.test/a/{i}" for i in range(4000)]
     assert 0.2 < sum(learned.sampled(u, 0.25) for u in urls) / len(urls) < 0.3
     assert [learned.sampled(u, 0.25) for u in urls[:50]] == [learned.sampled(u, 0.25) for u in urls[:50]]
@@ -104,7 +111,10 @@ def test_a_selector_record_round_trips_as_json_and_anything_else_is_refused():
 
 def test_the_store_s_selectors_of_another_extractor_are_never_used():
     learner, key = learnt()
-    theirs = [Selector(s.host, s.template, s.locator, s.decisions, "trafilatura 1.0 favor=recall fast=0 learner=1") for s in learner.selectors()]
+    theirs = [
+        Selector(s.host, s.template, s.locator, s.decisions, "trafilatura 1.0 favor=recall fast=0 learner=1")
+        for s in learner.selectors()
+    ]
     fresh = TemplateLearner(EXTRACTOR)
     assert fresh.adopt(theirs) == 0 and fresh.foreign == 1 and fresh.offers("site.test") == {}
     assert fresh.adopt(learner.selectors()) == 1 and key in fresh.offers("site.test")
@@ -126,7 +136,9 @@ def test_the_pipeline_replays_checks_a_sampled_share_and_teaches_without_a_selec
     first = pipeline.from_html(page, "https://site.test/a/55", {})
     assert first.template == key and first.learned == "" and first.lesson is not None
     offer = learner.offers("site.test")[key]
-    replayed = pipeline.from_html(page, "https://site.test/a/55", {key: Offer(key, offer.locator, offer.decisions, 0.0)})
+    replayed = pipeline.from_html(
+        page, "https://site.test/a/55", {key: Offer(key, offer.locator, offer.decisions, 0.0)}
+    )
     assert replayed.learned == "replayed" and replayed.lesson is None
     checked = pipeline.from_html(page, "https://site.test/a/55", {key: Offer(key, offer.locator, offer.decisions, 1.0)})
     assert checked.learned == "agreed" and checked.agreement >= learned.AGREEMENT
@@ -140,12 +152,24 @@ def test_the_guard_takes_one_article_in_two_templates_for_an_article_and_a_repea
     pipeline = DocumentPipeline(MinHashLSH(threshold=0.8), learn=True, with_page_text=True)
     guard = TemplateGuard(2, algorithm=pipeline.algorithm)
     # One article under two sections: its main text is at most half of each page, the page texts differ.
-    crossposted = [pipeline.from_html(templated_page(t, 5, article_seed=5, footer_words=900), f"https://site.test/{t}/5", {}) for t in (0, 1)]
+    crossposted = [
+        pipeline.from_html(templated_page(t, 5, article_seed=5, footer_words=900), f"https://site.test/{t}/5", {})
+        for t in (0, 1)
+    ]
     assert all(p.main_key is not None for p in crossposted)
     assert crossposted[0].main_key == crossposted[1].main_key and crossposted[0].template != crossposted[1].template
-    assert [guard.decide(f"k{t}", f"https://site.test/{t}/5", p)[0].method for t, p in enumerate(crossposted)] == ["main", "main"]
+    assert [guard.decide(f"k{t}", f"https://site.test/{t}/5", p)[0].method for t, p in enumerate(crossposted)] == [
+        "main",
+        "main",
+    ]
     # The same text for different articles of one template (a cookie wall): the template's text.
-    walls = [p for p in (pipeline.from_html(templated_page(0, s, article_seed=900, footer_words=900), f"https://site.test/w/{s}", {}) for s in (1, 2))]
+    walls = [
+        p
+        for p in (
+            pipeline.from_html(templated_page(0, s, article_seed=900, footer_words=900), f"https://site.test/w/{s}", {})
+            for s in (1, 2)
+        )
+    ]
     methods = [guard.decide(f"w{i}", f"https://site.test/w/{i}", replace_page(p, i)) for i, p in enumerate(walls)]
     assert methods[-1][0].method == "template" and methods[-1][1]
 
@@ -158,3 +182,13 @@ def replace_page(prepared, i):
 
     page = MinHashLSH(threshold=0.8).fingerprint(story(300 + i, 900))
     return replace(prepared, page_fingerprint=page, page_sketch=page.signature)
+
+
+def test_a_replay_refuses_a_page_whose_article_moved_into_a_block_the_template_drops():
+    learner, key = learnt()
+    offer = learner.offers("site.test")[key]
+    page = templated_page(0, 41).replace(
+        "<div class='entry-content'><p>", "<div class='entry-content'><div class='share-bar'><p>"
+    )
+    assert learned.replay(learned.parse(page), offer) is None
+    assert learned.replay(learned.parse(templated_page(0, 41)), offer) is not None

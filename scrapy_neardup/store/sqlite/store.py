@@ -133,7 +133,8 @@ class SqliteStore(SqliteFile):
     @translated
     def save_selectors(self, records: Mapping[str, str]) -> None:
         self.db.executemany(
-            "INSERT INTO selectors (name, record) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET record = excluded.record",
+            "INSERT INTO selectors (name, record) VALUES (?, ?) "
+            "ON CONFLICT (name) DO UPDATE SET record = excluded.record",
             list(records.items()),
         )
         self._pending += 1
