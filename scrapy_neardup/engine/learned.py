@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -114,15 +115,22 @@ def parse(html: str) -> Any:
         tree = LexborHTMLParser(html)
     except (SelectolaxError, ValueError):  # a page is never lost for its markup: it goes to trafilatura
         return None
-    return tree if tree.body is not None else None
+    if tree.body is None:
+        return None
+    tree.strip_tags(list(_SILENT - {"head"}))  # their text is never page text: lexbor's own text() is then safe
+    return tree
 
 
 def page_text_of(tree: Any) -> str:
-    """The page's whole visible text (what the template guard compares), scripts and styles left out:
-    lexbor's own walk, a quarter of the cost of one in Python. It removes those elements from ``tree``:
-    call it last."""
-    tree.strip_tags(list(_SILENT - {"head"}))
-    return " ".join(tree.body.text(separator=" ").split())
+    """The page's whole visible text (what the template guard compares), blocks separated: lexbor's own
+    walk (a quarter of the cost of one in Python) of a tree :func:`parse` made, scripts and styles gone."""
+    return _flat(tree.body)
+
+
+def _flat(node: Any) -> str:
+    """A node's text by lexbor, every element a word boundary: what the learner measures shares with
+    (where :func:`_text`, which glues inline elements as trafilatura does, makes the replayed text)."""
+    return " ".join(node.text(separator=" ").split())
 
 
 def skeleton_key(tree: Any) -> int:
@@ -225,33 +233,54 @@ class Lesson:
         return cls(Locator(css, index, matches), decisions, agreed, kept)
 
 
-def _share_in(tokens: list[str], pairs: set[tuple[str, ...]], main_words: set[str]) -> float:
-    if len(tokens) < 2:
-        return 1.0 if tokens and tokens[0] in main_words else 0.0
-    own = word_pairs(tokens)
-    return len(own & pairs) / len(own)
+def _counts(
+    node: Any, pairs: set[tuple[str, ...]], main_words: set[str], out: dict[int, tuple[int, int]]
+) -> tuple[int, int]:
+    """One walk of the page: for each element, how many word pairs of its text (a word, for a one-word
+    text) are in trafilatura's text, and how many it has: ``out[mem_id] = (in main, all)``."""
+    main = total = 0
+    child = node.child
+    while child is not None:
+        tag = child.tag
+        if tag == "-text":
+            text = child.text_content
+            found = _WORD.findall(text.casefold()) if text and not text.isspace() else ()
+            if len(found) >= 2:
+                total += len(found) - 1
+                main += sum(1 for pair in zip(found, found[1:]) if pair in pairs)
+            elif found:
+                total += 1
+                main += found[0] in main_words
+        elif tag and tag[0] not in "-_" and tag not in _SILENT:
+            in_main, all_ = _counts(child, pairs, main_words, out)
+            main += in_main
+            total += all_
+        child = child.next
+    out[node.mem_id] = (main, total)
+    return main, total
 
 
-def _article_element(tree: Any, pairs: set[tuple[str, ...]]) -> tuple[Any, str] | None:
-    """The article element, with its CSS path from body: the deepest element holding all of trafilatura's
-    word pairs the page has (to 1 %: a heading above the paragraphs belongs to it), or, when only
-    ``<body>`` holds them all (trafilatura took a line from the page's header), the deepest holding
-    ``COVERS`` of them."""
-    in_body = len(word_pairs(words(_text(tree.body))) & pairs)
-    for share in (max(COVERS, in_body / max(1, len(pairs)) - 0.01), COVERS):
-        node, css = tree.body, "body"
-        while True:
-            best = None
-            for child in _elements(node):
-                if len(word_pairs(words(_text(child))) & pairs) >= share * len(pairs):
-                    best = child
-                    break
-            if best is None:
-                break
-            node, css = best, css + " > " + _step(best)
-        if node is not tree.body:
-            return node, css
-    return None
+def _article_element(tree: Any, counts: dict[int, tuple[int, int]]) -> tuple[Any, str] | None:
+    """The article element, with its CSS path from body: the deepest element holding ``COVERS`` of the
+    page's word pairs that are in trafilatura's text, then its ancestors as long as each adds at least as
+    many of those pairs as others (a heading above the paragraphs belongs to the article; a header that
+    repeats its title among the navigation does not)."""
+    in_body = counts[tree.body.mem_id][0]
+    path = [(tree.body, "body")]
+    while True:
+        node = path[-1][0]
+        best = next((c for c in _elements(node) if counts.get(c.mem_id, (0, 0))[0] >= COVERS * in_body), None)
+        if best is None:
+            break
+        path.append((best, path[-1][1] + " > " + _step(best)))
+    while len(path) > 2:
+        (inner, _), (outer, _) = (path[-1], path[-2])
+        (inner_main, inner_all), (outer_main, outer_all) = counts[inner.mem_id], counts[outer.mem_id]
+        gained = outer_main - inner_main
+        if not gained or (outer_all - outer_main) - (inner_all - inner_main) > gained:
+            break
+        path.pop()
+    return path[-1] if len(path) > 1 else None
 
 
 def lesson(tree: Any, main: str) -> Lesson | None:
@@ -261,7 +290,10 @@ def lesson(tree: Any, main: str) -> Lesson | None:
     pairs = word_pairs(tokens)
     if len(pairs) < 8:
         return None
-    found = _article_element(tree, pairs)
+    counts: dict[int, tuple[int, int]] = {}
+    if _counts(tree.body, pairs, set(tokens), counts)[0] < COVERS * len(pairs) / 2:
+        return None  # most of trafilatura's text is not in the page as lexbor reads it
+    found = _article_element(tree, counts)
     if found is None:
         return None
     article, css = found
@@ -274,16 +306,15 @@ def lesson(tree: Any, main: str) -> Lesson | None:
     index = next((i for i, m in enumerate(matches) if m.mem_id == article.mem_id), -1)
     if index < 0:
         return None
-    main_words = set(tokens)
     decisions: dict[str, bool] = {}
 
     def decide(node: Any, path: str, depth: int) -> None:
         for child in _elements(node):
             child_path = path + ">" + _step(child)
-            child_words = words(_text(child))
-            if not child_words:
+            in_main, all_ = counts.get(child.mem_id, (0, 0))
+            if not all_:
                 continue
-            share = _share_in(child_words, pairs, main_words)
+            share = in_main / all_
             if share >= KEPT or (depth + 1 >= DECISION_DEPTH and share > DROPPED):
                 _decided(decisions, child_path, True)
             elif share <= DROPPED:
@@ -303,7 +334,7 @@ def lesson(tree: Any, main: str) -> Lesson | None:
 
 def _kept(text: str, article: Any) -> float:
     """The share of the article element's words a replay kept."""
-    return len(words(text)) / max(1, len(words(_text(article))))
+    return len(words(text)) / max(1, len(words(_flat(article))))
 
 
 def _decided(decisions: dict[str, bool], path: str, keep: bool) -> None:
@@ -325,7 +356,7 @@ def replay_element(article: Any, decisions: Mapping[str, bool], kept_low: float 
             return not keep
         if path in prefixes:
             return None  # a mixed block: its children are decided
-        if words(_text(element)):
+        if _WORD.search(element.text(separator=" ")):
             raise _Unknown(path)
         return True
 
@@ -462,6 +493,8 @@ def merge(
 
 def replay(tree: Any, offer: Offer) -> str | None:
     """The page's main text by its template's selector; ``None`` when the selector refuses the page."""
+    if offer.locator is None:
+        return None
     article = offer.locator.find(tree)
     if article is None:
         return None
@@ -487,10 +520,13 @@ def sampled(url: str, share: float) -> bool:
 @dataclass(frozen=True)
 class Offer:
     """A template's selector as sent with a page of its host: replay it (checked against trafilatura for
-    ``share`` of the pages), or, ``unstable``, neither replay nor learn: trafilatura only."""
+    ``share`` of the pages), or, ``unstable``, neither replay nor learn: trafilatura only. Without a
+    ``locator``: a template met before that has no selector: trafilatura, and a lesson (a template met for
+    the first time teaches nothing: most templates of a broad crawl are met once, and a lesson costs a
+    quarter of trafilatura's time)."""
 
     template: int
-    locator: Locator
+    locator: Locator | None
     decisions: Mapping[str, bool]
     share: float
     unstable: bool = False
@@ -499,6 +535,8 @@ class Offer:
 
 #: A template's selector is retired for good (``unstable``: trafilatura only) after this many retirements.
 MAX_RETIREMENTS = 3
+#: Templates met a host, and hosts, remembered as met (the least recently met forgotten first).
+MAX_SEEN_TEMPLATES, MAX_SEEN_HOSTS = 256, 10_000
 
 
 class TemplateLearner:
@@ -526,26 +564,48 @@ class TemplateLearner:
         self._selectors: dict[tuple[str, int], Selector] = {}
         self._lessons: dict[tuple[str, int], list[Lesson]] = {}
         self._offers: dict[str, dict[int, Offer]] = {}
+        self._seen: OrderedDict[str, OrderedDict[int, None]] = OrderedDict()
         self._changed: dict[tuple[str, int], Selector] = {}
         self.foreign = 0
 
     # -- what a page of a host is sent with --------------------------------------------------------------
     def offers(self, host: str) -> dict[int, Offer]:
+        """What a page of ``host`` is sent with: a selector for each template that has one, an offer to
+        learn for each template met before."""
         cached = self._offers.get(host)
         if cached is None:
-            cached = self._offers[host] = {
-                s.template: Offer(
-                    s.template,
-                    s.locator,
-                    s.decisions,
-                    verify_share(s.served, self.check_share),
-                    s.state == "unstable",
-                    s.kept_low,
-                )
-                for (h, _), s in self._selectors.items()
-                if h == host and s.state in ("active", "unstable")
-            }
+            cached = {t: Offer(t, None, {}, 0.0) for t in self._seen.get(host, ())}
+            cached.update(
+                {
+                    s.template: Offer(
+                        s.template,
+                        s.locator,
+                        s.decisions,
+                        verify_share(s.served, self.check_share),
+                        s.state == "unstable",
+                        s.kept_low,
+                    )
+                    for (h, _), s in self._selectors.items()
+                    if h == host and s.state in ("active", "unstable")
+                }
+            )
+            self._offers[host] = cached
         return cached
+
+    def _met(self, host: str, template: int) -> None:
+        templates = self._seen.get(host)
+        if templates is None:
+            templates = self._seen[host] = OrderedDict()
+            if len(self._seen) > MAX_SEEN_HOSTS:
+                self._offers.pop(self._seen.popitem(last=False)[0], None)
+        else:
+            self._seen.move_to_end(host)
+        if template in templates:
+            return
+        templates[template] = None
+        if len(templates) > MAX_SEEN_TEMPLATES:
+            templates.popitem(last=False)
+        self._offers.pop(host, None)
 
     def active(self, host: str, template: int) -> bool:
         selector = self._selectors.get((host, template))
@@ -561,6 +621,7 @@ class TemplateLearner:
         selector), ``extended``, ``retired``, ``unstable`` or ``""``."""
         if template is None:
             return ""
+        self._met(host, template)
         key = (host, template)
         selector = self._selectors.get(key)
         if learned in ("replayed", "agreed") and selector is not None and selector.usable:

@@ -227,9 +227,9 @@ class DocumentPipeline:
             return self.text_of(html, url), {}
         template = skeleton_key(tree)
         offer = offers.get(template)
-        if offer is not None and offer.unstable:
+        if offer is None or offer.unstable:  # a template met for the first time, or trafilatura's alone
             return self.text_of(html, url), {"template": template}
-        if offer is not None:
+        if offer.locator is not None:
             text = replay(tree, offer)
             if text:
                 if url is not None and sampled(url, offer.share):
@@ -240,7 +240,7 @@ class DocumentPipeline:
                 return self._replayed(tree, text), {"template": template, "learned": "replayed"}
         got = self.text_of(html, url)
         taught = lesson(tree, got.text) if got.method == "main" else None
-        return got, {"template": template, "learned": "refused" if offer is not None else "", "lesson": taught}
+        return got, {"template": template, "learned": "refused" if offer.locator is not None else "", "lesson": taught}
 
     def _replayed(self, tree: object, text: str) -> Extraction:
         """A replayed main text as :func:`~.extract.extract` would have returned trafilatura's."""

@@ -5,9 +5,13 @@ that changes mid-crawl."""
 from __future__ import annotations
 
 import random
+import subprocess
+import uuid
+from types import SimpleNamespace
 
 import pytest
-from helpers.crawlkit import crawl_tagged
+from helpers.crawlkit import ServerThread, crawl_tagged, pages_server, paths_crawl_command, read_result
+from helpers.redis_server import one_server_kind
 from helpers.sitegen import templated_page
 
 pytestmark = pytest.mark.slow
@@ -72,8 +76,9 @@ def shuffled(pages: dict[str, str], seed: int) -> dict[str, str]:
 def test_a_template_rich_site_is_extracted_by_learned_selectors_with_trafilatura_s_verdicts(tmp_path, seed):
     pages, copy_of = site()
     pages = shuffled(pages, seed)
-    learned = crawl_tagged(folder(tmp_path, "on"), pages)
-    alone = crawl_tagged(folder(tmp_path, "off"), pages, {"NEARDUP_LEARN_TEMPLATES": "False"})
+    few_at_once = {"CONCURRENT_REQUESTS": "4"}  # 55 pages: the first 16 would all be in workers before any lesson
+    learned = crawl_tagged(folder(tmp_path, "on"), pages, few_at_once)
+    alone = crawl_tagged(folder(tmp_path, "off"), pages, {"NEARDUP_LEARN_TEMPLATES": "False", **few_at_once})
     for result in (learned, alone):
         assert result.returncode == 0 and "Traceback" not in result.log, result.log[-3000:]
         assert len(result.items) == len(pages)
@@ -83,7 +88,7 @@ def test_a_template_rich_site_is_extracted_by_learned_selectors_with_trafilatura
     assert stats.get("neardup/learned/replayed", 0) >= len(pages) // 3, stats
     assert "neardup/learned/replayed" not in alone.neardup_stats()
     # The next crawl on the same store starts warm: every template's selector is there before its first page.
-    again = crawl_tagged(folder(tmp_path, "on"), pages, name="again")
+    again = crawl_tagged(folder(tmp_path, "on"), pages, few_at_once, name="again")
     warm = again.neardup_stats()
     assert warm["neardup/learned/adopted"] == 3, warm
     assert "neardup/learned/trafilatura" not in warm and "neardup/learned/learned" not in warm, warm
@@ -107,3 +112,69 @@ def test_a_template_that_changes_mid_crawl_retires_its_selector_and_loses_no_ver
     assert "is retired: a check against trafilatura disagreed" in learned.log
     assert stats.get("neardup/learned/disagreed", 0) >= 1, stats
     assert groups(learned) == groups(alone) == expected(copy_of), (groups(learned), stats)
+
+
+def crawl_in_parts(tmp_path, base, pages, parts, settings, name):
+    """``parts`` crawl processes at once, each on every ``parts``-th page (so a template's pages and every
+    group's copies span the processes), in tag mode on one store; their results."""
+    paths = list(pages)
+    running = []
+    for i in range(parts):
+        cmd, env, stats_file, items_file = paths_crawl_command(
+            tmp_path, base, paths[i::parts], {"NEARDUP_ACTION": "tag", **settings}, f"{name}{i}"
+        )
+        log = open(tmp_path / f"{name}{i}.log", "w")  # noqa: SIM115 - the crawl process writes it until it ends
+        running.append(
+            (
+                subprocess.Popen(cmd, cwd=str(tmp_path), env=env, stdout=log, stderr=subprocess.STDOUT),
+                stats_file,
+                items_file,
+                log,
+            )
+        )
+    results = []
+    for proc, stats_file, items_file, log in running:
+        code = proc.wait(180)
+        log.close()
+        with open(log.name) as written:
+            results.append(read_result(code, stats_file, items_file, written.read()))
+    for result in results:
+        assert result.returncode == 0 and result.stats.get("finish_reason") == "finished", result.log[-3000:]
+    return results
+
+
+@one_server_kind()
+def test_three_processes_on_one_redis_learn_one_selector_a_template_and_the_next_crawl_starts_warm(
+    tmp_path, redis_server
+):
+    three_processes_share_selectors(tmp_path, redis_server.url, "redis")
+
+
+@one_server_kind()
+def test_three_processes_on_a_redis_cluster_share_their_selectors(tmp_path, shared_cluster):
+    three_processes_share_selectors(tmp_path, shared_cluster.url, "cluster")
+
+
+def three_processes_share_selectors(tmp_path, url, store):
+    pages, copy_of = site()
+    pages = shuffled(pages, 5)
+    settings = {
+        "NEARDUP_STORE_URL": url,
+        "NEARDUP_REDIS_KEY": f"learned-{store}-{uuid.uuid4().hex[:8]}:{{%(spider)s}}",
+        "CONCURRENT_REQUESTS": "4",
+    }
+    with ServerThread(pages_server(pages)) as running:
+        first = crawl_in_parts(tmp_path, running.url, pages, 3, settings, "first")
+        again = crawl_in_parts(tmp_path, running.url, pages, 3, settings, "again")
+    merged = SimpleNamespace(items=[item for result in first for item in result.items])
+    assert groups(merged) == expected(copy_of)
+    # Each template has one selector in the store, whichever process saved it first; every process of
+    # the next crawl takes the three before its first page, and none learns or needs trafilatura again.
+    learned = sum(result.stats.get("neardup/learned/learned", 0) for result in first)
+    assert learned >= 3, [r.neardup_stats() for r in first]
+    for result in again:
+        stats = result.neardup_stats()
+        assert stats.get("neardup/learned/adopted", 0) == 3, stats
+        assert "neardup/learned/learned" not in stats and "neardup/learned/trafilatura" not in stats, stats
+        assert stats.get("neardup/learned/replayed", 0) >= 1, stats
+    assert sum(r.stats.get("neardup/learned/selectors", 0) for r in again) == 9

@@ -63,14 +63,14 @@ def test_lessons_that_disagree_on_the_article_element_make_no_selector():
         taught(templated_page(0, 3)),
     ]
     assert [learner.observe("site.test", 7, "", one) for one in lessons] == ["", "", ""]
-    assert learner.offers("site.test") == {}
+    assert [offer.locator for offer in learner.offers("site.test").values()] == [None]  # met, not learned
 
 
 def test_a_disagreeing_check_retires_the_selector_and_three_retirements_leave_the_template_to_trafilatura():
     learner, key = learnt()
     assert learner.observe("site.test", key, "replayed", None) == ""
     assert learner.observe("site.test", key, "disagreed", None) == "retired"
-    assert learner.offers("site.test") == {} and not learner.active("site.test", key)
+    assert learner.offers("site.test")[key].locator is None and not learner.active("site.test", key)
     for round_ in (2, 3):
         for seed in range(3):
             learner.observe("site.test", key, "", taught(templated_page(0, 10 * round_ + seed)))
@@ -133,7 +133,9 @@ def test_the_pipeline_replays_checks_a_sampled_share_and_teaches_without_a_selec
     learner, key = learnt()
     pipeline = DocumentPipeline(MinHashLSH(threshold=0.8), learn=True)
     page = templated_page(0, 55)
-    first = pipeline.from_html(page, "https://site.test/a/55", {})
+    met_first = pipeline.from_html(page, "https://site.test/a/55", {})
+    assert met_first.template == key and met_first.learned == "" and met_first.lesson is None  # teaches nothing
+    first = pipeline.from_html(page, "https://site.test/a/55", {key: Offer(key, None, {}, 0.0)})
     assert first.template == key and first.learned == "" and first.lesson is not None
     offer = learner.offers("site.test")[key]
     replayed = pipeline.from_html(
