@@ -275,9 +275,11 @@ def distinct_bodies(pages: dict[str, bytes]) -> dict[str, bytes]:
 
 #: ``--variants``: what a user can trade for speed, at the core count (name suffix: the settings changed);
 #: ``nocache``: every byte-identical copy extracted again, as before ``NEARDUP_BODY_CACHE_SIZE``.
-#: ``ext-<name>``: another main-content extractor (NEARDUP_EXTRACTOR).
+#: ``ext-<name>``: another main-content extractor (NEARDUP_EXTRACTOR); ``nolearn``: trafilatura on every
+#: page, no learned templates (NEARDUP_LEARN_TEMPLATES).
 VARIANTS = {
     "noguard": {"NEARDUP_TEMPLATE_REPEATS": 0},
+    "nolearn": {"NEARDUP_LEARN_TEMPLATES": False},
     "noextract": {"NEARDUP_EXTRACT": False},
     "nocache": {"NEARDUP_BODY_CACHE_SIZE": 0},
     **{f"ext-{name}": {"NEARDUP_EXTRACTOR": name} for name in EXTRACTOR_NAMES if name != "trafilatura"},

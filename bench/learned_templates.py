@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> dict:
             times["resiliparse"][i].append(seconds)
             host = urlsplit(url).hostname or ""
             offers = learner.offers(host)
-            (got, found), seconds = cpu(lambda: pipeline._learned_text(html, url, offers))
+            (got, found), seconds = cpu(lambda: pipeline.learned_text(html, url, offers))
             texts["learned"][i] = got
             times["learned"][i].append(seconds)
             how = found.get("learned", "")

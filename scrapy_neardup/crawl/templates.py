@@ -39,11 +39,12 @@ class LearnedTemplates:
         self._urgent = False
         self._synced = 0.0
 
-    def offers(self, url: str | None) -> dict[int, Offer]:
-        """The selectors of the page's host, sent with it to a worker (empty: learn only)."""
+    def offers(self, url: str | None) -> dict[int, Offer] | None:
+        """What the page goes to a worker with (:meth:`TemplateLearner.offers`): its host's selectors, the
+        templates to learn from it; ``None``: not to be parsed for its template."""
         host = host_of(url) if url else ""
         if not host:
-            return {}
+            return None
         with self._lock:
             return self.learner.offers(host)
 
@@ -52,17 +53,18 @@ class LearnedTemplates:
         is no longer active (retired while the page was in a worker): its text is not vouched for, and the
         page must be extracted again by trafilatura."""
         host = host_of(url) if url else ""
-        if not host or prepared.template is None or prepared.reused:
+        if not host or prepared.reused:
             return True  # a response with the bytes of another: that one taught what they teach
         stats = self.stats
         with self._lock:
-            if prepared.learned in ("replayed",) and not self.learner.active(host, prepared.template):
+            if prepared.learned == "replayed" and not self.learner.active(host, prepared.template or 0):
                 stats.inc_value("neardup/learned/stale")
                 return False
             change = self.learner.observe(host, prepared.template, prepared.learned, prepared.lesson)
             if change in ("learned", "retired", "unstable"):
                 self._urgent = True
-        stats.inc_value("neardup/learned/" + (prepared.learned or "trafilatura"))
+        if prepared.template is not None:
+            stats.inc_value("neardup/learned/" + (prepared.learned or "trafilatura"))
         if change:
             stats.inc_value("neardup/learned/" + change)
             if change in ("retired", "unstable"):

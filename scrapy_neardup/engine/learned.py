@@ -53,6 +53,10 @@ DECISION_DEPTH = 3
 KEPT, DROPPED = 0.9, 0.1
 #: A lesson, or a replay checked against trafilatura, must reproduce its text to this word-pair Jaccard.
 AGREEMENT = 0.95
+#: A block at a path that trafilatura kept on some pages and dropped on others (a subheading, a category
+#: label) is kept when it has at most this many words: whichever trafilatura would choose, the text's word
+#: pairs change by at most as many; a longer one makes the selector refuse the page.
+SHORT_CONFLICT_WORDS = 12
 #: Class and id tokens longer than this, or with a digit in them, are page-specific (``post-1234``): not kept.
 _MAX_TOKEN = 32
 _TOKEN = re.compile(r"^[A-Za-z_-][A-Za-z_-]*$")
@@ -60,6 +64,7 @@ _WORD = re.compile(r"\w+")
 _TAG = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 #: Elements whose content is never page text.
 _SILENT = frozenset(("script", "style", "noscript", "template", "svg", "head", "iframe", "object", "canvas"))
+_STRIPPED = sorted(_SILENT - {"head"})
 #: Elements whose text is not glued to the text around them.
 _INLINE = frozenset(
     ("a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "dfn", "em", "font", "i", "kbd", "mark", "q",
@@ -79,9 +84,10 @@ def word_pairs(tokens: list[str]) -> set[tuple[str, ...]]:
     return set(zip(tokens, tokens[1:]))
 
 
-def agreement(a: str, b: str) -> float:
-    """Jaccard similarity of two texts' word pairs (1.0 for two empty texts)."""
-    pa, pb = word_pairs(words(a)), word_pairs(words(b))
+def agreement(a: str, b: str | set[tuple[str, ...]]) -> float:
+    """Jaccard similarity of two texts' word pairs (1.0 for two empty texts); ``b`` may be given as its
+    pairs already."""
+    pa, pb = word_pairs(words(a)), (b if isinstance(b, set) else word_pairs(words(b)))
     if not pa and not pb:
         return 1.0
     return len(pa & pb) / len(pa | pb)
@@ -117,7 +123,7 @@ def parse(html: str) -> Any:
         return None
     if tree.body is None:
         return None
-    tree.strip_tags(list(_SILENT - {"head"}))  # their text is never page text: lexbor's own text() is then safe
+    tree.strip_tags(_STRIPPED)  # their text is never page text: lexbor's own text() is then safe
     return tree
 
 
@@ -329,7 +335,7 @@ def lesson(tree: Any, main: str) -> Lesson | None:
     text = replay_element(article, decisions)
     if text is None:
         return None
-    return Lesson(Locator(css, index, len(matches)), decisions, agreement(text, main), _kept(text, article))
+    return Lesson(Locator(css, index, len(matches)), decisions, agreement(text, pairs), _kept(text, article))
 
 
 def _kept(text: str, article: Any) -> float:
@@ -343,11 +349,14 @@ def _decided(decisions: dict[str, bool], path: str, keep: bool) -> None:
     decisions[path] = decisions.get(path, False) or keep
 
 
-def replay_element(article: Any, decisions: Mapping[str, bool], kept_low: float = 0.0) -> str | None:
+def replay_element(
+    article: Any, decisions: Mapping[str, bool], kept_low: float = 0.0, conflicts: frozenset[str] = frozenset()
+) -> str | None:
     """The article element's text with the dropped blocks left out; ``None`` when a block with text is at
-    a path no lesson decided, or at one that lessons decided both ways (absent from ``decisions``), and when
-    it keeps less than half of ``kept_low``, the smallest share of the element's words a lesson kept (the
-    article moved into a block the template used to drop)."""
+    a path no lesson decided, or at one of ``conflicts`` (lessons decided it both ways) with more than
+    ``SHORT_CONFLICT_WORDS`` words (a shorter one is kept), and when the text keeps less than half of
+    ``kept_low``, the smallest share of the element's words a lesson kept (the article moved into a block
+    the template used to drop)."""
     prefixes = {p[:i] for p in decisions for i in range(len(p)) if p[i] == ">" and i}
 
     def skip(path: str, element: Any) -> bool | None:
@@ -356,9 +365,12 @@ def replay_element(article: Any, decisions: Mapping[str, bool], kept_low: float 
             return not keep
         if path in prefixes:
             return None  # a mixed block: its children are decided
-        if _WORD.search(element.text(separator=" ")):
-            raise _Unknown(path)
-        return True
+        text = element.text(separator=" ")
+        if not _WORD.search(text):
+            return True
+        if path in conflicts and len(_WORD.findall(text)) <= SHORT_CONFLICT_WORDS:
+            return False
+        raise _Unknown(path)
 
     try:
         text = _text(article, skip)
@@ -498,7 +510,7 @@ def replay(tree: Any, offer: Offer) -> str | None:
     article = offer.locator.find(tree)
     if article is None:
         return None
-    return replay_element(article, offer.decisions, offer.kept_low)
+    return replay_element(article, offer.decisions, offer.kept_low, offer.conflicts)
 
 
 #: The least share of a selector's pages checked against trafilatura (``NEARDUP_LEARN_CHECK_SHARE``).
@@ -521,9 +533,8 @@ def sampled(url: str, share: float) -> bool:
 class Offer:
     """A template's selector as sent with a page of its host: replay it (checked against trafilatura for
     ``share`` of the pages), or, ``unstable``, neither replay nor learn: trafilatura only. Without a
-    ``locator``: a template met before that has no selector: trafilatura, and a lesson (a template met for
-    the first time teaches nothing: most templates of a broad crawl are met once, and a lesson costs a
-    quarter of trafilatura's time)."""
+    ``locator``: a template met before (:data:`TEACHES_FROM`) that has no selector: trafilatura, and a
+    lesson."""
 
     template: int
     locator: Locator | None
@@ -531,12 +542,18 @@ class Offer:
     share: float
     unstable: bool = False
     kept_low: float = 0.0
+    conflicts: frozenset[str] = frozenset()
 
 
 #: A template's selector is retired for good (``unstable``: trafilatura only) after this many retirements.
 MAX_RETIREMENTS = 3
-#: Templates met a host, and hosts, remembered as met (the least recently met forgotten first).
-MAX_SEEN_TEMPLATES, MAX_SEEN_HOSTS = 256, 10_000
+#: Hosts, and templates a host, remembered as met (the least recently met forgotten first).
+MAX_SEEN_HOSTS, MAX_SEEN_TEMPLATES = 100_000, 256
+#: A host's pages are parsed for their template from its ``PARSED_FROM``-th page on, and a template teaches
+#: from its ``TEACHES_FROM``-th page on: most hosts and templates of a broad crawl are met once or twice
+#: (on neardup-dev, 865 of 2,340 pages are the first of their host, 1,615 the first of their host and
+#: template), and parsing a page costs a twentieth of trafilatura's time, a lesson a quarter.
+PARSED_FROM, TEACHES_FROM = 3, 3
 
 
 class TemplateLearner:
@@ -545,7 +562,9 @@ class TemplateLearner:
 
     State of the deciding process; the selectors are shared through the store (:meth:`adopt`,
     :meth:`take_changes`), lessons are not (each process learns from its own pages; the first selector
-    saved is the one every process adopts). ``max_templates`` bounds the lessons kept (the oldest forgotten).
+    saved is the one every process adopts). Memory is bounded: ``MAX_SEEN_HOSTS`` hosts are remembered,
+    with their lessons and the templates met (``MAX_SEEN_TEMPLATES`` each), the least recently met first
+    forgotten; selectors are kept (the store holds them all).
     """
 
     def __init__(
@@ -554,89 +573,94 @@ class TemplateLearner:
         lessons: int = 3,
         agreement_bound: float = AGREEMENT,
         check_share: float = MIN_CHECK_SHARE,
-        max_templates: int = 100_000,
     ) -> None:
         self.extractor = extractor
         self.check_share = check_share
         self.lessons_needed = lessons
         self.agreement_bound = agreement_bound
-        self.max_templates = max_templates
-        self._selectors: dict[tuple[str, int], Selector] = {}
-        self._lessons: dict[tuple[str, int], list[Lesson]] = {}
+        self._selectors: dict[str, dict[int, Selector]] = {}  # host -> template -> selector
+        self._hosts: OrderedDict[str, _Host] = OrderedDict()
         self._offers: dict[str, dict[int, Offer]] = {}
-        self._seen: OrderedDict[str, OrderedDict[int, None]] = OrderedDict()
         self._changed: dict[tuple[str, int], Selector] = {}
         self.foreign = 0
 
     # -- what a page of a host is sent with --------------------------------------------------------------
-    def offers(self, host: str) -> dict[int, Offer]:
+    def offers(self, host: str) -> dict[int, Offer] | None:
         """What a page of ``host`` is sent with: a selector for each template that has one, an offer to
-        learn for each template met before."""
+        learn for each template met often enough (``TEACHES_FROM``); ``None`` for a host met too seldom for
+        its pages to be parsed for their template (``PARSED_FROM``)."""
         cached = self._offers.get(host)
-        if cached is None:
-            cached = {t: Offer(t, None, {}, 0.0) for t in self._seen.get(host, ())}
-            cached.update(
-                {
-                    s.template: Offer(
-                        s.template,
-                        s.locator,
-                        s.decisions,
-                        verify_share(s.served, self.check_share),
-                        s.state == "unstable",
-                        s.kept_low,
-                    )
-                    for (h, _), s in self._selectors.items()
-                    if h == host and s.state in ("active", "unstable")
-                }
-            )
-            self._offers[host] = cached
+        if cached is not None:
+            return cached
+        met = self._hosts.get(host)
+        selectors = self._selectors.get(host, {})
+        if not selectors and (met is None or met.pages < PARSED_FROM - 1):
+            return None
+        cached = {
+            t: Offer(t, None, {}, 0.0) for t, n in (met.templates.items() if met else ()) if n >= TEACHES_FROM - 1
+        }
+        for template, selector in selectors.items():
+            if selector.state in ("active", "unstable"):
+                cached[template] = Offer(
+                    template,
+                    selector.locator,
+                    selector.decisions,
+                    verify_share(selector.served, self.check_share),
+                    selector.state == "unstable",
+                    selector.kept_low,
+                    selector.conflicts,
+                )
+        self._offers[host] = cached
         return cached
 
-    def _met(self, host: str, template: int) -> None:
-        templates = self._seen.get(host)
-        if templates is None:
-            templates = self._seen[host] = OrderedDict()
-            if len(self._seen) > MAX_SEEN_HOSTS:
-                self._offers.pop(self._seen.popitem(last=False)[0], None)
+    def _met(self, host: str, template: int | None) -> _Host:
+        met = self._hosts.get(host)
+        if met is None:
+            met = self._hosts[host] = _Host()
+            if len(self._hosts) > MAX_SEEN_HOSTS:
+                self._offers.pop(self._hosts.popitem(last=False)[0], None)
         else:
-            self._seen.move_to_end(host)
-        if template in templates:
-            return
-        templates[template] = None
-        if len(templates) > MAX_SEEN_TEMPLATES:
-            templates.popitem(last=False)
-        self._offers.pop(host, None)
+            self._hosts.move_to_end(host)
+        met.pages += 1
+        if met.pages == PARSED_FROM - 1:
+            self._offers.pop(host, None)
+        if template is not None:
+            n = met.templates.pop(template, 0) + 1
+            met.templates[template] = n
+            if len(met.templates) > MAX_SEEN_TEMPLATES:
+                met.lessons.pop(next(iter(met.templates)), None)
+                met.templates.popitem(last=False)
+            if n == TEACHES_FROM - 1:
+                self._offers.pop(host, None)
+        return met
 
     def active(self, host: str, template: int) -> bool:
-        selector = self._selectors.get((host, template))
+        selector = self._selectors.get(host, {}).get(template)
         return selector is not None and selector.usable
 
     def selectors(self) -> list[Selector]:
-        return list(self._selectors.values())
+        return [s for templates in self._selectors.values() for s in templates.values()]
 
     # -- what a page taught -------------------------------------------------------------------------------
     def observe(self, host: str, template: int | None, learned: str, taught: Lesson | None) -> str:
-        """Take what a page's extraction found (``learned``: ``replayed``, ``agreed``, ``disagreed``, or
-        ``""`` for trafilatura alone; ``taught``: its lesson); returns what changed: ``learned`` (a new
-        selector), ``extended``, ``retired``, ``unstable`` or ``""``."""
+        """Take what a page's extraction found (``template``: its key, ``None`` when it was not parsed;
+        ``learned``: ``replayed``, ``agreed``, ``disagreed``, or ``""`` for trafilatura alone; ``taught``:
+        its lesson); returns what changed: ``learned`` (a new selector), ``extended``, ``retired``,
+        ``unstable`` or ``""``."""
+        met = self._met(host, template)
         if template is None:
             return ""
-        self._met(host, template)
-        key = (host, template)
-        selector = self._selectors.get(key)
+        selector = self._selectors.get(host, {}).get(template)
         if learned in ("replayed", "agreed") and selector is not None and selector.usable:
-            self._put(
-                key,
-                replace(selector, served=selector.served + 1, verified=selector.verified + (learned == "agreed")),
-                offers=learned == "agreed" or selector.served < 64,
-            )
+            served = replace(selector, served=selector.served + 1, verified=selector.verified + (learned == "agreed"))
+            self._put(served, offers=learned == "agreed" or selector.served < 64)
             return ""
         if learned == "disagreed" and selector is not None and selector.usable:
             retired = selector.retired + 1
             state = "unstable" if retired >= MAX_RETIREMENTS else "retired"
-            self._put(key, replace(selector, state=state, retired=retired))
-            self._lessons.pop(key, None)
-            return state if state == "unstable" else "retired"
+            self._put(replace(selector, state=state, retired=retired))
+            met.lessons.pop(template, None)
+            return state
         if taught is None or taught.agreement < self.agreement_bound:
             return ""
         if selector is not None and selector.usable:
@@ -646,19 +670,17 @@ class TemplateLearner:
             if decisions == selector.decisions and conflicts == selector.conflicts:
                 return ""
             kept_low = min(selector.kept_low, taught.kept)
-            self._put(key, replace(selector, decisions=decisions, conflicts=conflicts, kept_low=kept_low))
+            self._put(replace(selector, decisions=decisions, conflicts=conflicts, kept_low=kept_low))
             return "extended"
         if selector is not None and selector.state == "unstable":
             return ""
-        gathered = self._lessons.setdefault(key, [])
+        gathered = met.lessons.setdefault(template, [])
         gathered.append(taught)
-        if len(self._lessons) > self.max_templates:
-            self._lessons.pop(next(iter(self._lessons)))
         agreeing = [x for x in gathered if x.locator == taught.locator]
         if len(agreeing) < self.lessons_needed:
             return ""
-        self._lessons.pop(key, None)
-        self._put(key, self._selector(host, template, agreeing, selector.retired if selector is not None else 0))
+        del met.lessons[template]
+        self._put(self._selector(host, template, agreeing, selector.retired if selector is not None else 0))
         return "learned"
 
     def _selector(self, host: str, template: int, agreeing: list[Lesson], retired: int) -> Selector:
@@ -678,24 +700,25 @@ class TemplateLearner:
             kept_low=min(one.kept for one in agreeing),
         )
 
-    def _put(self, key: tuple[str, int], selector: Selector, offers: bool = True) -> None:
-        self._selectors[key] = selector
-        self._changed[key] = selector
+    def _put(self, selector: Selector, offers: bool = True, changed: bool = True) -> None:
+        self._selectors.setdefault(selector.host, {})[selector.template] = selector
+        if changed:
+            self._changed[(selector.host, selector.template)] = selector
         if offers:
-            self._offers.pop(key[0], None)
+            self._offers.pop(selector.host, None)
 
     # -- shared through the store ---------------------------------------------------------------------------
     def adopt(self, records: list[Selector]) -> int:
         """Take the store's selectors: one of another extractor is never used (counted in ``foreign``); a
         stored one replaces ours when we have none, or when it was retired more often (another process met
-        a disagreement). Returns how many were taken."""
+        a disagreement), or when ours is retired and it is not. Returns how many were taken."""
         taken = 0
         for record in records:
             if record.extractor != self.extractor:
                 self.foreign += 1
                 continue
             key = (record.host, record.template)
-            ours = self._selectors.get(key)
+            ours = self._selectors.get(record.host, {}).get(record.template)
             if key in self._changed and (ours is None or ours.retired >= record.retired):
                 continue  # ours is newer: it is saved next
             if (
@@ -703,8 +726,7 @@ class TemplateLearner:
                 or record.retired > ours.retired
                 or (not ours.usable and record.usable and record.retired >= ours.retired)
             ):
-                self._selectors[key] = record
-                self._offers.pop(record.host, None)
+                self._put(record, changed=False)
                 taken += 1
         return taken
 
@@ -713,3 +735,13 @@ class TemplateLearner:
         changed = list(self._changed.values())
         self._changed.clear()
         return changed
+
+
+@dataclass
+class _Host:
+    """What the learner remembers of a host: its pages met, its templates met (key -> pages), and the
+    lessons gathered for those without a selector."""
+
+    pages: int = 0
+    templates: OrderedDict[int, int] = field(default_factory=OrderedDict)
+    lessons: dict[int, list[Lesson]] = field(default_factory=dict)

@@ -208,20 +208,20 @@ class DocumentPipeline:
         started = time.perf_counter()
         if isinstance(html, bytes):
             html = decode_html(html)
-        learnt: dict = {}
-        if self.learn and offers is not None:
-            got, learnt = self._learned_text(html, url, offers)
-        else:
-            got = self.text_of(html, url)
+        got, learnt = self.learned_text(html, url, offers)
         seconds = time.perf_counter() - started
         declared = None
         if self.find_canonical:
             declared = declared_canonical(html, url)
         return replace(self.from_extraction(got), extract_seconds=seconds, declared_canonical=declared, **learnt)
 
-    def _learned_text(self, html: str, url: str | None, offers: dict[int, Offer]) -> tuple[Extraction, dict]:
+    def learned_text(self, html: str, url: str | None, offers: dict[int, Offer] | None) -> tuple[Extraction, dict]:
         """The page's text by its template's selector (checked against trafilatura on a sampled share of
-        pages), or by trafilatura with the lesson it teaches; and what to record of it in :class:`Prepared`."""
+        pages), or by trafilatura with the lesson it teaches; and what to record of it in :class:`Prepared`.
+        Without ``offers`` (or templates not learned): trafilatura's text, the page not parsed for its
+        template."""
+        if not self.learn or offers is None:
+            return self.text_of(html, url), {}
         tree = parse(html)
         if tree is None:
             return self.text_of(html, url), {}

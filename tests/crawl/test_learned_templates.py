@@ -16,12 +16,12 @@ from helpers.sitegen import templated_page
 
 pytestmark = pytest.mark.slow
 
-PER_TEMPLATE = 14
+PER_TEMPLATE = 20
 LINKS = "<p>" + " ".join(f"<a href='/n/{k}'>newsletter offer {k}</a>" for k in range(40)) + "</p>"
 
 
 def site(changed_from: int | None = None) -> tuple[dict[str, str], dict[str, str]]:
-    """Three templates of one host, 14 articles each; every seventh article crossposted into the next
+    """Three templates of one host, 20 articles each; every seventh article crossposted into the next
     template, every fifth mirrored. ``changed_from``: articles of template 0 from this one on carry a
     paragraph of links inside the article (trafilatura drops it; a selector learned before keeps it).
     Returns the pages and each copy's article page."""
@@ -76,7 +76,7 @@ def shuffled(pages: dict[str, str], seed: int) -> dict[str, str]:
 def test_a_template_rich_site_is_extracted_by_learned_selectors_with_trafilatura_s_verdicts(tmp_path, seed):
     pages, copy_of = site()
     pages = shuffled(pages, seed)
-    few_at_once = {"CONCURRENT_REQUESTS": "4"}  # 55 pages: the first 16 would all be in workers before any lesson
+    few_at_once = {"CONCURRENT_REQUESTS": "4"}  # 80 pages: the first 16 would all be in workers before any lesson
     learned = crawl_tagged(folder(tmp_path, "on"), pages, few_at_once)
     alone = crawl_tagged(folder(tmp_path, "off"), pages, {"NEARDUP_LEARN_TEMPLATES": "False", **few_at_once})
     for result in (learned, alone):
@@ -96,11 +96,12 @@ def test_a_template_rich_site_is_extracted_by_learned_selectors_with_trafilatura
 
 
 def test_a_template_that_changes_mid_crawl_retires_its_selector_and_loses_no_verdict(tmp_path):
-    """Template 0 starts carrying a paragraph of links inside the article after its fourth page: a selector
-    learned before keeps it, trafilatura drops it; the checks (half of the pages here) find the disagreement, the
+    """Template 0 starts carrying a paragraph of links inside the article after its eighth page (its first
+    two are not parsed, the next two only counted, three teach): a selector learned before keeps it,
+    trafilatura drops it; the checks (half of the pages here) find the disagreement, the
     selector is retired, and every verdict is still trafilatura's, the pages replayed before it included."""
-    pages, copy_of = site(changed_from=4)
-    first = {p: pages[p] for p in pages if p.startswith("/t0/article-") and int(p.split("-")[1][:-5]) < 4}
+    pages, copy_of = site(changed_from=8)
+    first = {p: pages[p] for p in pages if p.startswith("/t0/article-") and int(p.split("-")[1][:-5]) < 8}
     rest = shuffled({p: pages[p] for p in pages if p not in first}, 3)
     ordered = {**first, **rest}
     settings = {"NEARDUP_LEARN_CHECK_SHARE": "0.5", "CONCURRENT_REQUESTS": "1"}

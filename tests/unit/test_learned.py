@@ -81,6 +81,20 @@ def test_a_disagreeing_check_retires_the_selector_and_three_retirements_leave_th
     assert learner.observe("site.test", key, "", taught(templated_page(0, 99))) == ""  # never learned again
 
 
+def test_a_host_s_pages_are_parsed_from_its_third_and_a_template_teaches_from_its_third():
+    learner = TemplateLearner(EXTRACTOR)
+    assert learner.offers("site.test") is None
+    learner.observe("site.test", None, "", None)
+    assert learner.offers("site.test") is None  # one page met: the next is not parsed
+    learner.observe("site.test", None, "", None)
+    assert learner.offers("site.test") == {}  # parsed (its template counted), no lesson asked
+    learner.observe("site.test", 7, "", None)
+    assert learner.offers("site.test") == {}
+    learner.observe("site.test", 7, "", None)
+    assert learner.offers("site.test")[7].locator is None  # template 7 met twice: its next page teaches
+    assert learner.offers("other.test") is None
+
+
 def test_checks_thin_out_as_a_selector_serves_and_are_decided_by_the_url():
     assert (
         learned.verify_share(0) == 0.25
@@ -116,7 +130,7 @@ def test_the_store_s_selectors_of_another_extractor_are_never_used():
         for s in learner.selectors()
     ]
     fresh = TemplateLearner(EXTRACTOR)
-    assert fresh.adopt(theirs) == 0 and fresh.foreign == 1 and fresh.offers("site.test") == {}
+    assert fresh.adopt(theirs) == 0 and fresh.foreign == 1 and fresh.offers("site.test") is None
     assert fresh.adopt(learner.selectors()) == 1 and key in fresh.offers("site.test")
 
 
@@ -194,3 +208,18 @@ def test_a_replay_refuses_a_page_whose_article_moved_into_a_block_the_template_d
     )
     assert learned.replay(learned.parse(page), offer) is None
     assert learned.replay(learned.parse(templated_page(0, 41)), offer) is not None
+
+
+def test_a_short_block_at_a_path_lessons_decided_both_ways_is_kept_and_a_long_one_refuses_the_page():
+    decisions, conflicts = learned.merge({">p": True, ">h3": True}, frozenset(), {">p": True, ">h3": False})
+    assert decisions == {">p": True} and conflicts == {">h3"}
+    body = "<p>" + " ".join(f"word{i}" for i in range(80)) + "</p>"
+
+    def replayed(heading: str) -> str | None:
+        tree = learned.parse(f"<html><body><article><h3>{heading}</h3>{body}</article></body></html>")
+        return learned.replay_element(tree.css_first("article"), decisions, 0.0, conflicts)
+
+    assert replayed("A short subheading").startswith("A short subheading word0")
+    assert replayed(" ".join(["long"] * 13)) is None
+    tree = learned.parse(f"<html><body><article><h3>A short one</h3>{body}</article></body></html>")
+    assert learned.replay_element(tree.css_first("article"), decisions) is None  # no conflict known: unknown
