@@ -125,12 +125,13 @@ def worker_pipeline() -> DocumentPipeline:
 
 
 def prepare_html(
-    pipeline: DocumentPipeline, body: bytes, url: str, content_type: str | None, offers: dict[int, Offer] | None = None
+    pipeline: DocumentPipeline, body: bytes, url: str, content_type: str | None, offers: bytes | None = None
 ) -> Prepared:
     """A page's body to what the decision needs, with when the whole job began and how long it took;
-    ``offers``: its host's learned selectors (:mod:`.engine.learned`)."""
+    ``offers``: its host's learned selectors (:mod:`.engine.learned`), pickled by the crawler process."""
     started, cpu = time.perf_counter(), time.thread_time()
-    prepared = pipeline.from_html(decode_html(body, content_type), url, offers)
+    unpacked: dict[int, Offer] | None = None if offers is None else pickle.loads(offers)
+    prepared = pipeline.from_html(decode_html(body, content_type), url, unpacked)
     return replace(
         prepared,
         work_seconds=time.perf_counter() - started,
@@ -145,7 +146,7 @@ def prepare_text(pipeline: DocumentPipeline, text: str) -> Prepared:
     return replace(pipeline.from_text(text), cpu_seconds=time.thread_time() - cpu)
 
 
-def analyze_html(body: bytes, url: str, content_type: str | None, offers: dict[int, Offer] | None = None) -> tuple:
+def analyze_html(body: bytes, url: str, content_type: str | None, offers: bytes | None = None) -> tuple:
     """Worker task: :func:`prepare_html` in this worker, as plain values (:meth:`Prepared.to_wire`)."""
     return prepare_html(worker_pipeline(), body, url, content_type, offers).to_wire()
 

@@ -9,6 +9,7 @@ closed on ``spider_closed``.
 from __future__ import annotations
 
 import logging
+import pickle
 import threading
 import time
 import weakref
@@ -126,6 +127,10 @@ class _ReportedOnce(logging.Filter):
             return False
         message = record.getMessage()
         return not (message.startswith("Unhandled error in Deferred") or any(t in message for t in self._texts))
+
+
+#: What a page extracted again after a stale replay goes with: parsed for its template, nothing offered.
+_NOTHING_OFFERED = pickle.dumps({})
 
 
 class StoreOpenFailed(Exception):
@@ -492,7 +497,7 @@ class NearDupService:
         deferred: Deferred = Deferred()
         offers = None
         if self.templates is not None and job.is_html:
-            offers = {} if relearn else self.templates.offers(url or job.url)
+            offers = _NOTHING_OFFERED if relearn else self.templates.offers(url or job.url)
         fn, *args = job.call(offers)
         try:
             if self._extraction is not None:
