@@ -91,6 +91,10 @@ class NearDupDownloaderMiddleware:
         #: their Deferreds), and the URLs of the copies waiting (a copy never waits for a page waiting itself).
         self._deciding: dict[str, list[Deferred]] = {}
         self._waiting: set[str] = set()
+        #: The declared page each copy fetched first (copy URL -> declared URL): in flight as that copy's probe,
+        #: not as a request that comes back through process_response, so the copy's own decision releases the
+        #: copies that wait for it.
+        self._fetching_for: dict[str, str] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -230,7 +234,8 @@ class NearDupDownloaderMiddleware:
                 probe=self._probe if self.config.soft404 and not own_key else None,
             )
         finally:
-            self._decided(request.url, response.url)
+            declared_fetched = self._fetching_for.pop(request.url, None)
+            self._decided(request.url, response.url, *([declared_fetched] if declared_fetched else []))
         if verdict is None:
             request.meta[META_VERDICT] = {"status": "skipped", "reason": prepared.skip_reason or "store_error"}
             return response
@@ -283,6 +288,7 @@ class NearDupDownloaderMiddleware:
         meta = {k: v for k, v in request.meta.items() if k not in _OWN_META}
         # Not dont_filter, whatever the copy's request says: the offsite check must apply to the declared page.
         probe = request.replace(url=declared_url, meta={**meta, META_DECLARED_BY: request.url}, dont_filter=False)
+        self._fetching_for[request.url] = declared_url
         try:
             response = await self._download(probe)
         except Exception as exc:  # noqa: BLE001 - forbidden by robots.txt, off the allowed domains, unreachable
@@ -325,7 +331,7 @@ class NearDupDownloaderMiddleware:
         try:
             await maybe_deferred_to_future(waiter)
         except Exception:  # noqa: BLE001 - a timeout: the copy is decided on its own
-            pass
+            self.service.stats.inc_value("neardup/canonical/await_timeout")
         finally:
             self._waiting.discard(copy_url)
 

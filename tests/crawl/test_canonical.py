@@ -17,6 +17,7 @@ from helpers.crawlkit import ServerThread, pages_server, paths_crawl_command, re
 from helpers.pages import html, story
 from helpers.redis_server import one_server_kind
 
+from scrapy_neardup.crawl.downloader import DECLARED_WAIT_SECS
 from scrapy_neardup.engine.canonical import declared_canonical, link_header_canonical
 
 pytestmark = pytest.mark.slow
@@ -374,3 +375,26 @@ def test_a_declared_page_forbidden_by_robots_txt_or_off_the_allowed_domains_is_n
     assert "could not be fetched" in robots.log and "Forbidden by robots.txt" in robots.log
     stats = offsite.neardup_stats()
     assert stats["neardup/canonical/fetch_failed"] == 1 and stats["neardup/unique"] == 1, stats
+
+
+@pytest.mark.parametrize("declared", ["/gone", "/original"], ids=["missing", "there"])
+def test_copies_declaring_a_page_another_copy_fetches_first_are_released_by_its_decision(tmp_path, declared):
+    """Twelve pages of one template declare one page (missing, or an original not linked from anywhere):
+    the first copy fetches it first; the others, finding it in flight, wait for that copy's decision and
+    go on right after it, never for the whole wait (``neardup/canonical/await_timeout``)."""
+    head = f'<link rel="canonical" href="{declared}">'
+    pages: dict[str, object] = {f"/t/{i}": html(story(400 + i), head=head) for i in range(12)}
+    pages["/original"] = html(story(400))
+    with ServerThread(pages_server(pages)) as server:
+        crawled = [p for p in pages if p != "/original"]
+        cmd, env, stats_file, items_file = paths_crawl_command(
+            tmp_path, server.url, crawled, {"NEARDUP_ACTION": "tag", "CONCURRENT_REQUESTS": "16"}
+        )
+        proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
+    result = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
+    assert result.returncode == 0 and "Traceback" not in result.log, result.log[-3000:]
+    stats = result.neardup_stats()
+    assert stats.get("neardup/canonical/awaited", 0) >= 1, stats
+    assert "neardup/canonical/await_timeout" not in stats, stats
+    assert result.stats["elapsed_time_seconds"] < DECLARED_WAIT_SECS  # (the old code waited it out)
+    assert {item["path"] for item in result.items} >= set(crawled)

@@ -4,7 +4,9 @@ that changes mid-crawl."""
 
 from __future__ import annotations
 
+import json
 import random
+import sqlite3
 import subprocess
 import uuid
 from types import SimpleNamespace
@@ -179,3 +181,24 @@ def three_processes_share_selectors(tmp_path, url, store):
         assert "neardup/learned/learned" not in stats and "neardup/learned/trafilatura" not in stats, stats
         assert stats.get("neardup/learned/replayed", 0) >= 1, stats
     assert sum(r.stats.get("neardup/learned/selectors", 0) for r in again) == 9
+
+
+def test_a_store_s_selectors_made_for_another_trafilatura_are_never_used(tmp_path):
+    """The next crawl runs another trafilatura than the one the store's selectors reproduce: none is used,
+    each template is learned again, and every verdict is still trafilatura's."""
+    pages, copy_of = site()
+    few_at_once = {"CONCURRENT_REQUESTS": "4", "NEARDUP_URL_RULES": "learn"}  # every copy fetched each time
+    first = crawl_tagged(tmp_path, pages, few_at_once, name="first")
+    assert first.neardup_stats()["neardup/learned/selectors"] == 3
+    with sqlite3.connect(tmp_path / "store.sqlite3") as db:
+        rows = db.execute("SELECT name, record FROM selectors").fetchall()
+        assert len(rows) == 3
+        for name, record in rows:
+            other = json.loads(record)
+            other["extractor"] = other["extractor"].replace("trafilatura ", "trafilatura 0.0.1-", 1)
+            db.execute("UPDATE selectors SET record = ? WHERE name = ?", (json.dumps(other), name))
+    again = crawl_tagged(tmp_path, pages, few_at_once, name="again")
+    stats = again.neardup_stats()
+    assert stats["neardup/learned/foreign"] == 3 and "neardup/learned/adopted" not in stats, stats
+    assert stats["neardup/learned/learned"] >= 3 and stats.get("neardup/learned/trafilatura", 0) >= 9, stats
+    assert groups(again) == groups(first) == expected(copy_of)

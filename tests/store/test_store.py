@@ -528,3 +528,25 @@ def test_repoint_makes_a_group_reach_its_better_copy_and_keeps_its_members(store
     assert store.lookup_many([("http://e/a?utm=x", None, [])])[0].known.orphaned
     assert store.purge() == 3
     assert store.count() == 0
+
+
+def test_selectors_are_kept_by_name_replaced_and_cleared(store):
+    """Learned templates' selectors (scrapy_neardup.engine.learned): JSON by name, the last saved kept."""
+    assert store.selectors() == {}
+    store.save_selectors({"a.com\t1f": '{"v": 1}', "b.org\t2e": '{"v": 1, "x": 2}'})
+    store.save_selectors({"a.com\t1f": '{"v": 1, "state": "retired"}'})
+    assert store.selectors() == {"a.com\t1f": '{"v": 1, "state": "retired"}', "b.org\t2e": '{"v": 1, "x": 2}'}
+    store.clear()
+    assert store.selectors() == {}
+
+
+@pytest.mark.parametrize("store_kind", PERSISTENT_BACKENDS)
+def test_selectors_outlive_the_process(store_kind, tmp_path):
+    s = make_store(store_kind, tmp_path)
+    s.open(META)
+    s.save_selectors({"a.com\t1f": '{"v": 1}'})
+    s.close()
+    s = make_store(store_kind, tmp_path)
+    s.open(META)
+    assert s.selectors() == {"a.com\t1f": '{"v": 1}'}
+    s.close()
