@@ -127,7 +127,7 @@ class LearnedTemplates:
         if taken:
             self.stats.inc_value("neardup/learned/adopted", taken)
         if foreign:
-            self.stats.set_value("neardup/learned/foreign", foreign)
+            self.stats.max_value("neardup/learned/foreign", foreign)
 
     def close(self, store: Store) -> None:
         self.sync(store, force=True)

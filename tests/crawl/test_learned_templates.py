@@ -49,8 +49,8 @@ def groups(result) -> set[frozenset[str]]:
     out: dict[str, set[str]] = {}
     for item in result.items:
         canonical = item.get("near_duplicate_of")
-        if canonical:
-            canonical_path = "/" + canonical.split("/", 3)[3]
+        canonical_path = "/" + canonical.split("/", 3)[3] if canonical else None
+        if canonical_path and canonical_path != item["path"]:  # (a re-crawl tags a group's page as seen)
             out.setdefault(canonical_path, {canonical_path}).add(item["path"])
     return {frozenset(g) for g in out.values()}
 
