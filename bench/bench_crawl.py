@@ -663,6 +663,12 @@ def main() -> int:
         default=["manifest", "copies-first", "shuffled-1", "shuffled-2", "shuffled-3"],
         help="--quality: crawl orders (manifest, copies-first, shuffled-N)",
     )
+    parser.add_argument(
+        "--order",
+        default="manifest",
+        help="the crawl order of the timings (manifest, copies-first, shuffled-N; on the template-rich set the "
+        "manifest order gives each template's pages in one burst, a shuffled one spreads them as a long crawl does)",
+    )
     parser.add_argument("--recrawl", action="store_true", help="drop mode, crawled twice on one store")
     parser.add_argument("--aliases", action="store_true", help="a site of aliases declaring their originals")
     parser.add_argument("--redis", action="store_true", help="--recrawl: a real redis-server as the store")
@@ -696,7 +702,7 @@ def main() -> int:
     if args.limit:
         manifest = manifest[: args.limit]
     pages = load_pages(args.dataset, manifest)
-    paths = [site_path(row["url"]) for row in manifest]
+    paths = crawl_orders(manifest, [args.order])[args.order]
     base, server = serve(pages)
     workdir = tempfile.mkdtemp(prefix="bench-crawl-")
     try:

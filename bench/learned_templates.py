@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> dict:
             times["learned"][i].append(seconds)
             how = found.get("learned", "")
             learned_how[i] = how
-            learner.observe(host, found.get("template"), how, found.get("lesson"))
+            learner.observe(host, found.get("template"), how, found.get("lesson"), found.get("prekey"))
     ms = {k: [1000 * statistics.median(t) for t in v] for k, v in times.items()}
     # Pages after each template's first 10 (in the crawl order): the share extracted without trafilatura.
     seen: dict[str, int] = defaultdict(int)

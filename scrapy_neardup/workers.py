@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .engine.extract import decode_html, quiet_trafilatura
 
 if TYPE_CHECKING:
-    from .engine.learned import Offer
+    from .engine.learned import Offers
     from .engine.prepare import DocumentPipeline, Prepared
     from .settings import Config
 
@@ -130,7 +130,7 @@ def prepare_html(
     """A page's body to what the decision needs, with when the whole job began and how long it took;
     ``offers``: its host's learned selectors (:mod:`.engine.learned`), pickled by the crawler process."""
     started, cpu = time.perf_counter(), time.thread_time()
-    unpacked: dict[int, Offer] | None = None if offers is None else pickle.loads(offers)
+    unpacked: Offers | None = None if offers is None else pickle.loads(offers)
     prepared = pipeline.from_html(decode_html(body, content_type), url, unpacked)
     return replace(
         prepared,

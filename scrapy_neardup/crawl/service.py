@@ -9,7 +9,6 @@ closed on ``spider_closed``.
 from __future__ import annotations
 
 import logging
-import pickle
 import threading
 import time
 import weakref
@@ -127,10 +126,6 @@ class _ReportedOnce(logging.Filter):
             return False
         message = record.getMessage()
         return not (message.startswith("Unhandled error in Deferred") or any(t in message for t in self._texts))
-
-
-#: What a page extracted again after a stale replay goes with: parsed for its template, nothing offered.
-_NOTHING_OFFERED = pickle.dumps({})
 
 
 class StoreOpenFailed(Exception):
@@ -493,11 +488,11 @@ class NearDupService:
     async def prepare(self, job: Job, url: str | None = None, relearn: bool = False) -> Prepared | BaseException:
         """Extract and fingerprint a document in a worker (or a thread of this process), nothing decided:
         what was prepared, or what went wrong (a lost worker, a timeout, an unexpected error). A page goes
-        with its host's learned selectors (none when ``relearn``: trafilatura, and its lesson)."""
+        with its host's learned selectors (none when ``relearn``: trafilatura alone)."""
         deferred: Deferred = Deferred()
         offers = None
         if self.templates is not None and job.is_html:
-            offers = _NOTHING_OFFERED if relearn else self.templates.offers(url or job.url)
+            offers = None if relearn else self.templates.offers(url or job.url)
         fn, *args = job.call(offers)
         try:
             if self._extraction is not None:

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ..engine.learned import Offer, Selector, TemplateLearner
+from ..engine.learned import Offers, Selector, TemplateLearner
 from ..engine.urlrules import host_of
 from ..store import StoreError
 
@@ -41,20 +41,17 @@ class LearnedTemplates:
         self._lock = threading.Lock()
         self._urgent = False
         self._synced = 0.0
-        self._packed: dict[str, tuple[dict[int, Offer], bytes]] = {}
+        self._packed: dict[str, tuple[Offers, bytes]] = {}
 
-    def offers(self, url: str | None) -> bytes | None:
+    def offers(self, url: str | None) -> bytes | None:  # None: a page without a host
         """What the page goes to a worker with (:meth:`TemplateLearner.offers`), pickled once for every page
         of its host until it changes (a host of 30 templates would cost the crawler 0.15 ms a page to pickle
-        again): its host's selectors, the templates to learn from it; ``None``: not to be parsed for its
-        template."""
+        again): its host's selectors, the pre-keys and templates met on it."""
         host = host_of(url) if url else ""
         if not host:
             return None
         with self._lock:
             offers = self.learner.offers(host)
-            if offers is None:
-                return None
             packed = self._packed.get(host)
             if packed is None or packed[0] is not offers:
                 packed = self._packed[host] = (offers, pickle.dumps(offers, protocol=pickle.HIGHEST_PROTOCOL))
@@ -74,11 +71,13 @@ class LearnedTemplates:
             if prepared.learned == "replayed" and not self.learner.active(host, prepared.template or 0):
                 stats.inc_value("neardup/learned/stale")
                 return False
-            change = self.learner.observe(host, prepared.template, prepared.learned, prepared.lesson)
+            change = self.learner.observe(host, prepared.template, prepared.learned, prepared.lesson, prepared.prekey)
             if change in ("learned", "retired", "unstable"):
                 self._urgent = True
         if prepared.template is not None:
             stats.inc_value("neardup/learned/" + (prepared.learned or "trafilatura"))
+        elif prepared.prekey is not None:
+            stats.inc_value("neardup/learned/unparsed")
         if change:
             stats.inc_value("neardup/learned/" + change)
             if change in ("retired", "unstable"):

@@ -155,6 +155,47 @@ def skeleton_key(tree: Any) -> int:
     return mmh3.hash64("\n".join(sorted(paths)), 0x7E3B, signed=False)[0]
 
 
+#: The characters after ``<body`` a page's pre-key reads (:func:`prekey`).
+PREKEY_CHARS = 16_384
+_BODY_TAG = re.compile(r"<body\b", re.IGNORECASE)
+_CONTAINER = re.compile(
+    r"<(div|section|header|nav|main|aside|footer|article|ul|ol|form|table)\b([^>]*)>", re.IGNORECASE
+)
+_CLASS_OR_ID = re.compile(r"""\b(?:class|id)\s*=\s*["']([^"']*)["']""", re.IGNORECASE)
+
+
+def prekey(html: str) -> int:
+    """A cheap key of a page's template, read without parsing it: the set of container tags with their
+    stable classes and ids in the first ``PREKEY_CHARS`` characters of its body. It only decides whether a
+    page is worth parsing for its template (its pre-key met before on its host): two templates sharing one
+    costs a parse, never a verdict."""
+    at = _BODY_TAG.search(html)
+    chunk = html[at.start() : at.start() + PREKEY_CHARS] if at else html[:PREKEY_CHARS]
+    seen = set()
+    for tag, attrs in _CONTAINER.findall(chunk):
+        names = " ".join(_CLASS_OR_ID.findall(attrs)).split()
+        seen.add(tag.lower() + "".join(sorted({"." + n for n in names if len(n) <= _MAX_TOKEN and _TOKEN.match(n)})))
+    return mmh3.hash64("\n".join(sorted(seen)), 0x7E3C, signed=False)[0]
+
+
+#: Bits of the sets of keys a host's pages are sent with (:class:`Offers`): a few false positives (a parse, a
+#: lesson more) for a fixed size, whatever the number of templates a host has.
+KEY_BITS = 8192
+
+
+def key_bits(keys: Iterator[int] | set[int] | list[int]) -> bytes:
+    bits = bytearray(KEY_BITS // 8)
+    for key in keys:
+        bit = key % KEY_BITS
+        bits[bit >> 3] |= 1 << (bit & 7)
+    return bytes(bits)
+
+
+def in_bits(bits: bytes, key: int) -> bool:
+    bit = key % KEY_BITS
+    return bool(bits[bit >> 3] & (1 << (bit & 7)))
+
+
 def _text(node: Any, skip: Any = None) -> str:
     """The visible text under ``node``, blocks separated, white space folded; ``skip(path, element)`` may
     leave out a subtree (``True``) or refuse the page (raises :class:`_Unknown`)."""
@@ -503,10 +544,19 @@ def merge(
     return merged, frozenset(clashes)
 
 
+@dataclass(frozen=True)
+class Offers:
+    """What a page of a host is sent with: the host's selectors by template, the pre-keys met on the host
+    (a page whose pre-key is not among them is not parsed: :func:`prekey`), and the templates met often
+    enough to teach (:data:`TEACHES_FROM`); both sets as :func:`key_bits`."""
+
+    selectors: Mapping[int, Offer]
+    parse: bytes
+    learn: bytes
+
+
 def replay(tree: Any, offer: Offer) -> str | None:
     """The page's main text by its template's selector; ``None`` when the selector refuses the page."""
-    if offer.locator is None:
-        return None
     article = offer.locator.find(tree)
     if article is None:
         return None
@@ -532,12 +582,10 @@ def sampled(url: str, share: float) -> bool:
 @dataclass(frozen=True)
 class Offer:
     """A template's selector as sent with a page of its host: replay it (checked against trafilatura for
-    ``share`` of the pages), or, ``unstable``, neither replay nor learn: trafilatura only. Without a
-    ``locator``: a template met before (:data:`TEACHES_FROM`) that has no selector: trafilatura, and a
-    lesson."""
+    ``share`` of the pages), or, ``unstable``, neither replay nor learn: trafilatura only."""
 
     template: int
-    locator: Locator | None
+    locator: Locator
     decisions: Mapping[str, bool]
     share: float
     unstable: bool = False
@@ -548,12 +596,12 @@ class Offer:
 #: A template's selector is retired for good (``unstable``: trafilatura only) after this many retirements.
 MAX_RETIREMENTS = 3
 #: Hosts, and templates a host, remembered as met (the least recently met forgotten first).
-MAX_SEEN_HOSTS, MAX_SEEN_TEMPLATES = 100_000, 256
-#: A host's pages are parsed for their template from its ``PARSED_FROM``-th page on, and a template teaches
-#: from its ``TEACHES_FROM``-th page on: most hosts and templates of a broad crawl are met once or twice
-#: (on neardup-dev, 865 of 2,340 pages are the first of their host, 1,615 the first of their host and
-#: template), and parsing a page costs a twentieth of trafilatura's time, a lesson a quarter.
-PARSED_FROM, TEACHES_FROM = 3, 3
+MAX_SEEN_HOSTS, MAX_SEEN_TEMPLATES = 100_000, 4096
+#: A template teaches from its ``TEACHES_FROM``-th page on, and a page is parsed for its template only when
+#: its pre-key was met before on its host: most templates of a broad crawl are met once or twice (on
+#: neardup-dev, 1,615 of 2,340 pages are the first of their host and template, 483 the second, 183 the third),
+#: and parsing a page costs a twentieth of trafilatura's time, a lesson a quarter.
+TEACHES_FROM = 4
 
 
 class TemplateLearner:
@@ -580,40 +628,35 @@ class TemplateLearner:
         self.agreement_bound = agreement_bound
         self._selectors: dict[str, dict[int, Selector]] = {}  # host -> template -> selector
         self._hosts: OrderedDict[str, _Host] = OrderedDict()
-        self._offers: dict[str, dict[int, Offer]] = {}
+        self._offers: dict[str, Offers] = {}
         self._changed: dict[tuple[str, int], Selector] = {}
         self.foreign = 0
 
     # -- what a page of a host is sent with --------------------------------------------------------------
-    def offers(self, host: str) -> dict[int, Offer] | None:
-        """What a page of ``host`` is sent with: a selector for each template that has one, an offer to
-        learn for each template met often enough (``TEACHES_FROM``); ``None`` for a host met too seldom for
-        its pages to be parsed for their template (``PARSED_FROM``)."""
+    def offers(self, host: str) -> Offers:
+        """What a page of ``host`` is sent with (:class:`Offers`)."""
         cached = self._offers.get(host)
         if cached is not None:
             return cached
-        met = self._hosts.get(host)
-        selectors = self._selectors.get(host, {})
-        if not selectors and (met is None or met.pages < PARSED_FROM - 1):
-            return None
-        cached = {
-            t: Offer(t, None, {}, 0.0) for t, n in (met.templates.items() if met else ()) if n >= TEACHES_FROM - 1
+        met = self._hosts.get(host) or _Host()
+        selectors = {
+            template: Offer(
+                template,
+                selector.locator,
+                selector.decisions,
+                verify_share(selector.served, self.check_share),
+                selector.state == "unstable",
+                selector.kept_low,
+                selector.conflicts,
+            )
+            for template, selector in self._selectors.get(host, {}).items()
+            if selector.state in ("active", "unstable")
         }
-        for template, selector in selectors.items():
-            if selector.state in ("active", "unstable"):
-                cached[template] = Offer(
-                    template,
-                    selector.locator,
-                    selector.decisions,
-                    verify_share(selector.served, self.check_share),
-                    selector.state == "unstable",
-                    selector.kept_low,
-                    selector.conflicts,
-                )
-        self._offers[host] = cached
+        teaching = [t for t, n in met.templates.items() if n >= TEACHES_FROM - 1]
+        cached = self._offers[host] = Offers(selectors, key_bits(met.prekeys), key_bits(teaching))
         return cached
 
-    def _met(self, host: str, template: int | None) -> _Host:
+    def _met(self, host: str, prekey: int | None, template: int | None) -> _Host:
         met = self._hosts.get(host)
         if met is None:
             met = self._hosts[host] = _Host()
@@ -621,8 +664,10 @@ class TemplateLearner:
                 self._offers.pop(self._hosts.popitem(last=False)[0], None)
         else:
             self._hosts.move_to_end(host)
-        met.pages += 1
-        if met.pages == PARSED_FROM - 1:
+        if prekey is not None and prekey not in met.prekeys:
+            met.prekeys.add(prekey)
+            if len(met.prekeys) > MAX_SEEN_TEMPLATES:
+                met.prekeys.pop()
             self._offers.pop(host, None)
         if template is not None:
             n = met.templates.pop(template, 0) + 1
@@ -642,12 +687,14 @@ class TemplateLearner:
         return [s for templates in self._selectors.values() for s in templates.values()]
 
     # -- what a page taught -------------------------------------------------------------------------------
-    def observe(self, host: str, template: int | None, learned: str, taught: Lesson | None) -> str:
+    def observe(
+        self, host: str, template: int | None, learned: str, taught: Lesson | None, prekey: int | None = None
+    ) -> str:
         """Take what a page's extraction found (``template``: its key, ``None`` when it was not parsed;
         ``learned``: ``replayed``, ``agreed``, ``disagreed``, or ``""`` for trafilatura alone; ``taught``:
-        its lesson); returns what changed: ``learned`` (a new selector), ``extended``, ``retired``,
-        ``unstable`` or ``""``."""
-        met = self._met(host, template)
+        its lesson; ``prekey``: its :func:`prekey`); returns what changed: ``learned`` (a new selector),
+        ``extended``, ``retired``, ``unstable`` or ``""``."""
+        met = self._met(host, prekey, template)
         if template is None:
             return ""
         selector = self._selectors.get(host, {}).get(template)
@@ -739,9 +786,9 @@ class TemplateLearner:
 
 @dataclass
 class _Host:
-    """What the learner remembers of a host: its pages met, its templates met (key -> pages), and the
-    lessons gathered for those without a selector."""
+    """What the learner remembers of a host: the pre-keys of its pages, its templates met (key -> pages),
+    and the lessons gathered for those without a selector."""
 
-    pages: int = 0
+    prekeys: set[int] = field(default_factory=set)
     templates: OrderedDict[int, int] = field(default_factory=OrderedDict)
     lessons: dict[int, list[Lesson]] = field(default_factory=dict)

@@ -19,7 +19,20 @@ import numpy as np
 from .algorithms.base import Algorithm, Fingerprint, NoWords
 from .canonical import declared_canonical
 from .extract import TEMPLATE_MAX_SHARE, Extraction, decode_html, extract
-from .learned import Lesson, Offer, agreement, lesson, page_text_of, parse, replay, sampled, skeleton_key, words
+from .learned import (
+    Lesson,
+    Offers,
+    agreement,
+    in_bits,
+    lesson,
+    page_text_of,
+    parse,
+    prekey,
+    replay,
+    sampled,
+    skeleton_key,
+    words,
+)
 
 #: mmh3 seed of the main-text hash; fixed so that every process agrees on it.
 _SEED = 0x7E3A
@@ -97,6 +110,7 @@ class Prepared:
     learned: str = ""
     lesson: Lesson | None = None
     agreement: float = 0.0
+    prekey: int | None = None
 
     def to_wire(self) -> tuple:
         """Plain bytes, ints and strings: what crosses from a worker process (far cheaper to pickle than
@@ -119,6 +133,7 @@ class Prepared:
             self.learned,
             None if self.lesson is None else self.lesson.to_wire(),
             self.agreement,
+            self.prekey,
         )
 
     @classmethod
@@ -141,6 +156,7 @@ class Prepared:
             learned,
             taught,
             agreed,
+            pre,
         ) = wire
         return cls(
             _fp_unwire(fp),
@@ -160,6 +176,7 @@ class Prepared:
             learned=learned,
             lesson=None if taught is None else Lesson.from_wire(taught),
             agreement=agreed,
+            prekey=pre,
         )
 
 
@@ -202,7 +219,7 @@ class DocumentPipeline:
         self.learn_agreement = learn_agreement
         self._sketcher = page_sketcher(algorithm) if with_page_text else None
 
-    def from_html(self, html: str | bytes, url: str | None = None, offers: dict[int, Offer] | None = None) -> Prepared:
+    def from_html(self, html: str | bytes, url: str | None = None, offers: Offers | None = None) -> Prepared:
         """A page made ready; with ``offers`` (its host's learned selectors, :mod:`.learned`), its main text
         by its template's selector where one vouches for it, else by trafilatura, with what it teaches."""
         started = time.perf_counter()
@@ -215,32 +232,37 @@ class DocumentPipeline:
             declared = declared_canonical(html, url)
         return replace(self.from_extraction(got), extract_seconds=seconds, declared_canonical=declared, **learnt)
 
-    def learned_text(self, html: str, url: str | None, offers: dict[int, Offer] | None) -> tuple[Extraction, dict]:
+    def learned_text(self, html: str, url: str | None, offers: Offers | None) -> tuple[Extraction, dict]:
         """The page's text by its template's selector (checked against trafilatura on a sampled share of
         pages), or by trafilatura with the lesson it teaches; and what to record of it in :class:`Prepared`.
-        Without ``offers`` (or templates not learned): trafilatura's text, the page not parsed for its
-        template."""
+        Without ``offers`` (or templates not learned): trafilatura's text. A page whose :func:`~.learned.prekey`
+        its host has not met before is not parsed for its template."""
         if not self.learn or offers is None:
             return self.text_of(html, url), {}
+        pre = prekey(html)
+        if not in_bits(offers.parse, pre):
+            return self.text_of(html, url), {"prekey": pre}
         tree = parse(html)
         if tree is None:
-            return self.text_of(html, url), {}
+            return self.text_of(html, url), {"prekey": pre}
         template = skeleton_key(tree)
-        offer = offers.get(template)
-        if offer is None or offer.unstable:  # a template met for the first time, or trafilatura's alone
-            return self.text_of(html, url), {"template": template}
-        if offer.locator is not None:
+        found = {"prekey": pre, "template": template}
+        offer = offers.selectors.get(template)
+        if offer is not None and not offer.unstable:
             text = replay(tree, offer)
             if text:
                 if url is not None and sampled(url, offer.share):
                     got = self.text_of(html, url)
                     agreed = agreement(text, got.text) if got.method == "main" else 0.0
                     learned = "agreed" if agreed >= self.learn_agreement else "disagreed"
-                    return got, {"template": template, "learned": learned, "agreement": agreed}
-                return self._replayed(tree, text), {"template": template, "learned": "replayed"}
+                    return got, {**found, "learned": learned, "agreement": agreed}
+                return self._replayed(tree, text), {**found, "learned": "replayed"}
         got = self.text_of(html, url)
-        taught = lesson(tree, got.text) if got.method == "main" else None
-        return got, {"template": template, "learned": "refused" if offer.locator is not None else "", "lesson": taught}
+        if offer is not None and offer.unstable:
+            return got, found
+        teaches = offer is not None or in_bits(offers.learn, template)
+        taught = lesson(tree, got.text) if teaches and got.method == "main" else None
+        return got, {**found, "learned": "refused" if offer is not None else "", "lesson": taught}
 
     def _replayed(self, tree: object, text: str) -> Extraction:
         """A replayed main text as :func:`~.extract.extract` would have returned trafilatura's."""

@@ -10,11 +10,13 @@ from helpers.sitegen import templated_page
 from scrapy_neardup.engine import learned
 from scrapy_neardup.engine.algorithms.minhash import MinHashLSH
 from scrapy_neardup.engine.extract import main_text
-from scrapy_neardup.engine.learned import Offer, Selector, TemplateLearner
+from scrapy_neardup.engine.learned import Offer, Offers, Selector, TemplateLearner
 from scrapy_neardup.engine.prepare import DocumentPipeline
 from scrapy_neardup.engine.template import TemplateGuard
 
 EXTRACTOR = "trafilatura test favor=recall fast=0 learner=1"
+#: Every page parsed for its template, nothing learned yet.
+PARSE_ALL = Offers({}, bytes([255]) * (learned.KEY_BITS // 8), bytes(learned.KEY_BITS // 8))
 
 
 def taught(page: str) -> learned.Lesson:
@@ -39,7 +41,7 @@ def test_pages_of_one_template_share_a_key_and_other_templates_do_not():
 
 def test_a_selector_learned_from_three_pages_reproduces_trafilatura_on_a_fourth():
     learner, key = learnt()
-    offer = learner.offers("site.test")[key]
+    offer = learner.offers("site.test").selectors[key]
     page = templated_page(0, 41)
     replayed = learned.replay(learned.parse(page), offer)
     assert replayed is not None
@@ -49,7 +51,7 @@ def test_a_selector_learned_from_three_pages_reproduces_trafilatura_on_a_fourth(
 
 def test_a_replay_refuses_a_page_with_text_where_no_lesson_looked_and_one_without_the_article_element():
     learner, key = learnt()
-    offer = learner.offers("site.test")[key]
+    offer = learner.offers("site.test").selectors[key]
     poll = "<div class='poll'>Vote now on the river harvest question of the week, it only takes a minute.</div>"
     assert learned.replay(learned.parse(templated_page(0, 41, extra_block=poll)), offer) is None
     assert learned.replay(learned.parse(templated_page(0, 41, article_class="body-text")), offer) is None
@@ -63,36 +65,37 @@ def test_lessons_that_disagree_on_the_article_element_make_no_selector():
         taught(templated_page(0, 3)),
     ]
     assert [learner.observe("site.test", 7, "", one) for one in lessons] == ["", "", ""]
-    assert [offer.locator for offer in learner.offers("site.test").values()] == [None]  # met, not learned
+    assert learner.offers("site.test").selectors == {}
 
 
 def test_a_disagreeing_check_retires_the_selector_and_three_retirements_leave_the_template_to_trafilatura():
     learner, key = learnt()
     assert learner.observe("site.test", key, "replayed", None) == ""
     assert learner.observe("site.test", key, "disagreed", None) == "retired"
-    assert learner.offers("site.test")[key].locator is None and not learner.active("site.test", key)
+    assert key not in learner.offers("site.test").selectors and not learner.active("site.test", key)
     for round_ in (2, 3):
         for seed in range(3):
             learner.observe("site.test", key, "", taught(templated_page(0, 10 * round_ + seed)))
         assert learner.active("site.test", key)
         change = learner.observe("site.test", key, "disagreed", None)
     assert change == "unstable"
-    assert learner.offers("site.test")[key].unstable
+    assert learner.offers("site.test").selectors[key].unstable
     assert learner.observe("site.test", key, "", taught(templated_page(0, 99))) == ""  # never learned again
 
 
-def test_a_host_s_pages_are_parsed_from_its_third_and_a_template_teaches_from_its_third():
+def test_a_page_is_parsed_once_its_pre_key_was_met_and_a_template_teaches_from_its_fourth_page():
     learner = TemplateLearner(EXTRACTOR)
-    assert learner.offers("site.test") is None
-    learner.observe("site.test", None, "", None)
-    assert learner.offers("site.test") is None  # one page met: the next is not parsed
-    learner.observe("site.test", None, "", None)
-    assert learner.offers("site.test") == {}  # parsed (its template counted), no lesson asked
-    learner.observe("site.test", 7, "", None)
-    assert learner.offers("site.test") == {}
-    learner.observe("site.test", 7, "", None)
-    assert learner.offers("site.test")[7].locator is None  # template 7 met twice: its next page teaches
-    assert learner.offers("other.test") is None
+    first, other = learned.prekey(templated_page(0, 1)), learned.prekey(templated_page(1, 1))
+    assert first == learned.prekey(templated_page(0, 2)) != other  # read without a parse
+    assert not learned.in_bits(learner.offers("site.test").parse, first)
+    learner.observe("site.test", None, "", None, first)
+    offers = learner.offers("site.test")
+    assert learned.in_bits(offers.parse, first) and not learned.in_bits(offers.parse, other)
+    for met in range(learned.TEACHES_FROM - 1):
+        assert not learned.in_bits(learner.offers("site.test").learn, 7)
+        learner.observe("site.test", 7, "", None, first)
+    assert learned.in_bits(learner.offers("site.test").learn, 7)  # its next page teaches
+    assert learner.offers("other.test").selectors == {} and not any(learner.offers("other.test").parse)
 
 
 def test_checks_thin_out_as_a_selector_serves_and_are_decided_by_the_url():
@@ -130,8 +133,8 @@ def test_the_store_s_selectors_of_another_extractor_are_never_used():
         for s in learner.selectors()
     ]
     fresh = TemplateLearner(EXTRACTOR)
-    assert fresh.adopt(theirs) == 0 and fresh.foreign == 1 and fresh.offers("site.test") is None
-    assert fresh.adopt(learner.selectors()) == 1 and key in fresh.offers("site.test")
+    assert fresh.adopt(theirs) == 0 and fresh.foreign == 1 and fresh.offers("site.test").selectors == {}
+    assert fresh.adopt(learner.selectors()) == 1 and key in fresh.offers("site.test").selectors
 
 
 def test_a_retirement_another_process_saved_is_taken():
@@ -143,20 +146,29 @@ def test_a_retirement_another_process_saved_is_taken():
     assert not mine.active("site.test", key)
 
 
+def offered(*selectors: Offer, parse: tuple[int, ...] = (), learn: tuple[int, ...] = ()) -> Offers:
+    return Offers({o.template: o for o in selectors}, learned.key_bits(parse), learned.key_bits(learn))
+
+
 def test_the_pipeline_replays_checks_a_sampled_share_and_teaches_without_a_selector():
     learner, key = learnt()
     pipeline = DocumentPipeline(MinHashLSH(threshold=0.8), learn=True)
     page = templated_page(0, 55)
-    met_first = pipeline.from_html(page, "https://site.test/a/55", {})
-    assert met_first.template == key and met_first.learned == "" and met_first.lesson is None  # teaches nothing
-    first = pipeline.from_html(page, "https://site.test/a/55", {key: Offer(key, None, {}, 0.0)})
+    pre = learned.prekey(page)
+    unmet = pipeline.from_html(page, "https://site.test/a/55", offered())
+    assert unmet.prekey == pre and unmet.template is None and unmet.lesson is None  # not parsed
+    met = pipeline.from_html(page, "https://site.test/a/55", offered(parse=(pre,)))
+    assert met.template == key and met.learned == "" and met.lesson is None  # parsed, counted, not teaching
+    first = pipeline.from_html(page, "https://site.test/a/55", offered(parse=(pre,), learn=(key,)))
     assert first.template == key and first.learned == "" and first.lesson is not None
-    offer = learner.offers("site.test")[key]
+    offer = learner.offers("site.test").selectors[key]
     replayed = pipeline.from_html(
-        page, "https://site.test/a/55", {key: Offer(key, offer.locator, offer.decisions, 0.0)}
+        page, "https://site.test/a/55", offered(Offer(key, offer.locator, offer.decisions, 0.0), parse=(pre,))
     )
     assert replayed.learned == "replayed" and replayed.lesson is None
-    checked = pipeline.from_html(page, "https://site.test/a/55", {key: Offer(key, offer.locator, offer.decisions, 1.0)})
+    checked = pipeline.from_html(
+        page, "https://site.test/a/55", offered(Offer(key, offer.locator, offer.decisions, 1.0), parse=(pre,))
+    )
     assert checked.learned == "agreed" and checked.agreement >= learned.AGREEMENT
     assert checked.fingerprint is not None and first.fingerprint is not None
     assert checked.fingerprint.signature == first.fingerprint.signature  # trafilatura's text was filed
@@ -169,7 +181,9 @@ def test_the_guard_takes_one_article_in_two_templates_for_an_article_and_a_repea
     guard = TemplateGuard(2, algorithm=pipeline.algorithm)
     # One article under two sections: its main text is at most half of each page, the page texts differ.
     crossposted = [
-        pipeline.from_html(templated_page(t, 5, article_seed=5, footer_words=900), f"https://site.test/{t}/5", {})
+        pipeline.from_html(
+            templated_page(t, 5, article_seed=5, footer_words=900), f"https://site.test/{t}/5", PARSE_ALL
+        )
         for t in (0, 1)
     ]
     assert all(p.main_key is not None for p in crossposted)
@@ -182,7 +196,9 @@ def test_the_guard_takes_one_article_in_two_templates_for_an_article_and_a_repea
     walls = [
         p
         for p in (
-            pipeline.from_html(templated_page(0, s, article_seed=900, footer_words=900), f"https://site.test/w/{s}", {})
+            pipeline.from_html(
+                templated_page(0, s, article_seed=900, footer_words=900), f"https://site.test/w/{s}", PARSE_ALL
+            )
             for s in (1, 2)
         )
     ]
@@ -202,7 +218,7 @@ def replace_page(prepared, i):
 
 def test_a_replay_refuses_a_page_whose_article_moved_into_a_block_the_template_drops():
     learner, key = learnt()
-    offer = learner.offers("site.test")[key]
+    offer = learner.offers("site.test").selectors[key]
     page = templated_page(0, 41).replace(
         "<div class='entry-content'><p>", "<div class='entry-content'><div class='share-bar'><p>"
     )
