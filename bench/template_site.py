@@ -7,8 +7,9 @@ template. This builds a set that has both the real templates and many pages of e
 pages of neardup-dev (originals of distinct hosts whose article sits in one element, and where trafilatura
 finds another article put in its place) keep their whole page (navigation, sidebars, comments, related
 lists, footer) and have their article, the paragraphs trafilatura extracts, replaced by other real
-articles' paragraphs (``--per`` a template, each article once, one original a cluster of neardup-dev), the
-page's ``<h1>`` and ``<title>`` by the article's title. As the set's ``syndicate`` pages are made, here by
+articles' paragraphs (``--per`` a template, each article once, one original a cluster of neardup-dev; past
+the set's articles, their real paragraphs recombined), the page's ``<h1>`` and ``<title>`` by the article's
+title. As the set's ``syndicate`` pages are made, here by
 template (Bar-Yossef & Rajagopalan, WWW 2002: a template is what many pages of a site share).
 
 Near-duplicate copies, each labelled with its article: 10 % of the articles *crossposted* (the same article
@@ -151,6 +152,13 @@ def build(dataset: str, out: str, templates: int, per: int, seed: int = 7) -> di
                 continue
         if len(" ".join(paragraphs)) >= 600 and len(paragraphs) >= 3:
             articles.append((row.get("source") or paragraphs[0][:80], paragraphs))
+    if len(articles) < templates * per:
+        # More articles than the set has: real paragraphs recombined, five to nine an article, none twice in
+        # one (two such articles share a paragraph now and then: far below any threshold).
+        pool = [p for _, ps in articles for p in ps]
+        while len(articles) < templates * per:
+            paragraphs = rng.sample(pool, rng.randint(5, 9))
+            articles.append((" ".join(paragraphs[0].split()[:8]), paragraphs))
     if len(chosen) < templates or len(articles) < templates * per:
         raise SystemExit(f"only {len(chosen)} templates and {len(articles)} articles found")
     os.makedirs(os.path.join(out, "pages"), exist_ok=True)

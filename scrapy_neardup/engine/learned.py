@@ -8,19 +8,22 @@ twentieth of the cost.
 
 * **The template** of a page is its host and its *skeleton*: the set of tag/class paths of the page's upper
   levels (:data:`SKELETON_DEPTH`), the part pages of one template share and the article does not change.
+  A page is parsed for it only when its :func:`prekey` (read without a parse) was met on its host before.
   This is the page-level idea of template detection by shared structure (Bar-Yossef & Rajagopalan, WWW
   2002: pagelets shared by many pages of a site are its template; Yi, Liu & Li, KDD 2003: a site style
   tree, where the presentation styles shared by many pages are noise).
 * **A lesson** (:func:`lesson`) is what one page teaches, given trafilatura's text of it: the element that
-  holds that text (the deepest element holding :data:`COVERS` of its word pairs), and, below it, each block
-  path trafilatura kept or dropped, down to :data:`DECISION_DEPTH` levels: the blocks' text decides, as in
-  boilerpipe's block classification (Kohlschütter, Fankhauser & Nejdl, WSDM 2010), except that the label
-  comes from trafilatura, not from shallow features. A lesson counts only if replaying it on its own page
-  reproduces trafilatura's text (:func:`agreement` ≥ the bound).
+  holds that text (the deepest element holding :data:`COVERS` of its word pairs, grown by a heading above
+  them), and, below it, each block path trafilatura kept or dropped, down to :data:`DECISION_DEPTH`
+  levels: the blocks' text decides, as in boilerpipe's block classification (Kohlschütter, Fankhauser &
+  Nejdl, WSDM 2010), except that the label comes from trafilatura, not from shallow features. A lesson
+  counts only if replaying it on its own page reproduces trafilatura's text (:func:`agreement` ≥ the
+  bound).
 * **A selector** (:class:`Selector`) is the lessons of one template that agree on where the article sits,
   merged. Replayed (:func:`replay`), it refuses a page where the article element is not found as learned,
-  or where a block under it has text at a path no lesson decided: such a page goes to trafilatura, and
-  teaches the selector that path.
+  where a block under it has text at a path no lesson decided, or where it keeps far less of the element
+  than its lessons did: such a page goes to trafilatura, and teaches the selector what it lacked. A share
+  of its pages is checked against trafilatura (:func:`verify_share`); a disagreement retires it.
 
 Why a Jaccard bound is the right test: Jaccard distance is a metric, so a text ``A'`` within ``ε`` of
 trafilatura's ``A`` is within ``d(A, B) ± ε`` of any other text ``B``: replacing ``A`` by ``A'`` can change
@@ -155,9 +158,12 @@ def skeleton_key(tree: Any) -> int:
     return mmh3.hash64("\n".join(sorted(paths)), 0x7E3B, signed=False)[0]
 
 
-#: The characters after ``<body`` a page's pre-key reads (:func:`prekey`).
-PREKEY_CHARS = 16_384
+#: The characters of markup after ``<body`` a page's pre-key reads (:func:`prekey`), scripts, styles and
+#: inline SVG left out: its header and navigation, which its template fixes; further on, an article's own
+#: classes (``category-sport``, ``tag-election``) would make every page a pre-key of its own.
+PREKEY_CHARS = 4096
 _BODY_TAG = re.compile(r"<body\b", re.IGNORECASE)
+_NOT_MARKUP = re.compile(r"<(script|style|svg)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 _CONTAINER = re.compile(
     r"<(div|section|header|nav|main|aside|footer|article|ul|ol|form|table)\b([^>]*)>", re.IGNORECASE
 )
@@ -166,11 +172,12 @@ _CLASS_OR_ID = re.compile(r"""\b(?:class|id)\s*=\s*["']([^"']*)["']""", re.IGNOR
 
 def prekey(html: str) -> int:
     """A cheap key of a page's template, read without parsing it: the set of container tags with their
-    stable classes and ids in the first ``PREKEY_CHARS`` characters of its body. It only decides whether a
+    stable classes and ids in the first ``PREKEY_CHARS`` characters of markup of its body. It only decides whether a
     page is worth parsing for its template (its pre-key met before on its host): two templates sharing one
     costs a parse, never a verdict."""
     at = _BODY_TAG.search(html)
-    chunk = html[at.start() : at.start() + PREKEY_CHARS] if at else html[:PREKEY_CHARS]
+    start = at.start() if at else 0
+    chunk = _NOT_MARKUP.sub("", html[start : start + 4 * PREKEY_CHARS])[:PREKEY_CHARS]
     seen = set()
     for tag, attrs in _CONTAINER.findall(chunk):
         names = " ".join(_CLASS_OR_ID.findall(attrs)).split()
@@ -597,8 +604,8 @@ class Offer:
 MAX_RETIREMENTS = 3
 #: Hosts, and templates a host, remembered as met (the least recently met forgotten first).
 MAX_SEEN_HOSTS, MAX_SEEN_TEMPLATES = 100_000, 4096
-#: A template teaches from its ``TEACHES_FROM``-th page on, and a page is parsed for its template only when
-#: its pre-key was met before on its host: most templates of a broad crawl are met once or twice (on
+#: A template teaches once its pages were parsed ``TEACHES_FROM - 1`` times, and a page is parsed for its
+#: template only when its pre-key was met before on its host: most templates of a broad crawl are met once or twice (on
 #: neardup-dev, 1,615 of 2,340 pages are the first of their host and template, 483 the second, 183 the third),
 #: and parsing a page costs a twentieth of trafilatura's time, a lesson a quarter.
 TEACHES_FROM = 4
