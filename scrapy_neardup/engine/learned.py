@@ -577,8 +577,8 @@ MIN_CHECK_SHARE = 1 / 32
 def verify_share(served: int, floor: float = MIN_CHECK_SHARE) -> float:
     """The share of a selector's pages also extracted by trafilatura to check it: a quarter of its first
     (its lessons already checked it on as many pages as it needs lessons), fewer as it proves itself
-    (``1 / (4 + served)``: about ``ln(n / 4)`` checks in its first ``n`` pages), never under ``floor``."""
-    return max(floor, 1 / (4 + served))
+    (``1 / (4 + 2 * served)``: about ``ln(n) / 2`` checks in its first ``n`` pages), never under ``floor``."""
+    return max(floor, 1 / (4 + 2 * served))
 
 
 def sampled(url: str, share: float) -> bool:
