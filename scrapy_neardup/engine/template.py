@@ -55,18 +55,33 @@ PAGE_TEXTS_DIFFER = 0.25
 
 @dataclass
 class _Group:
-    """Pages of one host with one main text, whose page texts differ from each other (up to ``repeats``)."""
+    """Pages of one host with one main text, whose page texts differ from each other, with their templates
+    (``None``: not known); the templates the main text was found to be template text of (``None`` among
+    them: of a page whose template was not known)."""
 
-    members: list[tuple[str, bytes, Fingerprint]] = field(default_factory=list)  # key, sketch, page fp
-    template: bool = False
+    members: list[tuple[str, bytes, Fingerprint, int | None]] = field(default_factory=list)  # key, sketch, fp, template
+    templates: set[int | None] = field(default_factory=set)
+
+    def fired_for(self, template: int | None) -> bool:
+        """Whether the main text is template text for a page of ``template``: it was found so in that
+        template, or either template is not known."""
+        if not self.templates:
+            return False
+        return template is None or None in self.templates or template in self.templates
+
+
+def _compatible(a: int | None, b: int | None) -> bool:
+    """Two pages may be of one template: the same one, or either not known."""
+    return a is None or b is None or a == b
 
 
 class TemplateGuard:
     """Decides, page by page and in order, which text a main-text page is filed on.
 
     ``repeats``: how many mutually different pages around one main text make it the host's template (at
-    least 2). ``max_groups`` bounds memory: about 700 bytes a group that holds a page text's fingerprint
-    (MinHash-128), far less for one that does not. Not thread-safe: call it from the deciding thread.
+    least 2; pages of two known templates never count together). ``max_groups`` bounds memory: about 700
+    bytes a group that holds a page text's fingerprint (MinHash-128), far less for one that does not. Not
+    thread-safe: call it from the deciding thread.
     """
 
     def __init__(self, repeats: int = 2, max_groups: int = 50_000, algorithm: Algorithm | None = None) -> None:
@@ -75,7 +90,7 @@ class TemplateGuard:
         self.repeats = repeats
         self.max_groups = max_groups
         self._sketcher = page_sketcher(algorithm)  # the same choice as the pipeline that made the sketches
-        self._groups: OrderedDict[tuple[str, int, int | None], _Group] = OrderedDict()
+        self._groups: OrderedDict[tuple[str, int], _Group] = OrderedDict()
         self.fired = 0
 
     def decide(self, key: str, url: str | None, prepared: Prepared) -> tuple[Prepared, list[tuple[str, Fingerprint]]]:
@@ -86,7 +101,7 @@ class TemplateGuard:
         host = (urlsplit(url).hostname or "").lower()
         if not host:
             return prepared, []
-        group_key = (host, prepared.main_key, prepared.template)
+        group_key = (host, prepared.main_key)
         group = self._groups.get(group_key)
         if group is None:
             group = self._groups[group_key] = _Group()
@@ -94,19 +109,20 @@ class TemplateGuard:
                 self._groups.popitem(last=False)
         else:
             self._groups.move_to_end(group_key)
-        page = prepared.page_fingerprint
-        if group.template:
+        page, template = prepared.page_fingerprint, prepared.template
+        if group.fired_for(template):
             return (replace(prepared, fingerprint=page, method="template") if page is not None else prepared), []
         if page is None or prepared.page_sketch is None:
             return prepared, []
-        for member_key, sketch, _ in group.members:
+        for member_key, sketch, _, _ in group.members:
             if member_key == key or self._sketcher.similarity(prepared.page_sketch, sketch) >= PAGE_TEXTS_DIFFER:
                 return prepared, []  # the same page again, or a copy of one already seen
-        group.members.append((key, prepared.page_sketch, page))
-        if len(group.members) < self.repeats:
+        group.members.append((key, prepared.page_sketch, page, template))
+        alike = [m for m in group.members if _compatible(m[3], template)]
+        if len(alike) < self.repeats:
             return prepared, []
-        group.template = True
+        group.templates.update(m[3] for m in alike)
         self.fired += 1
-        refile = [(member_key, fp) for member_key, _, fp in group.members[:-1]]
-        group.members = []
+        refile = [(member_key, fp) for member_key, _, fp, _ in alike[:-1]]
+        group.members = [m for m in group.members if m not in alike]
         return replace(prepared, fingerprint=page, method="template"), refile

@@ -1,0 +1,210 @@
+"""The crawl's learned templates, in the process that decides (:class:`TemplateLearner`)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+
+from .lesson import AGREEMENT, Lesson
+from .page import key_bits
+from .selector import MIN_CHECK_SHARE, Offer, Offers, Selector, merge, verify_share
+
+#: A template's selector is retired for good (``unstable``: trafilatura only) after this many retirements.
+MAX_RETIREMENTS = 3
+#: Hosts, and templates a host, remembered as met (the least recently met forgotten first).
+MAX_SEEN_HOSTS, MAX_SEEN_TEMPLATES = 100_000, 4096
+#: A template teaches once its pages were parsed ``TEACHES_FROM - 1`` times, and a page is parsed for its
+#: template only when its pre-key was met before on its host: most templates of a broad crawl are met once or twice (on
+#: neardup-dev, 1,615 of 2,340 pages are the first of their host and template, 483 the second, 183 the third),
+#: and parsing a page costs a twentieth of trafilatura's time, a lesson a quarter.
+TEACHES_FROM = 4
+
+
+class TemplateLearner:
+    """The crawl's learned templates: lessons gathered per template until ``lessons`` agree on where the
+    article sits, then an active selector, its pages counted, retired when a check disagrees.
+
+    State of the deciding process; the selectors are shared through the store (:meth:`adopt`,
+    :meth:`take_changes`), lessons are not (each process learns from its own pages; the first selector
+    saved is the one every process adopts). Memory is bounded: ``MAX_SEEN_HOSTS`` hosts are remembered,
+    with their lessons and the templates met (``MAX_SEEN_TEMPLATES`` each), the least recently met first
+    forgotten; selectors are kept (the store holds them all).
+    """
+
+    def __init__(
+        self,
+        extractor: str,
+        lessons: int = 3,
+        agreement_bound: float = AGREEMENT,
+        check_share: float = MIN_CHECK_SHARE,
+    ) -> None:
+        self.extractor = extractor
+        self.check_share = check_share
+        self.lessons_needed = lessons
+        self.agreement_bound = agreement_bound
+        self._selectors: dict[str, dict[int, Selector]] = {}  # host -> template -> selector
+        self._hosts: OrderedDict[str, _Host] = OrderedDict()
+        self._offers: dict[str, Offers] = {}
+        self._changed: dict[tuple[str, int], Selector] = {}
+        self.foreign = 0
+
+    # -- what a page of a host is sent with --------------------------------------------------------------
+    def offers(self, host: str) -> Offers:
+        """What a page of ``host`` is sent with (:class:`Offers`)."""
+        cached = self._offers.get(host)
+        if cached is not None:
+            return cached
+        met = self._hosts.get(host) or _Host()
+        selectors = {
+            template: Offer(
+                template,
+                selector.locator,
+                selector.decisions,
+                verify_share(selector.served, self.check_share),
+                selector.state == "unstable",
+                selector.kept_low,
+                selector.conflicts,
+            )
+            for template, selector in self._selectors.get(host, {}).items()
+            if selector.state in ("active", "unstable")
+        }
+        teaching = [t for t, n in met.templates.items() if n >= TEACHES_FROM - 1]
+        cached = self._offers[host] = Offers(selectors, key_bits(met.prekeys), key_bits(teaching))
+        return cached
+
+    def _met(self, host: str, prekey: int | None, template: int | None) -> _Host:
+        met = self._hosts.get(host)
+        if met is None:
+            met = self._hosts[host] = _Host()
+            if len(self._hosts) > MAX_SEEN_HOSTS:
+                self._offers.pop(self._hosts.popitem(last=False)[0], None)
+        else:
+            self._hosts.move_to_end(host)
+        if prekey is not None and prekey not in met.prekeys:
+            met.prekeys.add(prekey)
+            if len(met.prekeys) > MAX_SEEN_TEMPLATES:
+                met.prekeys.pop()
+            self._offers.pop(host, None)
+        if template is not None:
+            n = met.templates.pop(template, 0) + 1
+            met.templates[template] = n
+            if len(met.templates) > MAX_SEEN_TEMPLATES:
+                met.lessons.pop(next(iter(met.templates)), None)
+                met.templates.popitem(last=False)
+            if n == TEACHES_FROM - 1:
+                self._offers.pop(host, None)
+        return met
+
+    def active(self, host: str, template: int) -> bool:
+        selector = self._selectors.get(host, {}).get(template)
+        return selector is not None and selector.usable
+
+    def selectors(self) -> list[Selector]:
+        return [s for templates in self._selectors.values() for s in templates.values()]
+
+    # -- what a page taught -------------------------------------------------------------------------------
+    def observe(
+        self, host: str, template: int | None, learned: str, taught: Lesson | None, prekey: int | None = None
+    ) -> str:
+        """Take what a page's extraction found (``template``: its key, ``None`` when it was not parsed;
+        ``learned``: ``replayed``, ``agreed``, ``disagreed``, or ``""`` for trafilatura alone; ``taught``:
+        its lesson; ``prekey``: its :func:`prekey`); returns what changed: ``learned`` (a new selector),
+        ``extended``, ``retired``, ``unstable`` or ``""``."""
+        met = self._met(host, prekey, template)
+        if template is None:
+            return ""
+        selector = self._selectors.get(host, {}).get(template)
+        if learned in ("replayed", "agreed") and selector is not None and selector.usable:
+            served = replace(selector, served=selector.served + 1, verified=selector.verified + (learned == "agreed"))
+            self._put(served, offers=learned == "agreed" or selector.served < 64)
+            return ""
+        if learned == "disagreed" and selector is not None and selector.usable:
+            retired = selector.retired + 1
+            state = "unstable" if retired >= MAX_RETIREMENTS else "retired"
+            self._put(replace(selector, state=state, retired=retired))
+            met.lessons.pop(template, None)
+            return state
+        if taught is None or taught.agreement < self.agreement_bound:
+            return ""
+        if selector is not None and selector.usable:
+            if taught.locator != selector.locator:
+                return ""
+            decisions, conflicts = merge(selector.decisions, selector.conflicts, taught.decisions)
+            if decisions == selector.decisions and conflicts == selector.conflicts:
+                return ""
+            kept_low = min(selector.kept_low, taught.kept)
+            self._put(replace(selector, decisions=decisions, conflicts=conflicts, kept_low=kept_low))
+            return "extended"
+        if selector is not None and selector.state == "unstable":
+            return ""
+        gathered = met.lessons.setdefault(template, [])
+        gathered.append(taught)
+        agreeing = [x for x in gathered if x.locator == taught.locator]
+        if len(agreeing) < self.lessons_needed:
+            return ""
+        del met.lessons[template]
+        self._put(self._selector(host, template, agreeing, selector.retired if selector is not None else 0))
+        return "learned"
+
+    def _selector(self, host: str, template: int, agreeing: list[Lesson], retired: int) -> Selector:
+        """A template's selector from the lessons that agree on where its article sits."""
+        decisions: dict[str, bool] = {}
+        conflicts: frozenset[str] = frozenset()
+        for one in agreeing:
+            decisions, conflicts = merge(decisions, conflicts, one.decisions)
+        return Selector(
+            host,
+            template,
+            agreeing[0].locator,
+            decisions,
+            self.extractor,
+            retired=retired,
+            conflicts=conflicts,
+            kept_low=min(one.kept for one in agreeing),
+        )
+
+    def _put(self, selector: Selector, offers: bool = True, changed: bool = True) -> None:
+        self._selectors.setdefault(selector.host, {})[selector.template] = selector
+        if changed:
+            self._changed[(selector.host, selector.template)] = selector
+        if offers:
+            self._offers.pop(selector.host, None)
+
+    # -- shared through the store ---------------------------------------------------------------------------
+    def adopt(self, records: list[Selector]) -> int:
+        """Take the store's selectors: one of another extractor is never used (counted in ``foreign``); a
+        stored one replaces ours when we have none, or when it was retired more often (another process met
+        a disagreement), or when ours is retired and it is not. Returns how many were taken."""
+        taken = 0
+        for record in records:
+            if record.extractor != self.extractor:
+                self.foreign += 1
+                continue
+            key = (record.host, record.template)
+            ours = self._selectors.get(record.host, {}).get(record.template)
+            if key in self._changed and (ours is None or ours.retired >= record.retired):
+                continue  # ours is newer: it is saved next
+            if (
+                ours is None
+                or record.retired > ours.retired
+                or (not ours.usable and record.usable and record.retired >= ours.retired)
+            ):
+                self._put(record, changed=False)
+                taken += 1
+        return taken
+
+    def take_changes(self) -> list[Selector]:
+        """The selectors changed since the last call, for the store."""
+        changed = list(self._changed.values())
+        self._changed.clear()
+        return changed
+
+
+@dataclass
+class _Host:
+    """What the learner remembers of a host: the pre-keys of its pages, its templates met (key -> pages),
+    and the lessons gathered for those without a selector."""
+
+    prekeys: set[int] = field(default_factory=set)
+    templates: OrderedDict[int, int] = field(default_factory=OrderedDict)
+    lessons: dict[int, list[Lesson]] = field(default_factory=dict)

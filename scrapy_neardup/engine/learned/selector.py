@@ -1,0 +1,187 @@
+"""A template's learned extraction as the store keeps it (:class:`Selector`), as a page is sent with it
+(:class:`Offer`, :class:`Offers`), and how often it is checked against trafilatura."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import mmh3
+
+from .lesson import Locator, replay_element
+
+#: The learned format; a selector of another version is never replayed.
+LEARNER_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Selector:
+    """A template's learned extraction, as the store keeps it (JSON, never pickled).
+
+    ``host`` and ``template`` (:func:`skeleton_key`) name the template; ``locator`` and ``decisions`` are the
+    merged lessons (a path the lessons decided both ways is left out: a page with text there goes to
+    trafilatura); ``extractor`` names what it reproduces (:func:`extractor_id`): a selector of another
+    extractor, version or setting is never used. ``state``: ``active`` (replayed, verified by sampling),
+    ``retired`` (a verification disagreed: learned again) or ``unstable`` (retired too often: trafilatura
+    only). ``served``: pages replayed; ``verified``: replays checked against trafilatura and found to agree;
+    ``retired``: how often the template's selector was retired.
+    """
+
+    host: str
+    template: int
+    locator: Locator
+    decisions: Mapping[str, bool]
+    extractor: str
+    state: str = "active"
+    served: int = 0
+    verified: int = 0
+    retired: int = 0
+    conflicts: frozenset[str] = field(default_factory=frozenset)
+    kept_low: float = 0.0
+
+    @property
+    def usable(self) -> bool:
+        return self.state == "active"
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "v": LEARNER_VERSION,
+                "host": self.host,
+                "template": self.template,
+                "css": self.locator.css,
+                "index": self.locator.index,
+                "matches": self.locator.matches,
+                "decisions": dict(self.decisions),
+                "conflicts": sorted(self.conflicts),
+                "extractor": self.extractor,
+                "state": self.state,
+                "served": self.served,
+                "verified": self.verified,
+                "retired": self.retired,
+                "kept_low": self.kept_low,
+            },
+            separators=(",", ":"),
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Selector | None:
+        """A stored selector, or ``None`` when the record is not one this version reads (checked field by
+        field: store data is data, never trusted)."""
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict) or data.get("v") != LEARNER_VERSION:
+                return None
+            decisions = data["decisions"]
+            ok = (
+                isinstance(data["host"], str)
+                and isinstance(data["template"], int)
+                and isinstance(data["css"], str)
+                and isinstance(data["index"], int)
+                and isinstance(data["matches"], int)
+                and 0 <= data["index"] < data["matches"]
+                and isinstance(decisions, dict)
+                and all(isinstance(k, str) and isinstance(v, bool) for k, v in decisions.items())
+                and isinstance(data["conflicts"], list)
+                and all(isinstance(c, str) for c in data["conflicts"])
+                and isinstance(data["extractor"], str)
+                and data["state"] in ("active", "retired", "unstable")
+                and all(isinstance(data[n], int) and data[n] >= 0 for n in ("served", "verified", "retired"))
+                and isinstance(data["kept_low"], (int, float))
+                and 0.0 <= data["kept_low"] <= 1.0
+            )
+            if not ok:
+                return None
+            return cls(
+                data["host"],
+                data["template"],
+                Locator(data["css"], data["index"], data["matches"]),
+                decisions,
+                data["extractor"],
+                data["state"],
+                data["served"],
+                data["verified"],
+                data["retired"],
+                frozenset(data["conflicts"]),
+                float(data["kept_low"]),
+            )
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+def extractor_id(favor: str, fast: bool) -> str:
+    """What a selector reproduces: trafilatura's version and the settings it ran with, and this learner's."""
+    from importlib.metadata import version
+
+    return f"trafilatura {version('trafilatura')} favor={favor} fast={int(fast)} learner={LEARNER_VERSION}"
+
+
+def merge(
+    selector_decisions: Mapping[str, bool], conflicts: frozenset[str], taught: Mapping[str, bool]
+) -> tuple[dict[str, bool], frozenset[str]]:
+    """A template's decisions with one more lesson's: a path decided both ways becomes a conflict (neither
+    kept nor dropped: a page with text there goes to trafilatura)."""
+    merged = dict(selector_decisions)
+    clashes = set(conflicts)
+    for path, keep in taught.items():
+        if path in clashes:
+            continue
+        known = merged.get(path)
+        if known is None:
+            merged[path] = keep
+        elif known != keep:
+            del merged[path]
+            clashes.add(path)
+    return merged, frozenset(clashes)
+
+
+@dataclass(frozen=True)
+class Offers:
+    """What a page of a host is sent with: the host's selectors by template, the pre-keys met on the host
+    (a page whose pre-key is not among them is not parsed: :func:`prekey`), and the templates met often
+    enough to teach (:data:`TEACHES_FROM`); both sets as :func:`key_bits`."""
+
+    selectors: Mapping[int, Offer]
+    parse: bytes
+    learn: bytes
+
+
+def replay(tree: Any, offer: Offer) -> str | None:
+    """The page's main text by its template's selector; ``None`` when the selector refuses the page."""
+    article = offer.locator.find(tree)
+    if article is None:
+        return None
+    return replay_element(article, offer.decisions, offer.kept_low, offer.conflicts)
+
+
+#: The least share of a selector's pages checked against trafilatura (``NEARDUP_LEARN_CHECK_SHARE``).
+MIN_CHECK_SHARE = 1 / 32
+
+
+def verify_share(served: int, floor: float = MIN_CHECK_SHARE) -> float:
+    """The share of a selector's pages also extracted by trafilatura to check it: a quarter of its first
+    (its lessons already checked it on as many pages as it needs lessons), fewer as it proves itself
+    (``1 / (4 + 2 * served)``: about ``ln(n) / 2`` checks in its first ``n`` pages), never under ``floor``."""
+    return max(floor, 1 / (4 + 2 * served))
+
+
+def sampled(url: str, share: float) -> bool:
+    """Whether this page is one of the ``share`` checked: decided by its URL, the same in every process."""
+    return mmh3.hash(url, 0x5A3B, signed=False) < share * 2**32
+
+
+@dataclass(frozen=True)
+class Offer:
+    """A template's selector as sent with a page of its host: replay it (checked against trafilatura for
+    ``share`` of the pages), or, ``unstable``, neither replay nor learn: trafilatura only."""
+
+    template: int
+    locator: Locator
+    decisions: Mapping[str, bool]
+    share: float
+    unstable: bool = False
+    kept_low: float = 0.0
+    conflicts: frozenset[str] = frozenset()
