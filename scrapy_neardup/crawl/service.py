@@ -794,7 +794,10 @@ class NearDupService:
                 except Exception as exc:  # noqa: BLE001 - the fingerprints must still be saved below
                     logger.warning("scrapy-neardup: the URL rules' last counts were not saved: %s", exc)
             if self.templates is not None:
-                self.templates.close(detector.store)
+                try:
+                    self.templates.close(detector.store)
+                except Exception as exc:  # noqa: BLE001 - the fingerprints must still be saved below
+                    logger.warning("scrapy-neardup: the learned templates were not saved: %s", exc)
             try:
                 detector.store.add_crawl_books(books)
             except Exception as exc:  # noqa: BLE001 - the fingerprints must still be saved below

@@ -35,6 +35,9 @@ SYNC_SECS = 10.0
 
 
 class LearnedTemplates:
+    """The crawl's :class:`TemplateLearner` behind one lock, its offers pickled once a host, its counters
+    (``neardup/learned/...``) and its selectors' trips to and from the store."""
+
     def __init__(self, learner: TemplateLearner, stats: StatsCollector) -> None:
         self.learner = learner
         self.stats = stats
@@ -44,9 +47,9 @@ class LearnedTemplates:
         self._packed: dict[str, tuple[Offers, bytes]] = {}
 
     def offers(self, url: str | None) -> bytes | None:  # None: a page without a host
-        """What the page goes to a worker with (:meth:`TemplateLearner.offers`), pickled once for every page
-        of its host until it changes (a host of 30 templates would cost the crawler 0.15 ms a page to pickle
-        again): its host's selectors, the pre-keys and templates met on it."""
+        """What the page goes to a worker with (:meth:`TemplateLearner.offers`): its host's selectors, the
+        pre-keys and templates met on it, pickled once for the pages of its host until they change (not
+        once a page: the crawler process is a crawl's narrowest resource)."""
         host = host_of(url) if url else ""
         if not host:
             return None
