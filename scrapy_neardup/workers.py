@@ -62,9 +62,10 @@ from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .engine.extract import decode_html, quiet_trafilatura
+from .engine.urlrules import host_of
 
 if TYPE_CHECKING:
-    from .engine.learned import Offers
+    from .engine.learned import Offers, TemplateLearner
     from .engine.prepare import DocumentPipeline, Prepared
     from .settings import Config
 
@@ -77,6 +78,10 @@ REAP_WAIT_SECS = 1.0
 _TASK = struct.Struct("<Q")
 
 _pipeline: DocumentPipeline | None = None
+#: This worker's own learned templates, from the pages it extracts (with ``NEARDUP_LEARN_TEMPLATES``): a
+#: section page lists its articles at once, and the crawl sends them to the workers before any of them has
+#: come back to teach the crawler process; each worker learns from its share of them meanwhile.
+_local: TemplateLearner | None = None
 
 
 class WorkerLost(Exception):
@@ -104,17 +109,19 @@ def _die_with_parent() -> None:
         pass
 
 
-def init_worker(config: Config, in_worker: bool = True) -> None:
-    """A worker's start: build the stateless document pipeline once. ``in_worker`` false: the calling
-    process runs the tasks itself (its signals and life are its own)."""
-    from .assembly import build_pipeline
+def init_worker(config: Config, in_worker: bool = True, learn_locally: bool | None = None) -> None:
+    """A worker's start: build the stateless document pipeline once, and the worker's own learned templates
+    (``learn_locally``, by default in a worker process). ``in_worker`` false: the calling process runs the
+    tasks itself (its signals and life are its own)."""
+    from .assembly import build_pipeline, build_template_learner
 
-    global _pipeline
+    global _pipeline, _local
     if in_worker:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent decides
         _die_with_parent()
     quiet_trafilatura()
     _pipeline = build_pipeline(config)
+    _local = build_template_learner(config) if (in_worker if learn_locally is None else learn_locally) else None
 
 
 def worker_pipeline() -> DocumentPipeline:
@@ -125,13 +132,25 @@ def worker_pipeline() -> DocumentPipeline:
 
 
 def prepare_html(
-    pipeline: DocumentPipeline, body: bytes, url: str, content_type: str | None, offers: bytes | None = None
+    pipeline: DocumentPipeline,
+    body: bytes,
+    url: str,
+    content_type: str | None,
+    offers: bytes | None = None,
+    local: TemplateLearner | None = None,
 ) -> Prepared:
     """A page's body to what the decision needs, with when the whole job began and how long it took;
-    ``offers``: its host's learned selectors (:mod:`.engine.learned`), pickled by the crawler process."""
+    ``offers``: its host's learned selectors (:mod:`.engine.learned`), pickled by the crawler process;
+    ``local``: the calling worker's own learned templates, under those offered, taught by this page too."""
     started, cpu = time.perf_counter(), time.thread_time()
-    unpacked: Offers | None = None if offers is None else pickle.loads(offers)
-    prepared = pipeline.from_html(decode_html(body, content_type), url, unpacked)
+    offered: Offers | None = None if offers is None else pickle.loads(offers)
+    host = host_of(url) if local is not None and offered is not None else ""
+    mine = local.offers(host).under(offered) if host and local is not None and offered is not None else offered
+    prepared = pipeline.from_html(decode_html(body, content_type), url, mine)
+    if host and local is not None and offered is not None:
+        own = prepared.learned in ("replayed", "agreed", "disagreed") and prepared.template not in offered.selectors
+        local.observe(host, prepared.template, prepared.learned, prepared.lesson, prepared.prekey)
+        prepared = replace(prepared, own_selector=own)
     return replace(
         prepared,
         work_seconds=time.perf_counter() - started,
@@ -147,8 +166,9 @@ def prepare_text(pipeline: DocumentPipeline, text: str) -> Prepared:
 
 
 def analyze_html(body: bytes, url: str, content_type: str | None, offers: bytes | None = None) -> tuple:
-    """Worker task: :func:`prepare_html` in this worker, as plain values (:meth:`Prepared.to_wire`)."""
-    return prepare_html(worker_pipeline(), body, url, content_type, offers).to_wire()
+    """Worker task: :func:`prepare_html` in this worker, with its own learned templates, as plain values
+    (:meth:`Prepared.to_wire`)."""
+    return prepare_html(worker_pipeline(), body, url, content_type, offers, _local).to_wire()
 
 
 def analyze_text(text: str) -> tuple:

@@ -64,21 +64,30 @@ class LearnedTemplates:
 
     def observe(self, url: str | None, prepared: Prepared) -> bool:
         """Take what the page's extraction found; ``False`` when its text was replayed by a selector that
-        is no longer active (retired while the page was in a worker): its text is not vouched for, and the
-        page must be extracted again by trafilatura."""
+        is no longer active (retired while the page was in a worker), or by a worker's own selector for a
+        template retired here: its text is not vouched for, and the page must be extracted again by
+        trafilatura."""
         host = host_of(url) if url else ""
         if not host or prepared.reused:
             return True  # a response with the bytes of another: that one taught what they teach
         stats = self.stats
         with self._lock:
-            if prepared.learned == "replayed" and not self.learner.active(host, prepared.template or 0):
+            learner = self.learner
+            template = prepared.template or 0
+            if prepared.learned == "replayed" and (
+                learner.retired(host, template) if prepared.own_selector else not learner.active(host, template)
+            ):
                 stats.inc_value("neardup/learned/stale")
                 return False
-            change = self.learner.observe(host, prepared.template, prepared.learned, prepared.lesson, prepared.prekey)
+            # A worker's own selector is the worker's to count and retire: here the page only counts as met.
+            learned = "" if prepared.own_selector else prepared.learned
+            change = learner.observe(host, prepared.template, learned, prepared.lesson, prepared.prekey)
             if change in ("learned", "retired", "unstable"):
                 self._urgent = True
         if prepared.template is not None:
             stats.inc_value("neardup/learned/" + (prepared.learned or "trafilatura"))
+            if prepared.own_selector:
+                stats.inc_value("neardup/learned/by_worker")
         elif prepared.prekey is not None:
             stats.inc_value("neardup/learned/unparsed")
         if change:

@@ -111,6 +111,7 @@ class Prepared:
     lesson: Lesson | None = None
     agreement: float = 0.0
     prekey: int | None = None
+    own_selector: bool = False
 
     def to_wire(self) -> tuple:
         """Plain bytes, ints and strings: what crosses from a worker process (far cheaper to pickle than
@@ -134,6 +135,7 @@ class Prepared:
             None if self.lesson is None else self.lesson.to_wire(),
             self.agreement,
             self.prekey,
+            self.own_selector,
         )
 
     @classmethod
@@ -157,6 +159,7 @@ class Prepared:
             taught,
             agreed,
             pre,
+            own,
         ) = wire
         return cls(
             _fp_unwire(fp),
@@ -177,6 +180,7 @@ class Prepared:
             lesson=None if taught is None else Lesson.from_wire(taught),
             agreement=agreed,
             prekey=pre,
+            own_selector=own,
         )
 
 

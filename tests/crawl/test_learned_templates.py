@@ -202,3 +202,21 @@ def test_a_store_s_selectors_made_for_another_trafilatura_are_never_used(tmp_pat
     assert stats["neardup/learned/foreign"] == 3 and "neardup/learned/adopted" not in stats, stats
     assert stats["neardup/learned/learned"] >= 3 and stats.get("neardup/learned/trafilatura", 0) >= 9, stats
     assert groups(again) == groups(first) == expected(copy_of)
+
+
+def test_a_template_s_pages_met_in_one_burst_are_learned_by_the_workers_themselves(tmp_path):
+    """Sixty articles of one template requested at once (a section page's list): every one is in a worker
+    before the first comes back, so the crawler process can offer no selector; each worker learns from its
+    own share and replays the rest, with trafilatura's verdicts."""
+    pages = {f"/t0/article-{n}.html": templated_page(0, n) for n in range(60)}
+    for n in range(0, 60, 10):
+        pages[f"/mirror/t0/article-{n}.html"] = pages[f"/t0/article-{n}.html"]
+    burst = {"CONCURRENT_REQUESTS": "64", "CONCURRENT_REQUESTS_PER_DOMAIN": "64", "NEARDUP_WORKERS": "2"}
+    learned = crawl_tagged(folder(tmp_path, "on"), pages, burst)
+    alone = crawl_tagged(folder(tmp_path, "off"), pages, {"NEARDUP_LEARN_TEMPLATES": "False", **burst})
+    stats = learned.neardup_stats()
+    # Whether the crawler process learns in time to offer its own selector too depends on the machine's
+    # pace; the workers' own replays and the pages no trafilatura extracted do not.
+    assert stats.get("neardup/learned/by_worker", 0) >= 1, stats
+    assert stats.get("neardup/learned/replayed", 0) + stats.get("neardup/learned/agreed", 0) >= 30, stats
+    assert groups(learned) == groups(alone) and len(groups(alone)) == 6

@@ -239,3 +239,32 @@ def test_a_short_block_at_a_path_lessons_decided_both_ways_is_kept_and_a_long_on
     assert replayed(" ".join(["long"] * 13)) is None
     tree = learned.parse(f"<html><body><article><h3>A short one</h3>{body}</article></body></html>")
     assert learned.replay_element(tree.css_first("article"), decisions) is None  # no conflict known: unknown
+
+
+def test_a_worker_learns_from_its_own_pages_before_the_crawler_process_has_heard_of_any(monkeypatch):
+    """A section page's articles reach the workers at once, before any has come back to teach the crawler
+    process: each worker learns from the pages it extracts itself, and says which replays were its own."""
+    import pickle
+
+    from scrapy_neardup import workers
+    from scrapy_neardup.engine.prepare import Prepared
+    from scrapy_neardup.settings import Config
+
+    monkeypatch.setattr(workers, "_pipeline", None)
+    monkeypatch.setattr(workers, "_local", None)
+    workers.init_worker(Config.from_settings({"NEARDUP_ENABLED": True}), in_worker=False, learn_locally=True)
+    nothing_offered = pickle.dumps(Offers({}, learned.key_bits([]), learned.key_bits([])))
+    got = [
+        Prepared.from_wire(
+            workers.analyze_html(
+                templated_page(0, i).encode(), f"https://site.test/a/{i}", "text/html; charset=utf-8", nothing_offered
+            )
+        )
+        for i in range(14)
+    ]
+    how = [p.learned for p in got]
+    assert how[:4] == ["", "", "", ""] and got[0].template is None  # unparsed, then three pages counted
+    assert all(p.lesson is not None for p in got[4:7])  # then three teach
+    by_selector = [p for p in got[7:] if p.learned in ("replayed", "agreed")]
+    assert len(by_selector) == 7 and all(p.own_selector for p in by_selector), how
+    assert not any(p.own_selector for p in got[:7])

@@ -95,6 +95,12 @@ class TemplateLearner:
                 self._offers.pop(host, None)
         return met
 
+    def retired(self, host: str, template: int) -> bool:
+        """Whether the template's selector was retired here (or left to trafilatura): a worker's own
+        selector for it is not to be trusted either."""
+        selector = self._selectors.get(host, {}).get(template)
+        return selector is not None and not selector.usable
+
     def active(self, host: str, template: int) -> bool:
         selector = self._selectors.get(host, {}).get(template)
         return selector is not None and selector.usable

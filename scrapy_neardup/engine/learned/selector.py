@@ -148,6 +148,16 @@ class Offers:
     parse: bytes
     learn: bytes
 
+    def under(self, other: Offers) -> Offers:
+        """These offers with ``other``'s over them: its selectors first, the sets of both."""
+        return Offers(
+            {**self.selectors, **other.selectors}, _either(self.parse, other.parse), _either(self.learn, other.learn)
+        )
+
+
+def _either(a: bytes, b: bytes) -> bytes:
+    return (int.from_bytes(a, "little") | int.from_bytes(b, "little")).to_bytes(len(a), "little")
+
 
 def replay(tree: Any, offer: Offer) -> str | None:
     """The page's main text by its template's selector; ``None`` when the selector refuses the page."""
