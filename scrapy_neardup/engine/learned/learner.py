@@ -6,7 +6,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
 from .lesson import AGREEMENT, Lesson
-from .page import key_bits
+from .page import KEY_BITS, set_bit
 from .selector import MIN_CHECK_SHARE, Offer, Offers, Selector, merge, verify_share
 
 #: A template's selector is retired for good (``unstable``: trafilatura only) after this many retirements.
@@ -68,8 +68,7 @@ class TemplateLearner:
             for template, selector in self._selectors.get(host, {}).items()
             if selector.state in ("active", "unstable")
         }
-        teaching = [t for t, n in met.templates.items() if n >= TEACHES_FROM - 1]
-        cached = self._offers[host] = Offers(selectors, key_bits(met.prekeys), key_bits(teaching))
+        cached = self._offers[host] = Offers(selectors, bytes(met.parse_bits), bytes(met.learn_bits))
         return cached
 
     def _met(self, host: str, prekey: int | None, template: int | None) -> _Host:
@@ -81,9 +80,11 @@ class TemplateLearner:
         else:
             self._hosts.move_to_end(host)
         if prekey is not None and prekey not in met.prekeys:
+            if len(met.prekeys) >= MAX_SEEN_TEMPLATES:  # a host of ever new pre-keys: start its set again
+                met.prekeys.clear()
+                met.parse_bits[:] = bytes(len(met.parse_bits))
             met.prekeys.add(prekey)
-            if len(met.prekeys) > MAX_SEEN_TEMPLATES:
-                met.prekeys.pop()
+            set_bit(met.parse_bits, prekey)
             self._offers.pop(host, None)
         if template is not None:
             n = met.templates.pop(template, 0) + 1
@@ -92,6 +93,7 @@ class TemplateLearner:
                 met.lessons.pop(next(iter(met.templates)), None)
                 met.templates.popitem(last=False)
             if n == TEACHES_FROM - 1:
+                set_bit(met.learn_bits, template)
                 self._offers.pop(host, None)
         return met
 
@@ -208,9 +210,12 @@ class TemplateLearner:
 
 @dataclass
 class _Host:
-    """What the learner remembers of a host: the pre-keys of its pages, its templates met (key -> pages),
-    and the lessons gathered for those without a selector."""
+    """What the learner remembers of a host: the pre-keys of its pages (and as :func:`.page.key_bits`), its
+    templates met (key -> pages; those met often enough to teach as bits too), and the lessons gathered for
+    those without a selector."""
 
     prekeys: set[int] = field(default_factory=set)
+    parse_bits: bytearray = field(default_factory=lambda: bytearray(KEY_BITS // 8))
+    learn_bits: bytearray = field(default_factory=lambda: bytearray(KEY_BITS // 8))
     templates: OrderedDict[int, int] = field(default_factory=OrderedDict)
     lessons: dict[int, list[Lesson]] = field(default_factory=dict)

@@ -151,6 +151,12 @@ def key_bits(keys: Iterator[int] | set[int] | list[int]) -> bytes:
     return bytes(bits)
 
 
+def set_bit(bits: bytearray, key: int) -> None:
+    """Add ``key`` to a set of :func:`key_bits`, in place."""
+    bit = key % KEY_BITS
+    bits[bit >> 3] |= 1 << (bit & 7)
+
+
 def in_bits(bits: bytes, key: int) -> bool:
     bit = key % KEY_BITS
     return bool(bits[bit >> 3] & (1 << (bit & 7)))
