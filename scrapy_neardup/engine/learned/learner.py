@@ -11,12 +11,11 @@ from .selector import MIN_CHECK_SHARE, Offer, Offers, Selector, merge, verify_sh
 
 #: A template's selector is retired for good (``unstable``: trafilatura only) after this many retirements.
 MAX_RETIREMENTS = 3
-#: Hosts, and templates a host, remembered as met (the least recently met forgotten first).
+#: Hosts, and templates (and pre-keys) a host, remembered as met (the least recently met forgotten first).
 MAX_SEEN_HOSTS, MAX_SEEN_TEMPLATES = 100_000, 4096
 #: A template teaches once its pages were parsed ``TEACHES_FROM - 1`` times, and a page is parsed for its
-#: template only when its pre-key was met before on its host: most templates of a broad crawl are met once or twice (on
-#: neardup-dev, 1,615 of 2,340 pages are the first of their host and template, 483 the second, 183 the third),
-#: and parsing a page costs a twentieth of trafilatura's time, a lesson a quarter.
+#: template only when its pre-key was met before on its host: most templates of a broad crawl are met once
+#: or twice, and parsing a page costs a twentieth of trafilatura's time, a lesson a quarter.
 TEACHES_FROM = 4
 
 
