@@ -181,19 +181,18 @@ def build(dataset: str, out: str, templates: int, per: int, seed: int = 7) -> di
             url = f"https://{HOST}/t{t:02d}/article-{n}.html"
             write("original", cluster, url, fill(doc, path, title, paragraphs))
             draw = rng.random()
+            copy: tuple[str, str, bytes] | None = None  # kind, URL, page
             if draw < 0.10:
                 other = rng.choice([k for k in range(len(chosen)) if k != t])
                 o_doc, o_path, _ = chosen[other]
-                write(
+                copy = (
                     "crosspost",
-                    cluster,
                     f"https://{HOST}/t{other:02d}/story-{n}.html",
                     fill(o_doc, o_path, title, paragraphs),
                 )
             elif draw < 0.15:
-                write(
+                copy = (
                     "mirror",
-                    cluster,
                     f"https://{HOST}/mirror/t{t:02d}/article-{n}.html",
                     fill(doc, path, title, paragraphs),
                 )
@@ -209,9 +208,9 @@ def build(dataset: str, out: str, templates: int, per: int, seed: int = 7) -> di
                     rng.randint(10, 59),
                 )
                 noisy.insert(0, f"Updated {day} March {year}, {hour}:{minute}")
-                write(
-                    "noise", cluster, f"https://{HOST}/t{t:02d}/article-{n}.html?rev=2", fill(doc, path, title, noisy)
-                )
+                copy = ("noise", f"https://{HOST}/t{t:02d}/article-{n}.html?rev=2", fill(doc, path, title, noisy))
+            if copy is not None:
+                write(copy[0], cluster, copy[1], copy[2])
             n += 1
     with open(os.path.join(out, "manifest.jsonl"), "w", encoding="utf-8") as f:
         for row in manifest:
