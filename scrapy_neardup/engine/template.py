@@ -26,12 +26,13 @@ added are the lowest). The cut of 0.25 sits between. The comparison is an estima
 2-shingles whatever algorithm fingerprints pages: the page fingerprint itself with the default MinHash,
 else a fixed sketch of the guard's own (MinHash, 64 permutations).
 
-**By template knowledge.** When templates are learned (:mod:`.learned`), each page carries its template's
-key, and a group is a host, a main text *and a template*: text repeated across different articles of one
-template is that template's; one article shown in two templates of a host (a story under two sections, a
-feature page and its article page) is an article, and its pages are near-duplicates, which a count of page
-texts around one main text would take for a template. A host whose extractor returns its navigation or a
-cookie wall for every page still trips the guard: its pages share a template as well as that text.
+**By template knowledge.** When templates are learned (:mod:`.learned`), a page carries its template's key,
+and only pages of one template count together: text repeated across different articles of one template is
+that template's; one article shown in two templates of a host (a story under two sections, a feature page
+and its article page) is an article, and its pages are near-duplicates, which a count of page texts around
+one main text would take for a template. A page whose template is not known (not parsed for it) counts with
+any. A host whose extractor returns its navigation or a cookie wall for every page still trips the guard:
+its pages share a template as well as that text.
 
 State lives in the process that makes the decisions (the crawler, or the batch CLI's main process) and is
 bounded: the least recently used groups are forgotten.
