@@ -144,10 +144,12 @@ def prepare_html(
     ``local``: the calling worker's own learned templates, under those offered, taught by this page too."""
     started, cpu = time.perf_counter(), time.thread_time()
     offered: Offers | None = None if offers is None else pickle.loads(offers)
+    html = decode_html(body, content_type)
     host = host_of(url) if local is not None and offered is not None else ""
-    mine = local.offers(host).under(offered) if host and local is not None and offered is not None else offered
-    prepared = pipeline.from_html(decode_html(body, content_type), url, mine)
-    if host and local is not None and offered is not None:
+    if local is None or offered is None or not host:
+        prepared = pipeline.from_html(html, url, offered)
+    else:
+        prepared = pipeline.from_html(html, url, local.offers(host).under(offered))
         own = prepared.learned in ("replayed", "agreed", "disagreed") and prepared.template not in offered.selectors
         local.observe(host, prepared.template, prepared.learned, prepared.lesson, prepared.prekey)
         prepared = replace(prepared, own_selector=own)

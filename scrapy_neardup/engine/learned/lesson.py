@@ -188,6 +188,17 @@ def _decided(decisions: dict[str, bool], path: str, keep: bool) -> None:
     decisions[path] = decisions.get(path, False) or keep
 
 
+def _prefixes(decisions: Mapping[str, bool]) -> set[str]:
+    """The paths above the decided ones (``>a>b`` for ``>a>b>c``): mixed blocks, decided by their children."""
+    out: set[str] = set()
+    for path in decisions:
+        cut = path.find(">", 1)
+        while cut > 0:
+            out.add(path[:cut])
+            cut = path.find(">", cut + 1)
+    return out
+
+
 def replay_element(
     article: Any, decisions: Mapping[str, bool], kept_low: float = 0.0, conflicts: frozenset[str] = frozenset()
 ) -> str | None:
@@ -196,7 +207,7 @@ def replay_element(
     ``SHORT_CONFLICT_WORDS`` words (a shorter one is kept), and when the text keeps less than half of
     ``kept_low``, the smallest share of the element's words a lesson kept (the article moved into a block
     the template used to drop)."""
-    prefixes = {p[:i] for p in decisions for i in range(len(p)) if p[i] == ">" and i}
+    prefixes = _prefixes(decisions)
 
     def skip(path: str, element: Any) -> bool | None:
         keep = decisions.get(path)

@@ -146,8 +146,7 @@ KEY_BITS = 8192
 def key_bits(keys: Iterator[int] | set[int] | list[int]) -> bytes:
     bits = bytearray(KEY_BITS // 8)
     for key in keys:
-        bit = key % KEY_BITS
-        bits[bit >> 3] |= 1 << (bit & 7)
+        set_bit(bits, key)
     return bytes(bits)
 
 
