@@ -143,12 +143,15 @@ def text_params(config: Config) -> dict[str, object]:
     return {}
 
 
-def new_detector(config: Config, algorithm: Algorithm, store: Store) -> Detector:
+def new_detector(
+    config: Config, algorithm: Algorithm, store: Store, kind: type[Detector] | None = None
+) -> Detector:
     """A detector of ``algorithm`` over ``store`` (not opened) with the settings' rules for known keys
-    (re-check changed content, the age limit) and what its texts are taken from."""
+    (re-check changed content, the age limit) and what its texts are taken from; ``kind``: a subclass of
+    :class:`Detector` to build instead."""
     from .engine.detector import Detector
 
-    return Detector(
+    return (kind or Detector)(
         algorithm,
         store,
         recheck_changed=config.recheck_changed,

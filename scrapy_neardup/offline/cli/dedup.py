@@ -7,11 +7,12 @@ import json
 import sys
 
 from ...assembly import build_algorithm
+from ..pairs import cluster_edges, pair_of
 from .common import AtomicOutput, StopRequest, config_of, tsv_field
 from .parser import settings_from_args
 
 
-def _nothing_read(inputs: list[str], unreadable: int, too_large: int, not_html: int, not_ok: int) -> str:
+def nothing_read(inputs: list[str], unreadable: int, too_large: int, not_html: int, not_ok: int) -> str:
     """The one line of a run that read no document: what the input held instead."""
     held = [
         f"{n} {what}"
@@ -35,6 +36,18 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     from ..batch import BatchDeduplicator, BatchStats, Progress
     from ..inputs import DocumentReader, InputError, check_inputs
 
+    if args.engine == "spark":
+        from .spark import cmd_dedup_spark
+
+        return cmd_dedup_spark(args)
+    for option, given in (
+        ("--spark-master", args.spark_master),
+        ("--spark-conf", args.spark_conf),
+        ("--partitions", args.partitions),
+        ("--parquet", args.parquet),
+    ):
+        if given:
+            raise SystemExit(f"scrapy-neardup: {option} is an option of --engine spark")
     config = config_of(settings_from_args(args))
     check_inputs(args.inputs)
     warning = build_algorithm(config).scale_warning()
@@ -72,21 +85,13 @@ def cmd_dedup(args: argparse.Namespace) -> int:
             out.write(f"{tsv_field(key)}\t{tsv_field(other)}\t{similarity:.4f}\n")
 
     def on_verdict(verdict):
-        # A document known from an earlier run is *seen*; its pair comes from the store, so that a rerun over
-        # the same input writes the same pairs (--only-new: the pairs of documents new in this run only).
-        if verdict.displaced is not None:
-            # A better copy took its group: the group's former page is its near-duplicate now.
-            near, page = verdict.displaced, verdict.key
-        elif verdict.status == "duplicate" or (verdict.is_duplicate and not args.only_new):
-            near, page = verdict.key, verdict.canonical
-        else:
+        pair = pair_of(verdict, args.only_new)
+        if pair is None:
             return
         if all_pairs is None:
-            out.write(f"{tsv_field(near)}\t{tsv_field(page)}\t{verdict.similarity:.4f}\n")
+            out.write(f"{tsv_field(pair.near)}\t{tsv_field(pair.page)}\t{pair.similarity:.4f}\n")
         if keep_edges:
-            edges.append((near, page))
-            if args.cluster_mode == "components":
-                edges.extend((verdict.key, other) for other in verdict.also)
+            edges.extend(cluster_edges(verdict, pair, args.cluster_mode))
 
     stop = StopRequest()
     stats = BatchStats()
@@ -104,7 +109,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         if stats.documents == 0 and not args.allow_empty and not stop.requested():
             # An output with no pairs would read "no near-duplicates" in a pipeline: it is not written.
             raise InputError(
-                _nothing_read(args.inputs, reader.errors, reader.too_large, reader.passed_over, reader.not_ok)
+                nothing_read(args.inputs, reader.errors, reader.too_large, reader.passed_over, reader.not_ok)
             )
         if args.clusters:
             for members in clusters(edges, args.cluster_mode):

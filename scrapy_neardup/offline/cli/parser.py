@@ -120,6 +120,13 @@ def _add_store_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _spark_property(value: str) -> tuple[str, str]:
+    key, sep, setting = value.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{value!r} is not KEY=VALUE")
+    return key.strip(), setting
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scrapy-neardup",
@@ -203,6 +210,40 @@ def build_parser() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="progress line on stderr (default: when stderr is a terminal)",
+    )
+    spark = dedup.add_argument_group(
+        "Spark", "run on Apache Spark instead of this machine's processes (pip install 'scrapy-neardup[spark]')"
+    )
+    spark.add_argument(
+        "--engine",
+        choices=("local", "spark"),
+        default="local",
+        help="local: this machine's processes (default); spark: a Spark job (inputs may then be hdfs://, s3a:// "
+        "and other paths Spark reads)",
+    )
+    spark.add_argument(
+        "--spark-master",
+        metavar="URL",
+        help="the Spark master (local[N], local-cluster[N,C,MB], spark://..., yarn; default: what spark-submit "
+        "gave, else local[*])",
+    )
+    spark.add_argument(
+        "--spark-conf",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        type=_spark_property,
+        help="a Spark property, as spark-submit's --conf (repeatable)",
+    )
+    spark.add_argument(
+        "--partitions",
+        type=_positive_int,
+        help="partitions the documents are spread over for extraction (default: twice the default parallelism)",
+    )
+    spark.add_argument(
+        "--parquet",
+        metavar="DIR",
+        help="also write the pairs and clusters as Parquet, in DIR/pairs and DIR/clusters (DIR must not exist)",
     )
     _add_algorithm_options(dedup)
 

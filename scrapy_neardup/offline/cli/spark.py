@@ -1,0 +1,125 @@
+"""``scrapy-neardup dedup --engine spark``: the options, the outputs and the summary of the local run, the
+work done by a Spark job (:mod:`scrapy_neardup.offline.spark`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from ...assembly import build_algorithm
+from .common import AtomicOutput, config_of, tsv_field
+from .parser import settings_from_args
+
+#: Options of the local run that a Spark job has no use for, with why.
+_LOCAL_ONLY = (
+    ("all_pairs", "--all-pairs", "it compares every pair of a group, which a distributed run does not hold"),
+    ("store_class", "--store-class", "a Spark run keeps no store between runs"),
+    ("reset", "--reset", "a Spark run keeps no store between runs"),
+    ("workers", "--workers", "Spark's executors do the work: size them with --spark-master or --spark-conf"),
+)
+
+
+def refusal(args: argparse.Namespace) -> str | None:
+    """Why these options cannot run on Spark, in one line; ``None`` when they can."""
+    for name, option, why in _LOCAL_ONLY:
+        if getattr(args, name, None):
+            return f"{option} cannot be used with --engine spark: {why}"
+    if args.store not in (None, "memory://"):
+        return "--store cannot be used with --engine spark: a Spark run keeps no store between runs"
+    return None
+
+
+def cmd_dedup_spark(args: argparse.Namespace) -> int:
+    from ..inputs import InputError
+    from ..spark import SparkUnavailable, check_spark
+    from .dedup import nothing_read
+
+    why = refusal(args)
+    if why:
+        raise SystemExit(f"scrapy-neardup: {why}")
+    config = config_of(settings_from_args(args))
+    try:
+        check_spark()
+    except SparkUnavailable as exc:
+        raise SystemExit(f"scrapy-neardup: {exc}") from None
+    if args.parquet and os.path.exists(args.parquet):
+        raise SystemExit(f"scrapy-neardup: {args.parquet}: already exists; --parquet writes a new directory")
+    warning = build_algorithm(config).scale_warning()
+    if warning:
+        print(f"scrapy-neardup: {warning}", file=sys.stderr)
+
+    from ..spark.job import SparkOptions, run, session
+    from ..spark.tasks import ReadOptions
+
+    outputs = [AtomicOutput(args.output)]
+    try:
+        if args.clusters:
+            outputs.append(AtomicOutput(args.clusters))
+    except OSError:
+        outputs[0].discard()
+        raise
+    options = SparkOptions(args.spark_master, dict(args.spark_conf), args.partitions, args.parquet)
+    read = ReadOptions(config.max_body_size, args.warc_reader, args.allow_truncated)
+    started = time.perf_counter()
+    spark = session(options)
+    try:
+        out = outputs[0].file
+
+        def write_pair(pair) -> None:
+            out.write(f"{tsv_field(pair.near)}\t{tsv_field(pair.page)}\t{pair.similarity:.4f}\n")
+
+        def write_cluster(cluster) -> None:
+            members = list(cluster.members)
+            outputs[1].file.write(
+                json.dumps({"canonical": members[0], "members": members, "size": len(members)}) + "\n"
+            )
+
+        summary = run(
+            spark,
+            config,
+            args.inputs,
+            read,
+            args.cluster_mode,
+            options,
+            write_pair,
+            write_cluster if args.clusters else None,
+        )
+        counts = summary.counts
+        if summary.documents == 0 and not args.allow_empty:
+            raise InputError(
+                nothing_read(args.inputs, counts.unreadable, counts.too_large, counts.not_html, counts.not_ok)
+            )
+        for output in outputs:
+            output.commit()
+    finally:
+        for output in outputs:
+            output.discard()
+        spark.stop()
+    for path in counts.truncated:
+        print(
+            f"scrapy-neardup: {path}: TRUNCATED: the file ends inside a record; what came before the cut was "
+            "used (--allow-truncated), the rest of the file is lost",
+            file=sys.stderr,
+        )
+    skipped = dict(summary.skipped)
+    if counts.too_large:
+        skipped["too_large"] = skipped.get("too_large", 0) + counts.too_large
+    report = {
+        "documents": summary.documents,
+        "unique": summary.unique,
+        "duplicate": summary.duplicate,
+        "seen": summary.seen,
+        "skipped": skipped,
+        "unreadable": counts.unreadable,
+        "not_html_records": counts.not_html,
+        "not_2xx_responses": counts.not_ok,
+        "seconds": round(time.perf_counter() - started, 3),
+        "engine": "spark",
+    }
+    if counts.truncated:
+        report["truncated"] = list(counts.truncated)
+    print(json.dumps(report), file=sys.stderr)
+    return 0
