@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+
 from ..store.base import (
     FORMAT_VERSION,
     MAX_CHAIN,
@@ -185,10 +187,19 @@ class Detector:
             planned: list[tuple[int, Verdict]] = []
             waiting: list[int] = []
             stale: list[str] = []
+            # Buckets of the pages this round files as canonical, and the canonicals they take groups from:
+            # a later page of the batch that meets either looks again next round, as it would one by one.
+            claimed: set[int] = set()
+            displaced: set[str] = set()
             for i, found in zip(pending, looked):
                 check = checks[i]
                 key, signature, buckets = check.key, check.signature, check.buckets
                 known = found.known
+                if (claimed or displaced) and known is None and not found.filed:
+                    mine = set(np.asarray(buckets, dtype=np.int64).tolist())
+                    if not claimed.isdisjoint(mine) or any(c.key in displaced for c in found.candidates):
+                        waiting.append(i)
+                        continue
                 if known is not None:
                     root = self._root(known)
                     reason = "orphaned" if root is None else self._recheck(known, [signature, *check.also])
@@ -209,6 +220,8 @@ class Detector:
                     if self._displaces(check, best.key):
                         # A better copy of the group: filed as canonical, then the group re-pointed to it.
                         adds.append(Filing(key, signature, buckets, None, 1.0, token))
+                        claimed.update(np.asarray(buckets, dtype=np.int64).tolist())
+                        displaced.add(best.key)
                         status: Status = "duplicate" if self.fetched_now(best.key) else "unique"
                         canonical = best.key if status == "duplicate" else key
                         verdict = Verdict(status, key, canonical, sim, also, rechecked.get(i), displaced=best.key)
@@ -227,6 +240,7 @@ class Detector:
                         )
                     )
                     adds.append(Filing(key, signature, buckets, None, 1.0, token))
+                    claimed.update(np.asarray(buckets, dtype=np.int64).tolist())
                     planned.append((i, Verdict("unique", key, key, 1.0, declarers, rechecked.get(i))))
             for (i, verdict), result in zip(planned, self.store.add_many(adds) if adds else []):
                 if result == Added.FILED:

@@ -325,3 +325,29 @@ def test_simhash_says_when_its_tables_do_not_scale_and_its_default_scales():
     default = SimHashHamming()
     assert default.max_distance == 6 and default.scale_warning() == ""
     assert default.tables.random_candidates(1_000_000) < 500
+
+
+def test_a_batch_with_better_copies_gives_the_verdicts_of_one_page_at_a_time(store_kind, tmp_path):
+    """A page of a batch filed after a better copy took its group (or after a new canonical sharing its
+    buckets) in the same round looks again, as it would one page at a time: it joins the better copy, never
+    the group's former page."""
+    from scrapy_neardup.engine.decisions import DecisionLoop
+
+    pages = []
+    for k in range(12):
+        text = article(700 + k)
+        pages += [
+            (f"http://a.com/x{k}?utm_source=feed", text),
+            (f"http://a.com/x{k}", text),  # the better copy: the group moves to it
+            (f"http://a.com/x{k}?utm_source=mail&utm_medium=email", edit(text, 6, seed=k)),
+        ]
+    made = {}
+    for batch in (1, 64):
+        detector, _, pipeline = deciding(make_store(store_kind, tmp_path / f"b{batch}"))
+        loop = DecisionLoop(detector, None, batch=batch)
+        decisions = [d for url, text in pages for d in loop.decide(url, url, pipeline.from_text(text))]
+        decisions += loop.flush()
+        made[batch] = [(d.key, d.verdict.status, d.verdict.canonical) for d in decisions]
+        detector.close()
+    assert made[64] == made[1]
+    assert ("http://a.com/x3?utm_source=mail&utm_medium=email", "duplicate", "http://a.com/x3") in made[1]
