@@ -118,6 +118,7 @@ def cmd_dedup_spark(args: argparse.Namespace) -> int:
         "not_2xx_responses": counts.not_ok,
         "seconds": round(time.perf_counter() - started, 3),
         "engine": "spark",
+        "steps": summary.steps,
     }
     if counts.truncated:
         report["truncated"] = list(counts.truncated)

@@ -54,12 +54,14 @@ def connected_components(edges: DataFrame) -> DataFrame:
         .distinct()
         .localCheckpoint()
     )
+    size = current.count()
     for _ in range(MAX_ROUNDS):
         after = _small_star(_large_star(current)).localCheckpoint()
-        if after.count() == current.count() and after.exceptAll(current).isEmpty():
+        after_size = after.count()
+        if after_size == size and after.exceptAll(current).isEmpty():
             current = after
             break
-        current = after
+        current, size = after, after_size
     else:
         raise RuntimeError(f"connected components did not converge in {MAX_ROUNDS} rounds")
     # Converged: every edge joins a node to its component's smallest node.

@@ -4,7 +4,9 @@ package's docstring; what runs on the executors: :mod:`.tasks`."""
 from __future__ import annotations
 
 import os
+import pickle
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +65,8 @@ class SparkSummary:
     seen: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     counts: ReadCounts = field(default_factory=ReadCounts)
+    #: Seconds of each step on the driver's clock (Spark runs a step when its result is asked for).
+    steps: dict[str, float] = field(default_factory=dict)
 
 
 def session(options: SparkOptions) -> SparkSession:
@@ -162,7 +166,7 @@ def _merge(a: SparkSummary, b: SparkSummary) -> SparkSummary:
 _EDGE = T.StructType([T.StructField("a", T.LongType(), False), T.StructField("b", T.LongType(), False)])
 
 
-def _edges(spark: SparkSession, docs: Any, config: Config) -> DataFrame:
+def _edges(spark: SparkSession, docs: Any, documents: DataFrame, config: Config) -> DataFrame:
     """Pairs of documents whose decisions may depend on each other: verified candidate pairs of a shared LSH
     bucket, and documents of one URL (a page met twice is *seen*, or re-checked, against its record)."""
     buckets = spark.createDataFrame(
@@ -191,60 +195,69 @@ def _edges(spark: SparkSession, docs: Any, config: Config) -> DataFrame:
                 yield row.a, row.b
 
     verified = spark.createDataFrame(joined.rdd.mapPartitions(verify), _EDGE)
-    by_url = spark.createDataFrame(
-        docs.map(lambda d: (d.url, d.position)),
-        T.StructType([T.StructField("url", T.StringType(), False), T.StructField("position", T.LongType(), False)]),
-    )
+    by_url = documents.select("url", "position")
     first = by_url.groupBy("url").agg(F.min("position").alias("first"))
     repeated = by_url.join(first, "url").where(F.col("position") != F.col("first"))
     same_url = repeated.select(F.col("position").alias("a"), F.col("first").alias("b"))
     return verified.union(same_url)
 
 
-def _components(
-    spark: SparkSession, docs: Any, config: Config, edges: DataFrame, cluster_mode: str, partitions: int
-) -> Any:
-    """Each component decided: an RDD of :class:`ComponentResult`."""
-    components = connected_components(edges).persist(StorageLevel.MEMORY_AND_DISK)
-    member_of = components.rdd.map(lambda row: (row.node, row.component))
-    keyed = docs.keyBy(lambda d: d.position)
-    members = member_of.join(keyed, partitions)  # position -> (component, document)
-    declared_filed: Any = None
-    notes: Any = None
+_DOCUMENTS = T.StructType(
+    [
+        T.StructField("position", T.LongType(), False),
+        T.StructField("url", T.StringType(), False),
+        T.StructField("declared", T.StringType(), True),
+        T.StructField("payload", T.BinaryType(), False),
+    ]
+)
+
+
+def _documents(spark: SparkSession, docs: Any, config: Config) -> DataFrame:
+    """The fingerprinted documents as a DataFrame, so that the joins before the decision run in the JVM:
+    position, URL, the URL it declares canonical, and the document itself (pickled by this job for its own
+    later step, as PySpark pickles every Python value it moves)."""
+
+    def row(d: PreparedDocument) -> tuple[int, str, str | None, bytes]:
+        declaration = d.declaration(config)
+        return d.position, d.url, None if declaration is None else declaration.url, pickle.dumps(d, protocol=5)
+
+    return spark.createDataFrame(docs.map(row), _DOCUMENTS)
+
+
+def _components(documents: DataFrame, config: Config, edges: DataFrame, cluster_mode: str, partitions: int) -> Any:
+    """Each component decided: an RDD of :class:`ComponentResult`. A member carries where the page it declares
+    was first filed; a component, the declarations of its members by pages outside it."""
+    components = connected_components(edges)
+    members = components.join(documents, components.node == documents.position).drop("node")
+    declared_filed = F.lit(None).cast("long")
     if config.canonical:
-        declarations = docs.flatMap(
-            lambda d: [(d.position, d.url, decl.url)] if (decl := d.declaration(config)) is not None else []
+        first_filed = documents.groupBy("url").agg(F.min("position").alias("filed_at"))
+        members = members.join(
+            first_filed.withColumnRenamed("url", "declared"), "declared", "left"
         )
-        # Where each URL was first filed, for declarations of pages outside their declarer's component.
-        first_filed = docs.map(lambda d: (d.url, d.position)).reduceByKey(min)
-        declared_filed = declarations.map(lambda x: (x[2], x[0])).join(first_filed).map(
-            lambda kv: (kv[1][0], kv[1][1])
-        )  # declarer position -> where its declared page was first filed
-        # Declarations of a component's member by pages outside the component.
-        component_of_url = members.map(lambda kv: (kv[1][1].url, kv[1][0])).distinct()
-        component_of_pos = member_of
+        declared_filed = F.col("filed_at")
+    events = members.select("component", "payload", declared_filed.alias("filed_at")).rdd.map(
+        lambda row: (row.component, Member(pickle.loads(row.payload), row.filed_at))
+    )
+    if config.canonical:
+        declarers = documents.where(F.col("declared").isNotNull()).select(
+            F.col("position").alias("by_position"), F.col("url").alias("by_url"), "declared"
+        )
+        declared_members = members.select(F.col("url").alias("declared"), "component").distinct()
         notes = (
-            declarations.map(lambda x: (x[2], (x[0], x[1])))
-            .join(component_of_url)  # declared url -> ((declarer position, declarer url), component)
-            .map(lambda kv: (kv[1][0][0], (kv[1][1], DeclaredBy(kv[1][0][0], kv[1][0][1], kv[0]))))
-            .leftOuterJoin(component_of_pos)  # declarer position -> ((component, note), declarer's component)
-            .filter(lambda kv: kv[1][1] != kv[1][0][0])
-            .map(lambda kv: (kv[1][0][0], ("note", kv[1][0][1])))
+            declarers.join(declared_members, "declared")
+            .join(components.withColumnRenamed("component", "by_component"), F.col("by_position") == F.col("node"), "left")
+            .where(F.col("by_component").isNull() | (F.col("by_component") != F.col("component")))
+            .rdd.map(lambda row: (row.component, DeclaredBy(row.by_position, row.by_url, row.declared)))
         )
-    if declared_filed is not None:
-        with_filed = members.leftOuterJoin(declared_filed).map(
-            lambda kv: (kv[1][0][0], ("member", Member(kv[1][0][1], kv[1][1])))
-        )
-    else:
-        with_filed = members.map(lambda kv: (kv[1][0], ("member", Member(kv[1][1]))))
-    events = with_filed if notes is None else with_filed.union(notes)
+        events = events.union(notes)
 
     def decide(group: Any) -> ComponentResult:
         found = list(group)
         return decide_component(
             config,
-            [e for kind, e in found if kind == "member"],
-            [e for kind, e in found if kind == "note"],
+            [e for e in found if isinstance(e, Member)],
+            [e for e in found if isinstance(e, DeclaredBy)],
             cluster_mode,
         )
 
@@ -268,15 +281,30 @@ def run(
     partitions = options.partitions or max(2, 2 * sc.defaultParallelism)
     if "spark.sql.shuffle.partitions" not in options.conf:
         spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    clock = time.perf_counter()
+    steps: dict[str, float] = {}
+
+    def step(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        steps[name] = round(now - clock, 3)
+        clock = now
+
     prepared = _read(spark, inputs, read, config, partitions)
     summary = prepared.mapPartitions(_summarise).fold(SparkSummary(), _merge)
+    step("read_and_prepare")
     if summary.counts.failures:
         raise InputError(summary.counts.failures[0])
     docs = prepared.filter(lambda d: isinstance(d, PreparedDocument) and d.fingerprinted)
-    decided = _components(spark, docs, config, _edges(spark, docs, config), cluster_mode, partitions)
+    documents = _documents(spark, docs, config).persist(StorageLevel.MEMORY_AND_DISK)
+    edges = _edges(spark, docs, documents, config).localCheckpoint()
+    step("candidates_verified")
+    decided = _components(documents, config, edges, cluster_mode, partitions)
+    step("components")
     tallies = decided.map(lambda r: (r.unique, r.duplicate, r.seen)).fold(
         (0, 0, 0), lambda x, y: (x[0] + y[0], x[1] + y[1], x[2] + y[2])
     )
+    step("decided")
     fingerprinted = summary.documents - sum(summary.skipped.values())
     summary.unique = fingerprinted - tallies[1] - tallies[2]  # a document in no component is unique
     summary.duplicate, summary.seen = tallies[1], tallies[2]
@@ -295,8 +323,11 @@ def run(
             cluster_rows.map(lambda c: (c.members[0], list(c.members), len(c.members))),
             "canonical string, members array<string>, size int",
         ).write.parquet(os.path.join(options.parquet, "clusters"))
+    step("written")
     prepared.unpersist()
+    documents.unpersist()
     decided.unpersist()
+    summary.steps = steps
     return summary
 
 
