@@ -143,9 +143,7 @@ def text_params(config: Config) -> dict[str, object]:
     return {}
 
 
-def new_detector(
-    config: Config, algorithm: Algorithm, store: Store, kind: type[Detector] | None = None
-) -> Detector:
+def new_detector(config: Config, algorithm: Algorithm, store: Store, kind: type[Detector] | None = None) -> Detector:
     """A detector of ``algorithm`` over ``store`` (not opened) with the settings' rules for known keys
     (re-check changed content, the age limit) and what its texts are taken from; ``kind``: a subclass of
     :class:`Detector` to build instead."""

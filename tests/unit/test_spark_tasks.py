@@ -4,7 +4,6 @@ splits, candidate pairs, and a component decided as the local run decides it."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import stat
 

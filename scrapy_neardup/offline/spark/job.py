@@ -7,7 +7,7 @@ import os
 import pickle
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,7 +78,12 @@ def session(options: SparkOptions) -> SparkSession:
     builder = SparkSession.builder.appName("scrapy-neardup dedup")
     if master and (options.master or not submitted):
         builder = builder.master(master)
-    defaults = {"spark.ui.showConsoleProgress": "false"}
+    logging = f"-Dlog4j2.configurationFile=file:{os.path.join(os.path.dirname(__file__), 'log4j2.properties')}"
+    defaults = {
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": logging,
+        "spark.executor.extraJavaOptions": logging,
+    }
     if master and master.startswith("local"):
         # PySpark starts its workers with PYSPARK_PYTHON (else "python3" on PATH): this Python has the package.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -96,8 +101,8 @@ def session(options: SparkOptions) -> SparkSession:
 
 def _hadoop_files(spark: SparkSession, paths: list[str]) -> list[str]:
     """The files a Hadoop path names (a file, a directory's files, a glob's matches), as Spark names them."""
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-    conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+    jvm: Any = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
     files: list[str] = []
     for path in paths:
         hpath = jvm.org.apache.hadoop.fs.Path(path)
@@ -114,18 +119,14 @@ def _hadoop_files(spark: SparkSession, paths: list[str]) -> list[str]:
     return files
 
 
-def _read(
-    spark: SparkSession, inputs: list[str], read: ReadOptions, config: Config, partitions: int
-) -> Any:
+def _read(spark: SparkSession, inputs: list[str], read: ReadOptions, config: Config, partitions: int) -> Any:
     """The prepared documents and read counts of every input file, an RDD persisted for the steps after."""
     sc = spark.sparkContext
     local = [p for p in inputs if not is_hadoop_path(p)]
     check_inputs(local)
     hadoop = _hadoop_files(spark, [p for p in inputs if is_hadoop_path(p)])
     index = {path: i for i, path in enumerate(inputs)}
-    splits = [
-        Split(index[s.path], s.path, s.start, s.end) for s in plan_splits(local, SPLIT_BYTES, partitions)
-    ]
+    splits = [Split(index[s.path], s.path, s.start, s.end) for s in plan_splits(local, SPLIT_BYTES, partitions)]
     parts = []
     if splits:
         parts.append(sc.parallelize(splits, len(splits)).flatMap(lambda s: read_split(s, read)))
@@ -188,7 +189,7 @@ def _edges(spark: SparkSession, docs: Any, documents: DataFrame, config: Config)
         signatures.withColumnRenamed("position", "a").withColumnRenamed("signatures", "sa"), "a"
     ).join(signatures.withColumnRenamed("position", "b").withColumnRenamed("signatures", "sb"), "b")
 
-    def verify(rows: Iterator[Any]) -> Iterator[tuple[int, int]]:
+    def verify(rows: Iterable[Any]) -> Iterator[tuple[int, int]]:
         verifier = Verifier(config)
         for row in rows:
             if verifier.similar(row.sa, row.sb):
@@ -232,11 +233,9 @@ def _components(documents: DataFrame, config: Config, edges: DataFrame, cluster_
     declared_filed = F.lit(None).cast("long")
     if config.canonical:
         first_filed = documents.groupBy("url").agg(F.min("position").alias("filed_at"))
-        members = members.join(
-            first_filed.withColumnRenamed("url", "declared"), "declared", "left"
-        )
+        members = members.join(first_filed.withColumnRenamed("url", "declared"), "declared", "left")
         declared_filed = F.col("filed_at")
-    events = members.select("component", "payload", declared_filed.alias("filed_at")).rdd.map(
+    events: Any = members.select("component", "payload", declared_filed.alias("filed_at")).rdd.map(
         lambda row: (row.component, Member(pickle.loads(row.payload), row.filed_at))
     )
     if config.canonical:
@@ -246,7 +245,9 @@ def _components(documents: DataFrame, config: Config, edges: DataFrame, cluster_
         declared_members = members.select(F.col("url").alias("declared"), "component").distinct()
         notes = (
             declarers.join(declared_members, "declared")
-            .join(components.withColumnRenamed("component", "by_component"), F.col("by_position") == F.col("node"), "left")
+            .join(
+                components.withColumnRenamed("component", "by_component"), F.col("by_position") == F.col("node"), "left"
+            )
             .where(F.col("by_component").isNull() | (F.col("by_component") != F.col("component")))
             .rdd.map(lambda row: (row.component, DeclaredBy(row.by_position, row.by_url, row.declared)))
         )
@@ -311,7 +312,9 @@ def run(
     pairs = decided.flatMap(lambda r: r.pairs).sortBy(lambda p: (p.position, p.order), numPartitions=partitions)
     for pair in pairs.toLocalIterator():
         write_pair(pair)
-    cluster_rows = decided.flatMap(lambda r: r.clusters).sortBy(lambda c: (c.position, c.order), numPartitions=partitions)
+    cluster_rows = decided.flatMap(lambda r: r.clusters).sortBy(
+        lambda c: (c.position, c.order), numPartitions=partitions
+    )
     if write_cluster is not None:
         for cluster in cluster_rows.toLocalIterator():
             write_cluster(cluster)

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from ...engine.canonical import Declaration, chosen, may_fetch
 from ...engine.cluster import clusters
-from ...engine.decisions import Declared, Decision, DecisionLoop
+from ...engine.decisions import Decision, DecisionLoop, Declared
 from ...engine.detector import Detector
 from ...engine.prepare import Prepared
 from ...settings import Config
@@ -436,7 +436,7 @@ def decide_component(
     finally:
         detector.close()
     if edges:
-        where = {}
+        where: dict[str, tuple[int, int]] = {}
         for (dup, _), at in zip(edges, edge_at):
             where.setdefault(dup, at)
         for members_of in clusters(edges, cluster_mode):

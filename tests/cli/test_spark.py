@@ -1,0 +1,258 @@
+"""``scrapy-neardup dedup --engine spark``: real Spark jobs (``local[2]``, and ``local-cluster`` with executor
+processes of their own), each compared with the local run over the same input."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+from demo_site import build_site
+from helpers.dumps import write_warc
+
+pyspark = pytest.importorskip("pyspark")
+
+from scrapy_neardup.offline.spark import SparkUnavailable, check_spark  # noqa: E402
+
+try:
+    check_spark()
+except SparkUnavailable as exc:  # pragma: no cover - CI has Java 17
+    pytest.skip(str(exc), allow_module_level=True)
+
+pytestmark = pytest.mark.slow
+
+SITE = "http://demo.test"
+QUIET = ["--spark-conf", "spark.ui.enabled=false"]
+
+
+def run_cli(*args, check=True):
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy_neardup.offline.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def summary_of(proc):
+    return json.loads(proc.stderr.strip().splitlines()[-1])
+
+
+def ours(proc):
+    """The lines the command itself wrote on stderr (Spark's JVM writes a few of its own)."""
+    return [line for line in proc.stderr.splitlines() if line.startswith("scrapy-neardup:")]
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory):
+    """The demo site split over a JSONL file and a WARC file: the JSONL file with a bad line, a page met
+    twice, and a copy, first in the input, that declares its original canonical; the WARC file with a PNG
+    and three "not found" pages of one text."""
+    folder = tmp_path_factory.mktemp("dumps")
+    pages, _ = build_site()
+    html = sorted((p, body.decode()) for p, (ctype, body) in pages.items() if ctype.startswith("text/html; charset"))
+    original = dict(html)["/news/bridge.html"]
+    copy = original.replace("<head>", '<head><link rel="canonical" href="/news/bridge.html">')
+    rng = random.Random(4)
+    lines = [json.dumps({"url": SITE + "/copy/bridge", "html": copy})]
+    for path, body in html[::2]:
+        # A comment that does not compress: the file is read in several byte ranges.
+        lines.append(json.dumps({"url": SITE + path, "html": body + f"<!-- {rng.randbytes(60_000).hex()} -->"}))
+    lines.insert(5, '{"url": "broken')
+    lines.append(json.dumps({"url": SITE + "/news/bridge.html", "html": original}))
+    jsonl = folder / "crawl.jsonl"
+    jsonl.write_text("\n".join(lines) + "\n")
+    missing = "<html><body><article><p>" + " ".join(f"gone{i}" for i in range(300)) + "</p></article></body></html>"
+    responses = [(SITE + p, body, "text/html; charset=utf-8", "200 OK") for p, body in html[1::2]]
+    responses.append((SITE + "/x.png", b"\x89PNG", "image/png", "200 OK"))
+    responses += [(f"{SITE}/missing/{i}", missing, "text/html", "404 Not Found") for i in range(3)]
+    warc = folder / "crawl.warc.gz"
+    write_warc(warc, responses)
+    return jsonl, warc
+
+
+def _compare(tmp_path, inputs, spark_inputs, *options):
+    local = tmp_path / "local"
+    spark = tmp_path / "spark"
+    local.mkdir()
+    spark.mkdir()
+    done = {}
+    for where, engine, paths in ((local, [], inputs), (spark, ["--engine", "spark", *options, *QUIET], spark_inputs)):
+        proc = run_cli(
+            "dedup",
+            *map(str, paths),
+            "-o",
+            str(where / "pairs.tsv"),
+            "--clusters",
+            str(where / "clusters.jsonl"),
+            "--threshold",
+            "0.5",
+            *engine,
+        )
+        done[where.name] = summary_of(proc)
+    for name in ("pairs.tsv", "clusters.jsonl"):
+        assert (spark / name).read_text() == (local / name).read_text(), name
+    return done["local"], done["spark"]
+
+
+def _same_counts(local, spark):
+    keys = (
+        "documents",
+        "unique",
+        "duplicate",
+        "seen",
+        "skipped",
+        "unreadable",
+        "not_html_records",
+        "not_2xx_responses",
+    )
+    assert {k: spark[k] for k in keys} == {k: local[k] for k in keys}
+
+
+def test_local2_writes_the_local_runs_pairs_clusters_and_counts(dumps, tmp_path):
+    """JSONL read in byte ranges and a WARC read by Spark (a file:// path): the pairs, clusters and counts of
+    the local run, byte for byte (declared canonical, a page met twice, a bad line, non-HTML and non-2xx
+    records); Parquet copies beside them."""
+    jsonl, warc = dumps
+    assert jsonl.stat().st_size > 2 << 20
+    parquet = tmp_path / "parquet"
+    local, spark = _compare(
+        tmp_path, [jsonl, warc], [jsonl, f"file://{warc}"], "--spark-master", "local[2]", "--parquet", str(parquet)
+    )
+    _same_counts(local, spark)
+    assert spark["seen"] == 1 and spark["unreadable"] == 1 and spark["not_2xx_responses"] == 3
+    assert spark["not_html_records"] == 1 and spark["duplicate"] > 15
+    pairs = (tmp_path / "spark" / "pairs.tsv").read_text()
+    assert f"{SITE}/copy/bridge\t{SITE}/news/bridge.html\t" in pairs
+    for table in ("pairs", "clusters"):
+        parts = [p for p in os.listdir(parquet / table) if p.endswith(".parquet")]
+        assert parts and (parquet / table / "_SUCCESS").exists()
+        assert all((parquet / table / p).read_bytes()[:4] == b"PAR1" for p in parts)
+    again = run_cli(
+        "dedup", str(jsonl), "-o", str(tmp_path / "x.tsv"), "--engine", "spark", "--parquet", str(parquet), check=False
+    )
+    assert again.returncode == 1 and ours(again) == [
+        f"scrapy-neardup: {parquet}: already exists; --parquet writes a new directory"
+    ]
+
+
+def test_local_cluster_executors_give_the_same_components(dumps, tmp_path):
+    """Two executor JVMs with Python workers of their own (objects really cross processes): the connected
+    components of the local run."""
+    jsonl, warc = dumps
+    local, spark = _compare(
+        tmp_path,
+        [jsonl, warc],
+        [jsonl, warc],
+        "--spark-master",
+        "local-cluster[2,1,1024]",
+        "--cluster-mode",
+        "components",
+    )
+    _same_counts(local, spark)
+
+
+def _story(seed):
+    rng = random.Random(seed)
+    return (
+        f"<html><body><article><p>{' '.join(f'w{rng.randrange(9000)}' for _ in range(400))}</p></article></body></html>"
+    )
+
+
+def test_a_truncated_warc_is_refused_or_used_to_the_cut_as_the_local_run_does(tmp_path):
+    rng = random.Random(9)
+    path = tmp_path / "crawl.warc.gz"
+    write_warc(
+        path,
+        [
+            (f"http://a/{i}", _story(seed) + f"<!-- {rng.randbytes(60_000).hex()} -->", "text/html", "200 OK")
+            for i, seed in enumerate((1, 1, 2, 2, 3, 4))
+        ],
+    )
+    cut = tmp_path / "cut.warc.gz"
+    cut.write_bytes(path.read_bytes()[:-300])
+    out = tmp_path / "pairs.tsv"
+    out.write_text("kept\n")
+    refused = run_cli(
+        "dedup", str(cut), "-o", str(out), "--engine", "spark", "--spark-master", "local[2]", *QUIET, check=False
+    )
+    assert refused.returncode == 1 and out.read_text() == "kept\n"
+    (line,) = ours(refused)
+    assert "after 5 complete records" in line and "--allow-truncated" in line and str(cut) in line
+    proc = run_cli(
+        "dedup",
+        str(cut),
+        "-o",
+        str(out),
+        "--engine",
+        "spark",
+        "--spark-master",
+        "local[2]",
+        *QUIET,
+        "--allow-truncated",
+    )
+    assert any("TRUNCATED" in line and str(cut) in line for line in ours(proc))
+    summary = summary_of(proc)
+    assert summary["truncated"] == [str(cut)] and summary["documents"] == 5
+    assert [line.split("\t")[:2] for line in out.read_text().splitlines()] == [
+        ["http://a/1", "http://a/0"],
+        ["http://a/3", "http://a/2"],
+    ]
+
+
+def test_options_spark_cannot_serve_are_refused_in_one_line_before_spark_starts(tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"url": "http://a/1", "text": "a b c " * 100}) + "\n")
+    for options, said in (
+        (["--engine", "spark", "--store", f"sqlite:///{tmp_path}/s.db"], "--store cannot be used with --engine spark"),
+        (["--engine", "spark", "--all-pairs"], "--all-pairs cannot be used with --engine spark"),
+        (["--parquet", str(tmp_path / "p")], "--parquet is an option of --engine spark"),
+    ):
+        proc = run_cli("dedup", str(src), "-o", str(tmp_path / "o.tsv"), *options, check=False)
+        (line,) = proc.stderr.strip().splitlines()
+        assert proc.returncode == 1 and line.startswith(f"scrapy-neardup: {said}")
+        assert not (tmp_path / "o.tsv").exists()
+
+
+def test_connected_components_of_chains_and_random_graphs_are_those_of_union_find():
+    """Large-star / small-star in the DataFrame API against union-find: a long path (the most rounds), a
+    star, and a random sparse graph, with node numbers past 2^40 as positions are."""
+    from pyspark.sql import SparkSession
+
+    from scrapy_neardup.engine.cluster import UnionFind
+    from scrapy_neardup.offline.spark.components import connected_components
+
+    rng = random.Random(5)
+    big = 1 << 41
+    edges = [(big + i, big + i + 1) for i in range(0, 300)][::-1]  # a path, given from its far end
+    edges += [(7, n) for n in range(8, 60)]  # a star
+    nodes = [rng.randrange(10**6, 10**7) for _ in range(400)]
+    edges += [(rng.choice(nodes), rng.choice(nodes)) for _ in range(300)]
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    try:
+        frame = spark.createDataFrame(edges, "a long, b long")
+        found = {row.node: row.component for row in connected_components(frame).collect()}
+    finally:
+        spark.stop()
+    uf = UnionFind()
+    for a, b in edges:
+        if a != b:
+            uf.union(str(a).zfill(20), str(b).zfill(20))
+    expected = {}
+    for a, b in edges:
+        for n in (a, b):
+            if a != b:
+                expected[n] = int(uf.find(str(n).zfill(20)))
+    assert found == expected
