@@ -97,3 +97,17 @@ def test_every_algorithm_module_registers_one_algorithm_of_its_name():
     assert set(algorithm_names()) == files
     for name in files:
         assert algorithm_class(name).name == name
+
+
+def test_only_the_spark_engine_imports_pyspark_and_its_executor_steps_do_not():
+    """PySpark is an extra: nothing outside ``offline.spark`` imports it, and the steps the executors run
+    (``offline.spark.tasks``) import nothing of Spark, so that they run and are tested without it."""
+    importers = set()
+    for module, path in modules().items():
+        if any(name == "pyspark" or name.startswith("pyspark.") for name in imports_of(path, module)):
+            importers.add(module)
+    assert importers == {
+        "scrapy_neardup.offline.spark",
+        "scrapy_neardup.offline.spark.job",
+        "scrapy_neardup.offline.spark.components",
+    }
