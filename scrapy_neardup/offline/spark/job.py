@@ -164,19 +164,26 @@ def _merge(a: SparkSummary, b: SparkSummary) -> SparkSummary:
     return SparkSummary(a.documents + b.documents, 0, 0, 0, skipped, a.counts + b.counts)
 
 
+def _frame(spark: SparkSession, rows: Any, schema: T.StructType) -> DataFrame:
+    """A DataFrame of an RDD of tuples made here to fit ``schema`` (not checked row by row again)."""
+    return spark.createDataFrame(rows, schema, verifySchema=False)
+
+
 _EDGE = T.StructType([T.StructField("a", T.LongType(), False), T.StructField("b", T.LongType(), False)])
 
 
 def _edges(spark: SparkSession, docs: Any, documents: DataFrame, config: Config) -> DataFrame:
     """Pairs of documents whose decisions may depend on each other: verified candidate pairs of a shared LSH
     bucket, and documents of one URL (a page met twice is *seen*, or re-checked, against its record)."""
-    buckets = spark.createDataFrame(
+    buckets = _frame(
+        spark,
         docs.flatMap(lambda d: [(key, d.position) for key in d.bucket_keys()]),
         T.StructType([T.StructField("bucket", T.LongType(), False), T.StructField("position", T.LongType(), False)]),
     )
     shared = buckets.groupBy("bucket").agg(F.collect_list("position").alias("members")).where(F.size("members") > 1)
-    candidates = spark.createDataFrame(shared.rdd.flatMap(lambda row: candidate_pairs(row.members)), _EDGE).distinct()
-    signatures = spark.createDataFrame(
+    candidates = _frame(spark, shared.rdd.flatMap(lambda row: candidate_pairs(row.members)), _EDGE).distinct()
+    signatures = _frame(
+        spark,
         docs.map(lambda d: (d.position, list(d.signatures()))),
         T.StructType(
             [
@@ -195,7 +202,7 @@ def _edges(spark: SparkSession, docs: Any, documents: DataFrame, config: Config)
             if verifier.similar(row.sa, row.sb):
                 yield row.a, row.b
 
-    verified = spark.createDataFrame(joined.rdd.mapPartitions(verify), _EDGE)
+    verified = _frame(spark, joined.rdd.mapPartitions(verify), _EDGE)
     by_url = documents.select("url", "position")
     first = by_url.groupBy("url").agg(F.min("position").alias("first"))
     repeated = by_url.join(first, "url").where(F.col("position") != F.col("first"))
@@ -222,7 +229,7 @@ def _documents(spark: SparkSession, docs: Any, config: Config) -> DataFrame:
         declaration = d.declaration(config)
         return d.position, d.url, None if declaration is None else declaration.url, pickle.dumps(d, protocol=5)
 
-    return spark.createDataFrame(docs.map(row), _DOCUMENTS)
+    return _frame(spark, docs.map(row), _DOCUMENTS)
 
 
 def _components(documents: DataFrame, config: Config, edges: DataFrame, cluster_mode: str, partitions: int) -> Any:

@@ -234,11 +234,10 @@ class PreparedDocument:
 
     def bucket_keys(self) -> set[int]:
         """The LSH bucket keys of both its fingerprints (the template guard may file it on either)."""
-        prepared = self.prepared
         keys: set[int] = set()
-        for fp in (prepared.fingerprint, prepared.page_fingerprint):
+        for fp in (self.prepared.fingerprint, self.prepared.page_fingerprint):
             if fp is not None:
-                keys.update(int(key) for key in fp.buckets)
+                keys.update(fp.buckets.tolist())
         return keys
 
     def declaration(self, config: Config) -> Declaration | None:
