@@ -18,6 +18,7 @@ import argparse
 import gzip
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -88,15 +89,17 @@ def read(path: str) -> str:
 
 
 def shuffle_bytes(event_dir: str) -> int:
-    """Shuffle bytes written by every task of the Spark application whose event log is in ``event_dir``."""
+    """Shuffle bytes written by every task of the Spark applications whose event logs are under ``event_dir``
+    (written uncompressed: see the run's properties)."""
     total = 0
-    for name in os.listdir(event_dir):
-        with open(os.path.join(event_dir, name), encoding="utf-8") as f:
-            for line in f:
-                if '"SparkListenerTaskEnd"' not in line:
-                    continue
-                metrics = json.loads(line).get("Task Metrics") or {}
-                total += (metrics.get("Shuffle Write Metrics") or {}).get("Shuffle Bytes Written", 0)
+    for folder, _, files in os.walk(event_dir):
+        for name in files:
+            with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    if '"SparkListenerTaskEnd"' not in line:
+                        continue
+                    metrics = json.loads(line).get("Task Metrics") or {}
+                    total += (metrics.get("Shuffle Write Metrics") or {}).get("Shuffle Bytes Written", 0)
     return total
 
 
@@ -136,8 +139,8 @@ def main() -> None:
         agreement = len(a & b) / len(a | b) if a | b else 1.0
         events = os.path.join(args.work, name, "events")
         os.makedirs(events, exist_ok=True)
-        for old in os.listdir(events):
-            os.unlink(os.path.join(events, old))
+        shutil.rmtree(events)
+        os.makedirs(events)
         run(
             jsonl,
             os.path.join(args.work, name, "spark-events"),
@@ -147,6 +150,10 @@ def main() -> None:
                 "spark.eventLog.enabled=true",
                 "--spark-conf",
                 f"spark.eventLog.dir=file://{events}",
+                "--spark-conf",
+                "spark.eventLog.compress=false",
+                "--spark-conf",
+                "spark.eventLog.rolling.enabled=false",
             ],
         )
         shuffled = shuffle_bytes(events)

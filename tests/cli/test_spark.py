@@ -256,3 +256,17 @@ def test_connected_components_of_chains_and_random_graphs_are_those_of_union_fin
             if a != b:
                 expected[n] = int(uf.find(str(n).zfill(20)))
     assert found == expected
+
+
+def test_a_spark_that_cannot_start_is_one_line_and_the_output_is_left_as_it_was(tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"url": "http://a/1", "text": "a b c " * 100}) + "\n")
+    out = tmp_path / "pairs.tsv"
+    out.write_text("kept\n")
+    proc = run_cli(
+        "dedup", str(src), "-o", str(out), "--engine", "spark", "--spark-master", "nowhere://x", *QUIET, check=False
+    )
+    assert proc.returncode == 1 and out.read_text() == "kept\n" and "Traceback" not in proc.stderr
+    (line,) = ours(proc)
+    assert line.startswith("scrapy-neardup: Spark did not start:") and "nowhere://x" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "pairs.tsv"]

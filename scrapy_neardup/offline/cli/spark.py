@@ -32,6 +32,12 @@ def refusal(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _last_line(exc: BaseException) -> str:
+    """What a Spark error says last (a Python error in an executor comes with its whole traceback)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
 def cmd_dedup_spark(args: argparse.Namespace) -> int:
     from ..inputs import InputError
     from ..spark import SparkUnavailable, check_spark
@@ -51,7 +57,7 @@ def cmd_dedup_spark(args: argparse.Namespace) -> int:
     if warning:
         print(f"scrapy-neardup: {warning}", file=sys.stderr)
 
-    from ..spark.job import SparkOptions, run, session
+    from ..spark.job import SPARK_ERRORS, SparkOptions, run, session
     from ..spark.tasks import ReadOptions
 
     outputs = [AtomicOutput(args.output)]
@@ -64,7 +70,12 @@ def cmd_dedup_spark(args: argparse.Namespace) -> int:
     options = SparkOptions(args.spark_master, dict(args.spark_conf), args.partitions, args.parquet)
     read = ReadOptions(config.max_body_size, args.warc_reader, args.allow_truncated)
     started = time.perf_counter()
-    spark = session(options)
+    try:
+        spark = session(options)
+    except SPARK_ERRORS as exc:
+        for output in outputs:
+            output.discard()
+        raise SystemExit(f"scrapy-neardup: Spark did not start: {_last_line(exc)}") from None
     try:
         out = outputs[0].file
 
@@ -77,16 +88,21 @@ def cmd_dedup_spark(args: argparse.Namespace) -> int:
                 json.dumps({"canonical": members[0], "members": members, "size": len(members)}) + "\n"
             )
 
-        summary = run(
-            spark,
-            config,
-            args.inputs,
-            read,
-            args.cluster_mode,
-            options,
-            write_pair,
-            write_cluster if args.clusters else None,
-        )
+        try:
+            summary = run(
+                spark,
+                config,
+                args.inputs,
+                read,
+                args.cluster_mode,
+                options,
+                write_pair,
+                write_cluster if args.clusters else None,
+            )
+        except SPARK_ERRORS as exc:
+            raise SystemExit(
+                f"scrapy-neardup: the Spark job failed, nothing written: {_last_line(exc)} (Spark's log says more)"
+            ) from None
         counts = summary.counts
         if summary.documents == 0 and not args.allow_empty:
             raise InputError(

@@ -11,7 +11,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from py4j.protocol import Py4JError
 from pyspark import StorageLevel
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -38,6 +40,9 @@ from .tasks import (
     read_file_bytes,
     read_split,
 )
+
+#: What Spark raises when its JVM or a job fails (classified by class: the JVM's and the executors' errors).
+SPARK_ERRORS = (Py4JError, PySparkException)
 
 #: Plain JSONL files are read in ranges of this many bytes (Hadoop's text input splits by block the same way).
 SPLIT_BYTES = 32 << 20
@@ -120,24 +125,32 @@ def _hadoop_files(spark: SparkSession, paths: list[str]) -> list[str]:
 
 
 def _read(spark: SparkSession, inputs: list[str], read: ReadOptions, config: Config, partitions: int) -> Any:
-    """The prepared documents and read counts of every input file, an RDD persisted for the steps after."""
+    """The prepared documents and read counts of every input file, an RDD persisted for the steps after. Files
+    are numbered in the order the inputs name them (a directory or glob in its files' order), which orders
+    their documents as the local run reads them."""
     sc = spark.sparkContext
-    local = [p for p in inputs if not is_hadoop_path(p)]
-    check_inputs(local)
-    hadoop = _hadoop_files(spark, [p for p in inputs if is_hadoop_path(p)])
-    index = {path: i for i, path in enumerate(inputs)}
-    splits = [Split(index[s.path], s.path, s.start, s.end) for s in plan_splits(local, SPLIT_BYTES, partitions)]
+    check_inputs([p for p in inputs if not is_hadoop_path(p)])
+    files: list[tuple[str, bool]] = []  # each input file, and whether Spark reads it
+    for path in inputs:
+        if is_hadoop_path(path):
+            files.extend((name, True) for name in _hadoop_files(spark, [path]))
+        else:
+            files.append((path, False))
+    local = [i for i, (_, by_spark) in enumerate(files) if not by_spark]
+    planned = plan_splits([files[i][0] for i in local], SPLIT_BYTES, partitions)
+    splits = [Split(local[s.file_index], s.path, s.start, s.end) for s in planned]
     parts = []
     if splits:
         parts.append(sc.parallelize(splits, len(splits)).flatMap(lambda s: read_split(s, read)))
-    if hadoop:
-        first = len(inputs)
-        order = {path: first + i for i, path in enumerate(hadoop)}
-        parts.append(
-            sc.binaryFiles(",".join(hadoop), minPartitions=len(hadoop)).flatMap(
-                lambda named: read_file_bytes(order.get(named[0], first), named[0], named[1], read)
-            )
-        )
+    order = {name: i for i, (name, by_spark) in enumerate(files) if by_spark}
+    if order:
+
+        def read_bytes(named: tuple[str, bytes]) -> Iterator[Any]:
+            if named[0] not in order:
+                raise RuntimeError(f"Spark read {named[0]}, which is not among the files listed: {sorted(order)}")
+            return read_file_bytes(order[named[0]], named[0], named[1], read)
+
+        parts.append(sc.binaryFiles(",".join(order), minPartitions=len(order)).flatMap(read_bytes))
     items = parts[0] if len(parts) == 1 else sc.union(parts)
     if items.getNumPartitions() < partitions:
         # Few files (WARC files are read whole): their documents spread over the executors for the costly part.
@@ -341,4 +354,4 @@ def run(
     return summary
 
 
-__all__ = ["ComponentResult", "SparkOptions", "SparkSummary", "run", "session"]
+__all__ = ["SPARK_ERRORS", "ComponentResult", "SparkOptions", "SparkSummary", "run", "session"]

@@ -9,6 +9,7 @@ decides in that order, and so does :func:`decide_component` within a component.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -24,6 +25,8 @@ from ...engine.prepare import Prepared
 from ...settings import Config
 from ..inputs import BadLine, Document, DocumentReader, InputError, RawLine, parse_line
 from ..pairs import cluster_edges, pair_of
+
+logger = logging.getLogger(__name__)
 
 #: Bits of a position left to the record number or byte offset within one file (a terabyte); the file's
 #: index in the input takes the bits above.
@@ -160,8 +163,25 @@ def _read_range(split: Split, options: ReadOptions) -> Iterator[ReadItem]:
     """The lines of a plain JSONL file that begin in the split's byte range (a line that begins before it
     belongs to the split before), each at its byte offset; bad lines are named by that offset."""
     assert split.end is not None
-    limit = options.max_size
-    unreadable = too_large = 0
+    tally = _Tally()
+    try:
+        yield from _lines_in_range(split, options.max_size, tally)
+    except OSError as exc:
+        failure = f"{split.path}: cannot be read: {exc.strerror or exc}"
+        yield ReadCounts(tally.unreadable, tally.too_large, failures=(failure,))
+        return
+    yield ReadCounts(unreadable=tally.unreadable, too_large=tally.too_large)
+
+
+@dataclass
+class _Tally:
+    unreadable: int = 0
+    too_large: int = 0
+
+
+def _lines_in_range(split: Split, limit: int | None, tally: _Tally) -> Iterator[SourceDocument]:
+    """The documents of a range, counting the unreadable and the oversized lines in ``tally``."""
+    assert split.end is not None
     with open(split.path, "rb") as f:
         if split.start > 0:
             f.seek(split.start - 1)
@@ -176,17 +196,19 @@ def _read_range(split: Split, options: ReadOptions) -> Iterator[ReadItem]:
             if limit is not None and len(line) > limit:
                 while line and not line.endswith(b"\n"):
                     line = f.readline(1 << 20)
-                too_large += 1
+                tally.too_large += 1
+                logger.warning("%s: line at byte %d passed over: larger than %d bytes", split.path, offset, limit)
                 continue
             if not line.strip():
                 continue
             try:
-                doc = parse_line(RawLine(f"{split.path} (byte {offset})", 0, line))
-            except BadLine:
-                unreadable += 1
+                doc = parse_line(RawLine(split.path, 0, line))
+            except BadLine as exc:
+                tally.unreadable += 1
+                why = str(exc).split(": line passed over: ", 1)[-1]
+                logger.warning("%s: line at byte %d passed over: %s", split.path, offset, why)
                 continue
             yield SourceDocument(position(split.file_index, offset), doc)
-    yield ReadCounts(unreadable=unreadable, too_large=too_large)
 
 
 def read_file_bytes(file_index: int, path: str, data: bytes, options: ReadOptions) -> Iterator[ReadItem]:
