@@ -270,3 +270,37 @@ def test_a_spark_that_cannot_start_is_one_line_and_the_output_is_left_as_it_was(
     (line,) = ours(proc)
     assert line.startswith("scrapy-neardup: Spark did not start:") and "nowhere://x" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "pairs.tsv"]
+
+
+def test_spark_submit_runs_the_module_entry_point_on_its_own_session(dumps, tmp_path):
+    """``spark-submit .../scrapy_neardup/offline/spark/__main__.py ARGS``: dedup's arguments on the session
+    spark-submit started (its --master stands), with the local run's pairs."""
+    import scrapy_neardup.offline.spark.__main__ as entry
+
+    jsonl, _ = dumps
+    submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    out = tmp_path / "pairs.tsv"
+    proc = subprocess.run(
+        [
+            submit,
+            "--master",
+            "local[2]",
+            "--conf",
+            "spark.ui.enabled=false",
+            entry.__file__,
+            str(jsonl),
+            "-o",
+            str(out),
+            "--threshold",
+            "0.5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert summary_of(proc)["engine"] == "spark"
+    run_cli("dedup", str(jsonl), "-o", str(tmp_path / "local.tsv"), "--threshold", "0.5")
+    assert out.read_text() == (tmp_path / "local.tsv").read_text() and out.read_text()

@@ -84,12 +84,9 @@ def session(options: SparkOptions) -> SparkSession:
     if master and (options.master or not submitted):
         builder = builder.master(master)
     logging = f"-Dlog4j2.configurationFile=file:{os.path.join(os.path.dirname(__file__), 'log4j2.properties')}"
-    defaults = {
-        "spark.ui.showConsoleProgress": "false",
-        "spark.driver.extraJavaOptions": logging,
-        "spark.executor.extraJavaOptions": logging,
-    }
+    defaults = {"spark.ui.showConsoleProgress": "false", "spark.driver.extraJavaOptions": logging}
     if master and master.startswith("local"):
+        defaults["spark.executor.extraJavaOptions"] = logging  # a cluster's executors have their own files
         # PySpark starts its workers with PYSPARK_PYTHON (else "python3" on PATH): this Python has the package.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         if master.startswith("local-cluster") and not os.environ.get("SPARK_HOME"):
