@@ -116,14 +116,15 @@ def _same_counts(local, spark):
 
 
 def test_local2_writes_the_local_runs_pairs_clusters_and_counts(dumps, tmp_path):
-    """JSONL read in byte ranges and a WARC read by Spark (a file:// path): the pairs, clusters and counts of
-    the local run, byte for byte (declared canonical, a page met twice, a bad line, non-HTML and non-2xx
-    records); Parquet copies beside them."""
+    """JSONL read in byte ranges and a WARC read by Spark (a file:// glob, as hdfs:// and s3a:// paths are
+    read): the pairs, clusters and counts of the local run, byte for byte (declared canonical, a page met
+    twice, a bad line, non-HTML and non-2xx records); Parquet copies beside them."""
     jsonl, warc = dumps
     assert jsonl.stat().st_size > 2 << 20
     parquet = tmp_path / "parquet"
+    glob = f"file://{warc.parent}/crawl.warc*"
     local, spark = _compare(
-        tmp_path, [jsonl, warc], [jsonl, f"file://{warc}"], "--spark-master", "local[2]", "--parquet", str(parquet)
+        tmp_path, [jsonl, warc], [jsonl, glob], "--spark-master", "local[2]", "--parquet", str(parquet)
     )
     _same_counts(local, spark)
     assert spark["seen"] == 1 and spark["unreadable"] == 1 and spark["not_2xx_responses"] == 3
