@@ -269,7 +269,7 @@ def test_a_spark_that_cannot_start_is_one_line_and_the_output_is_left_as_it_was(
     )
     assert proc.returncode == 1 and out.read_text() == "kept\n" and "Traceback" not in proc.stderr
     (line,) = ours(proc)
-    assert line.startswith("scrapy-neardup: Spark did not start:") and "nowhere://x" in line
+    assert line.startswith("scrapy-neardup: Spark did not start on master nowhere://x: ")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "pairs.tsv"]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any, Protocol
 
 from ...assembly import build_algorithm
 from ..pairs import cluster_edges, pair_of
@@ -29,6 +30,60 @@ def nothing_read(inputs: list[str], unreadable: int, too_large: int, not_html: i
         + (f" ({', '.join(held)})" if held else " (empty)")
         + "; nothing written (pass --allow-empty to write empty outputs and exit 0)"
     )
+
+
+def open_outputs(args: argparse.Namespace) -> list[AtomicOutput]:
+    """The pairs output and, when asked, the clusters output, opened before any work: a bad path must not be
+    found after a persistent store has filed every page (a rerun would then find them all seen, and the
+    pairs would be lost)."""
+    outputs = [AtomicOutput(args.output)]
+    try:
+        if args.clusters:
+            outputs.append(AtomicOutput(args.clusters))
+    except OSError:
+        outputs[0].discard()
+        raise
+    return outputs
+
+
+class Tally(Protocol):
+    """The verdicts of a run, as both engines count them."""
+
+    documents: int
+    unique: int
+    duplicate: int
+    seen: int
+    skipped: dict[str, int]
+
+
+def summary_line(
+    tally: Tally,
+    unreadable: int,
+    too_large: int,
+    not_html: int,
+    not_ok: int,
+    truncated: list[str],
+    seconds: float,
+) -> dict[str, Any]:
+    """The summary ``dedup`` writes last on stderr, one JSON object (the documents over the size limit
+    counted among the skipped, as ``too_large``)."""
+    skipped = dict(tally.skipped)
+    if too_large:
+        skipped["too_large"] = skipped.get("too_large", 0) + too_large
+    summary: dict[str, Any] = {
+        "documents": tally.documents,
+        "unique": tally.unique,
+        "duplicate": tally.duplicate,
+        "seen": tally.seen,
+        "skipped": skipped,
+        "unreadable": unreadable,
+        "not_html_records": not_html,
+        "not_2xx_responses": not_ok,
+        "seconds": round(seconds, 3),
+    }
+    if truncated:
+        summary["truncated"] = list(truncated)
+    return summary
 
 
 def cmd_dedup(args: argparse.Namespace) -> int:
@@ -60,15 +115,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         warc_reader=args.warc_reader,
         allow_truncated=args.allow_truncated,
     )
-    # Every output is opened before the work: a bad path must not be found after a persistent store has
-    # already filed every page (a rerun would then find them all seen, and the pairs would be lost).
-    outputs = [AtomicOutput(args.output)]
-    try:
-        if args.clusters:
-            outputs.append(AtomicOutput(args.clusters))
-    except OSError:
-        outputs[0].discard()
-        raise
+    outputs = open_outputs(args)
     out = outputs[0].file
     edges: list[tuple[str, str]] = []
     keep_edges = bool(args.clusters)
@@ -121,22 +168,15 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     finally:
         for output in outputs:
             output.discard()
-    skipped = dict(stats.skipped)
-    if reader.too_large:
-        skipped["too_large"] = skipped.get("too_large", 0) + reader.too_large
-    summary = {
-        "documents": stats.documents,
-        "unique": stats.unique,
-        "duplicate": stats.duplicate,
-        "seen": stats.seen,
-        "skipped": skipped,
-        "unreadable": reader.errors,
-        "not_html_records": reader.passed_over,
-        "not_2xx_responses": reader.not_ok,
-        "seconds": round(stats.seconds, 3),
-    }
-    if reader.truncated:
-        summary["truncated"] = reader.truncated
+    summary = summary_line(
+        stats,
+        unreadable=reader.errors,
+        too_large=reader.too_large,
+        not_html=reader.passed_over,
+        not_ok=reader.not_ok,
+        truncated=reader.truncated,
+        seconds=stats.seconds,
+    )
     if stop.requested():
         summary["interrupted"] = True
         print(

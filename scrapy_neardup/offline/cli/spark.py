@@ -10,7 +10,7 @@ import sys
 import time
 
 from ...assembly import build_algorithm
-from .common import AtomicOutput, config_of, tsv_field
+from .common import config_of, tsv_field
 from .parser import settings_from_args
 
 #: Options of the local run that a Spark job has no use for, with why.
@@ -41,7 +41,7 @@ def _last_line(exc: BaseException) -> str:
 def cmd_dedup_spark(args: argparse.Namespace) -> int:
     from ..inputs import InputError
     from ..spark import SparkUnavailable, check_spark
-    from .dedup import nothing_read
+    from .dedup import nothing_read, open_outputs, summary_line
 
     why = refusal(args)
     if why:
@@ -60,13 +60,7 @@ def cmd_dedup_spark(args: argparse.Namespace) -> int:
     from ..spark.job import SPARK_ERRORS, SparkOptions, run, session
     from ..spark.tasks import ReadOptions
 
-    outputs = [AtomicOutput(args.output)]
-    try:
-        if args.clusters:
-            outputs.append(AtomicOutput(args.clusters))
-    except OSError:
-        outputs[0].discard()
-        raise
+    outputs = open_outputs(args)
     options = SparkOptions(args.spark_master, dict(args.spark_conf), args.partitions, args.parquet)
     read = ReadOptions(config.max_body_size, args.warc_reader, args.allow_truncated)
     started = time.perf_counter()
@@ -75,7 +69,8 @@ def cmd_dedup_spark(args: argparse.Namespace) -> int:
     except SPARK_ERRORS as exc:
         for output in outputs:
             output.discard()
-        raise SystemExit(f"scrapy-neardup: Spark did not start: {_last_line(exc)}") from None
+        where = f"master {args.spark_master}" if args.spark_master else "its default master"
+        raise SystemExit(f"scrapy-neardup: Spark did not start on {where}: {_last_line(exc)}") from None
     try:
         out = outputs[0].file
 
@@ -120,23 +115,15 @@ def cmd_dedup_spark(args: argparse.Namespace) -> int:
             "used (--allow-truncated), the rest of the file is lost",
             file=sys.stderr,
         )
-    skipped = dict(summary.skipped)
-    if counts.too_large:
-        skipped["too_large"] = skipped.get("too_large", 0) + counts.too_large
-    report = {
-        "documents": summary.documents,
-        "unique": summary.unique,
-        "duplicate": summary.duplicate,
-        "seen": summary.seen,
-        "skipped": skipped,
-        "unreadable": counts.unreadable,
-        "not_html_records": counts.not_html,
-        "not_2xx_responses": counts.not_ok,
-        "seconds": round(time.perf_counter() - started, 3),
-        "engine": "spark",
-        "steps": summary.steps,
-    }
-    if counts.truncated:
-        report["truncated"] = list(counts.truncated)
+    report = summary_line(
+        summary,
+        unreadable=counts.unreadable,
+        too_large=counts.too_large,
+        not_html=counts.not_html,
+        not_ok=counts.not_ok,
+        truncated=list(counts.truncated),
+        seconds=time.perf_counter() - started,
+    )
+    report.update(engine="spark", steps=summary.steps)
     print(json.dumps(report), file=sys.stderr)
     return 0

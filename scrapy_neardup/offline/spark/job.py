@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ...settings import Config
+from ..batch import BatchStats
 from ..inputs import InputError, check_inputs
 from .components import connected_components
 from .tasks import (
@@ -61,14 +62,9 @@ class SparkOptions:
 
 
 @dataclass
-class SparkSummary:
-    """What the run read and decided: the local CLI's summary, field for field."""
+class SparkSummary(BatchStats):
+    """What the run read and decided: the local run's counts, what reading passed over, and the steps' times."""
 
-    documents: int = 0
-    unique: int = 0
-    duplicate: int = 0
-    seen: int = 0
-    skipped: dict[str, int] = field(default_factory=dict)
     counts: ReadCounts = field(default_factory=ReadCounts)
     #: Seconds of each step on the driver's clock (Spark runs a step when its result is asked for).
     steps: dict[str, float] = field(default_factory=dict)
@@ -171,7 +167,7 @@ def _merge(a: SparkSummary, b: SparkSummary) -> SparkSummary:
     skipped = dict(a.skipped)
     for reason, n in b.skipped.items():
         skipped[reason] = skipped.get(reason, 0) + n
-    return SparkSummary(a.documents + b.documents, 0, 0, 0, skipped, a.counts + b.counts)
+    return SparkSummary(documents=a.documents + b.documents, skipped=skipped, counts=a.counts + b.counts)
 
 
 def _frame(spark: SparkSession, rows: Any, schema: T.StructType) -> DataFrame:
