@@ -187,8 +187,9 @@ class Detector:
             planned: list[tuple[int, Verdict]] = []
             waiting: list[int] = []
             stale: list[str] = []
-            # Buckets of the pages this round files as canonical, and the canonicals they take groups from:
-            # a later page of the batch that meets either looks again next round, as it would one by one.
+            # Buckets of the pages this round files as canonical or sends to the next round, and the canonicals
+            # taken by better copies: a later page of the batch that meets either looks again next round, as
+            # it would one page at a time (its verdict may depend on theirs).
             claimed: set[int] = set()
             displaced: set[str] = set()
             for i, found in zip(pending, looked):
@@ -198,6 +199,7 @@ class Detector:
                 if (claimed or displaced) and known is None and not found.filed:
                     mine = set(np.asarray(buckets, dtype=np.int64).tolist())
                     if not claimed.isdisjoint(mine) or any(c.key in displaced for c in found.candidates):
+                        claimed.update(mine)
                         waiting.append(i)
                         continue
                 if known is not None:

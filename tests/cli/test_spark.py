@@ -41,7 +41,9 @@ def run_cli(*args, check=True):
 
 
 def summary_of(proc):
-    return json.loads(proc.stderr.strip().splitlines()[-1])
+    """The command's summary line: its last on stderr, but for what Spark's JVM logs after it under
+    spark-submit (whose logging is the cluster's)."""
+    return json.loads([line for line in proc.stderr.splitlines() if line.startswith('{"documents"')][-1])
 
 
 def ours(proc):
@@ -224,10 +226,9 @@ def test_options_spark_cannot_serve_are_refused_in_one_line_before_spark_starts(
 def test_connected_components_of_chains_and_random_graphs_are_those_of_union_find():
     """Large-star / small-star in the DataFrame API against union-find: a long path (the most rounds), a
     star, and a random sparse graph, with node numbers past 2^40 as positions are."""
-    from pyspark.sql import SparkSession
+    from helpers import spark_components
 
     from scrapy_neardup.engine.cluster import UnionFind
-    from scrapy_neardup.offline.spark.components import connected_components
 
     rng = random.Random(5)
     big = 1 << 41
@@ -235,18 +236,15 @@ def test_connected_components_of_chains_and_random_graphs_are_those_of_union_fin
     edges += [(7, n) for n in range(8, 60)]  # a star
     nodes = [rng.randrange(10**6, 10**7) for _ in range(400)]
     edges += [(rng.choice(nodes), rng.choice(nodes)) for _ in range(300)]
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
+    proc = subprocess.run(
+        [sys.executable, spark_components.__file__],
+        input=json.dumps(edges),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
-    try:
-        frame = spark.createDataFrame(edges, "a long, b long")
-        found = {row.node: row.component for row in connected_components(frame).collect()}
-    finally:
-        spark.stop()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = dict(json.loads(proc.stdout.strip().splitlines()[-1]))
     uf = UnionFind()
     for a, b in edges:
         if a != b:
@@ -302,6 +300,8 @@ def test_spark_submit_runs_the_module_entry_point_on_its_own_session(dumps, tmp_
         env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert summary_of(proc)["engine"] == "spark"
+    # Spark's PythonRunner joins the driver's stderr to its stdout.
+    (summary,) = [line for line in proc.stdout.splitlines() if line.startswith('{"documents"')]
+    assert json.loads(summary)["engine"] == "spark"
     run_cli("dedup", str(jsonl), "-o", str(tmp_path / "local.tsv"), "--threshold", "0.5")
     assert out.read_text() == (tmp_path / "local.tsv").read_text() and out.read_text()
