@@ -166,3 +166,29 @@ def test_a_machine_without_pyspark_is_told_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "pyspark", None)
     with pytest.raises(SparkUnavailable, match=r"pip install 'scrapy-neardup\[spark\]'"):
         check_spark()
+
+
+def test_a_file_spark_read_is_read_as_its_name_says_and_named_in_messages(tmp_path):
+    """Bytes of a Hadoop path: gzipped JSON lines under any .gz name, a WARC file cut short refused with
+    the path the user gave (not the temporary copy's)."""
+    import gzip
+
+    from helpers.dumps import write_warc
+
+    from scrapy_neardup.offline.spark.tasks import read_file_bytes
+
+    lines = "".join(json.dumps({"url": f"http://a/{i}", "text": "w " * 50}) + "\n" for i in range(3))
+    items = list(read_file_bytes(4, "hdfs:///dumps/part-0.json.gz", gzip.compress(lines.encode()), ReadOptions()))
+    assert [i.document.url for i in items if isinstance(i, SourceDocument)] == [f"http://a/{i}" for i in range(3)]
+    assert all(i.position >> 40 == 4 for i in items if isinstance(i, SourceDocument))
+    warc = tmp_path / "w.warc.gz"
+    write_warc(warc, [(f"http://a/{i}", "<p>" + "w " * 20_000 + "</p>", "text/html", "200 OK") for i in range(3)])
+    cut = warc.read_bytes()[:-200]
+    (counts,) = [i for i in read_file_bytes(0, "s3a://b/w.warc.gz", cut, ReadOptions()) if isinstance(i, ReadCounts)]
+    assert counts.failures and counts.failures[0].startswith("s3a://b/w.warc.gz: truncated")
+    (allowed,) = [
+        i
+        for i in read_file_bytes(0, "s3a://b/w.warc.gz", cut, ReadOptions(allow_truncated=True))
+        if isinstance(i, ReadCounts)
+    ]
+    assert allowed.truncated == ("s3a://b/w.warc.gz",) and not allowed.failures

@@ -23,6 +23,7 @@ from ..batch import BatchStats
 from ..inputs import InputError, check_inputs
 from .components import connected_components
 from .tasks import (
+    OFFSET_BITS,
     ClusterRow,
     ComponentResult,
     DeclaredBy,
@@ -129,6 +130,8 @@ def _read(spark: SparkSession, inputs: list[str], read: ReadOptions, config: Con
             files.extend((name, True) for name in _hadoop_files(spark, [path]))
         else:
             files.append((path, False))
+    if len(files) >= 1 << (63 - OFFSET_BITS):
+        raise InputError(f"{len(files):,} input files: at most {(1 << (63 - OFFSET_BITS)) - 1:,} in one run")
     local = [i for i, (_, by_spark) in enumerate(files) if not by_spark]
     planned = plan_splits([files[i][0] for i in local], SPLIT_BYTES, partitions)
     splits = [Split(local[s.file_index], s.path, s.start, s.end) for s in planned]

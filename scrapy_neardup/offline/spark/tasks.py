@@ -214,8 +214,10 @@ def _lines_in_range(split: Split, limit: int | None, tally: _Tally) -> Iterator[
 def read_file_bytes(file_index: int, path: str, data: bytes, options: ReadOptions) -> Iterator[ReadItem]:
     """The documents of a file Spark read (a Hadoop path: its bytes), read as a local file would be, from a
     temporary copy; messages name the file, not the copy."""
-    suffix = next((s for s in (".warc.gz", ".arc.gz", ".jsonl.gz", ".warc", ".arc") if path.lower().endswith(s)), "")
-    with tempfile.NamedTemporaryFile(suffix=suffix or ".jsonl") as copy:
+    lowered = path.lower()
+    suffix = next((s for s in (".warc.gz", ".arc.gz", ".warc", ".arc") if lowered.endswith(s)), "")
+    suffix = suffix or (".jsonl.gz" if lowered.endswith(".gz") else ".jsonl")  # read as the local run reads it
+    with tempfile.NamedTemporaryFile(suffix=suffix) as copy:
         copy.write(data)
         copy.flush()
         for item in read_split(Split(file_index, copy.name), options):
