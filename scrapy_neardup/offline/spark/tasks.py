@@ -294,10 +294,12 @@ def prepare_documents(config: Config, items: Iterable[ReadItem]) -> Iterator[Pre
         yield PreparedDocument(item.position, doc.url, doc.declared, prepare(pipeline, doc).to_wire())
 
 
-#: A bucket of up to this many documents gives every pair of them as candidates; a larger one (a template
-#: text shared by a whole site) pairs each member with its first :data:`ANCHORS` only, so that a bucket costs
-#: linear, not quadratic, work. The members of such a bucket are near-duplicates of each other, so each
-#: finds its component through the anchors.
+#: A bucket of up to this many documents gives every pair of them as candidates; a larger one (a text shared
+#: by a whole site, most of its members copies of each other) pairs each member with its first
+#: :data:`ANCHORS` only, so that a bucket costs linear, not quadratic, work. A member like none of the anchors
+#: but like another member misses that pair here (it still meets it through any other bucket the two share):
+#: the one place where the components may be narrower than the local run's lookups; the outputs' agreement
+#: is measured in docs/benchmarks.md.
 ALL_PAIRS_UP_TO = 48
 ANCHORS = 8
 
