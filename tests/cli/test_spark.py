@@ -305,3 +305,11 @@ def test_spark_submit_runs_the_module_entry_point_on_its_own_session(dumps, tmp_
     assert json.loads(summary)["engine"] == "spark"
     run_cli("dedup", str(jsonl), "-o", str(tmp_path / "local.tsv"), "--threshold", "0.5")
     assert out.read_text() == (tmp_path / "local.tsv").read_text() and out.read_text()
+
+
+def test_a_missing_local_input_is_refused_before_spark_starts(tmp_path):
+    proc = run_cli(
+        "dedup", str(tmp_path / "nowhere.jsonl"), "-o", str(tmp_path / "o.tsv"), "--engine", "spark", check=False
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [f"scrapy-neardup: {tmp_path / 'nowhere.jsonl'}: no such file"]

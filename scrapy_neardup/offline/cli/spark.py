@@ -57,8 +57,11 @@ def cmd_dedup_spark(args: argparse.Namespace) -> int:
     if warning:
         print(f"scrapy-neardup: {warning}", file=sys.stderr)
 
+    from ..inputs import check_inputs
     from ..spark.job import SPARK_ERRORS, SparkOptions, run, session
-    from ..spark.tasks import ReadOptions
+    from ..spark.tasks import ReadOptions, is_hadoop_path
+
+    check_inputs([path for path in args.inputs if not is_hadoop_path(path)])  # before a JVM starts
 
     outputs = open_outputs(args)
     options = SparkOptions(args.spark_master, dict(args.spark_conf), args.partitions, args.parquet)
