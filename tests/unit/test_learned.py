@@ -246,9 +246,9 @@ def test_a_worker_learns_from_its_own_pages_before_the_crawler_process_has_heard
     process: each worker learns from the pages it extracts itself, and says which replays were its own."""
     import pickle
 
-    from scrapy_neardup import workers
     from scrapy_neardup.engine.prepare import Prepared
     from scrapy_neardup.settings import Config
+    from scrapy_neardup.workers import tasks as workers
 
     monkeypatch.setattr(workers, "_pipeline", None)
     monkeypatch.setattr(workers, "_local", None)

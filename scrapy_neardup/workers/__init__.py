@@ -1,11 +1,12 @@
 """The extraction runtime of every front end (the crawl, ``dedup``, ``evaluate``): extraction and
 fingerprinting in worker processes, so that a native crash costs a page, not a run.
 
-One pool (:class:`ExtractionPool`), one initializer (:func:`init_worker`: the document pipeline the
+One pool (:class:`ExtractionPool`, here), one initializer (:func:`init_worker`: the document pipeline the
 settings describe, built once per worker), and tasks that are module-level functions taking their pipeline
-from :func:`worker_pipeline`: :func:`analyze_html` and :func:`analyze_text` for the crawl, the batch and
-evaluation tasks in :mod:`scrapy_neardup.offline`. A caller without a pool (``NEARDUP_WORKERS = 0``, a
-small batch) calls :func:`init_worker` in its own process and runs the same tasks there.
+from :func:`worker_pipeline`: :func:`analyze_html` and :func:`analyze_text` for the crawl (those three in
+:mod:`.tasks`, what a worker runs), the batch and evaluation tasks in :mod:`scrapy_neardup.offline`. A
+caller without a pool (``NEARDUP_WORKERS = 0``, a small batch) calls :func:`init_worker` in its own process
+and runs the same tasks there.
 
 trafilatura and lxml are C code: a parser fault (trafilatura's extraction on several threads of one
 process aborted a crawl with a glibc ``double free``, see docs/reference.md) kills the process it happens
@@ -50,24 +51,27 @@ import os
 import pickle
 import signal
 import struct
-import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, InvalidStateError
-from dataclasses import replace
 from itertools import count
 from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .engine.extract import decode_html, quiet_trafilatura
-from .engine.urlrules import host_of
+from .tasks import (
+    IN_PROCESS,
+    analyze_html,
+    analyze_text,
+    init_worker,
+    prepare_html,
+    prepare_text,
+    worker_pipeline,
+)
 
 if TYPE_CHECKING:
-    from .engine.learned import Offers, TemplateLearner
-    from .engine.prepare import DocumentPipeline, Prepared
-    from .settings import Config
+    from ..settings import Config
 
 logger = logging.getLogger("scrapy_neardup")
 
@@ -76,12 +80,6 @@ CLOSE_WAIT_SECS = 5.0
 #: How long a dead worker's process is waited for, to read its exit code.
 REAP_WAIT_SECS = 1.0
 _TASK = struct.Struct("<Q")
-
-_pipeline: DocumentPipeline | None = None
-#: This worker's own learned templates, from the pages it extracts (with ``NEARDUP_LEARN_TEMPLATES``): a
-#: section page lists its articles at once, and the crawl sends them to the workers before any of them has
-#: come back to teach the crawler process; each worker learns from its share of them meanwhile.
-_local: TemplateLearner | None = None
 
 
 class WorkerLost(Exception):
@@ -94,92 +92,6 @@ class WorkerTimeout(Exception):
 
 class WorkerError(Exception):
     """A task failed in its worker with an error that could not be sent back as it was."""
-
-
-def _die_with_parent() -> None:
-    """Linux: have the kernel SIGKILL this process when its parent ends (no orphans after a hard kill)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # pragma: no cover - no prctl: the pool's own cleanup still runs
-        pass
-
-
-def init_worker(config: Config, in_worker: bool = True, learn_locally: bool | None = None) -> None:
-    """A worker's start: build the stateless document pipeline once, and the worker's own learned templates
-    (``learn_locally``, by default in a worker process). ``in_worker`` false: the calling process runs the
-    tasks itself (its signals and life are its own)."""
-    from .assembly import build_pipeline, build_template_learner
-
-    global _pipeline, _local
-    if in_worker:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent decides
-        _die_with_parent()
-    quiet_trafilatura()
-    _pipeline = build_pipeline(config)
-    _local = build_template_learner(config) if (in_worker if learn_locally is None else learn_locally) else None
-
-
-def worker_pipeline() -> DocumentPipeline:
-    """The pipeline :func:`init_worker` built in this process: the one every task uses."""
-    if _pipeline is None:
-        raise RuntimeError("init_worker was not called in this process")
-    return _pipeline
-
-
-def prepare_html(
-    pipeline: DocumentPipeline,
-    body: bytes,
-    url: str,
-    content_type: str | None,
-    offers: bytes | None = None,
-    local: TemplateLearner | None = None,
-) -> Prepared:
-    """A page's body to what the decision needs, with when the whole job began and how long it took;
-    ``offers``: its host's learned selectors (:mod:`.engine.learned`), pickled by the crawler process;
-    ``local``: the calling worker's own learned templates, under those offered, taught by this page too."""
-    started, cpu = time.perf_counter(), time.thread_time()
-    offered: Offers | None = None if offers is None else pickle.loads(offers)
-    html = decode_html(body, content_type)
-    host = host_of(url) if local is not None and offered is not None else ""
-    if local is None or offered is None or not host:
-        prepared = pipeline.from_html(html, url, offered)
-    else:
-        prepared = pipeline.from_html(html, url, local.offers(host).under(offered))
-        own = prepared.learned in ("replayed", "agreed", "disagreed") and prepared.template not in offered.selectors
-        local.observe(host, prepared.template, prepared.learned, prepared.lesson, prepared.prekey)
-        prepared = replace(prepared, own_selector=own)
-    return replace(
-        prepared,
-        work_seconds=time.perf_counter() - started,
-        work_started=started,
-        cpu_seconds=time.thread_time() - cpu,
-    )
-
-
-def prepare_text(pipeline: DocumentPipeline, text: str) -> Prepared:
-    """An item's text to what the decision needs."""
-    cpu = time.thread_time()
-    return replace(pipeline.from_text(text), cpu_seconds=time.thread_time() - cpu)
-
-
-def analyze_html(body: bytes, url: str, content_type: str | None, offers: bytes | None = None) -> tuple:
-    """Worker task: :func:`prepare_html` in this worker, with its own learned templates, as plain values
-    (:meth:`Prepared.to_wire`)."""
-    return prepare_html(worker_pipeline(), body, url, content_type, offers, _local).to_wire()
-
-
-def analyze_text(text: str) -> tuple:
-    """Worker task: :func:`prepare_text` in this worker, as plain values."""
-    return prepare_text(worker_pipeline(), text).to_wire()
-
-
-#: Each worker task and the function that does its work in the calling process (``NEARDUP_WORKERS = 0``).
-IN_PROCESS: dict[Callable[..., Any], Callable[..., Prepared]] = {analyze_html: prepare_html, analyze_text: prepare_text}
 
 
 def serve(conn: Connection, config: Config) -> None:
@@ -214,7 +126,9 @@ def _context() -> Any:
     if "forkserver" in methods:
         ctx = multiprocessing.get_context("forkserver")
         # Imported once in the fork server, shared by every worker forked from it.
-        ctx.set_forkserver_preload(["scrapy_neardup.workers", "scrapy_neardup.engine.prepare", "trafilatura"])
+        ctx.set_forkserver_preload(
+            ["scrapy_neardup.workers", "scrapy_neardup.workers.tasks", "scrapy_neardup.engine.prepare", "trafilatura"]
+        )
         return ctx
     return multiprocessing.get_context("spawn")
 
@@ -658,3 +572,22 @@ def _reap(process: Any) -> None:
     if process.is_alive():
         process.kill()
         process.join(REAP_WAIT_SECS)
+
+
+__all__ = [
+    "IN_PROCESS",
+    "ExtractionPool",
+    "PoolIO",
+    "ThreadIO",
+    "WorkerError",
+    "WorkerLost",
+    "WorkerTimeout",
+    "analyze_html",
+    "analyze_text",
+    "in_order",
+    "init_worker",
+    "prepare_html",
+    "prepare_text",
+    "run_reader_callback",
+    "worker_pipeline",
+]
