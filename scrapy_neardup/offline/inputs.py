@@ -144,6 +144,31 @@ def _json_kind(value: object) -> str:
     return next((name for kind, name in kinds if isinstance(value, kind)), type(value).__name__)
 
 
+@dataclass(frozen=True)
+class ReadCounts:
+    """What reading passed over: unreadable lines, lines or records over the size limit, WARC records that
+    are not HTML responses, HTML responses that are not 2xx; the files used only up to a cut
+    (``--allow-truncated``), and the messages of files that could not be read (summed over a Spark job's
+    splits)."""
+
+    unreadable: int = 0
+    too_large: int = 0
+    not_html: int = 0
+    not_ok: int = 0
+    truncated: tuple[str, ...] = ()
+    failures: tuple[str, ...] = ()
+
+    def __add__(self, other: ReadCounts) -> ReadCounts:
+        return ReadCounts(
+            self.unreadable + other.unreadable,
+            self.too_large + other.too_large,
+            self.not_html + other.not_html,
+            self.not_ok + other.not_ok,
+            self.truncated + other.truncated,
+            self.failures + other.failures,
+        )
+
+
 class DocumentReader:
     """Documents of JSONL and WARC files, in order. With ``raw_lines``, JSON lines come as :class:`RawLine`
     for the caller to parse (with :func:`parse_line`) and to count in :meth:`bad_line`."""
@@ -190,6 +215,10 @@ class DocumentReader:
         except (OSError, ValueError):
             return None
         return min(1.0, (self._done_bytes + here) / total) if total else None
+
+    def counts(self, failures: tuple[str, ...] = ()) -> ReadCounts:
+        """What this reader passed over so far, with ``failures``: messages of files it could not read."""
+        return ReadCounts(self.errors, self.too_large, self.passed_over, self.not_ok, tuple(self.truncated), failures)
 
     def bad_line(self, message: str) -> None:
         self.errors += 1

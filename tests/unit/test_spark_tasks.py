@@ -12,7 +12,7 @@ from demo_site import build_site
 
 from scrapy_neardup.offline.batch import BatchDeduplicator
 from scrapy_neardup.offline.cli.common import config_of
-from scrapy_neardup.offline.inputs import Document, DocumentReader
+from scrapy_neardup.offline.inputs import Document, DocumentReader, ReadCounts
 from scrapy_neardup.offline.pairs import pair_of
 from scrapy_neardup.offline.spark import SparkUnavailable, check_spark, java_version
 from scrapy_neardup.offline.spark.tasks import (
@@ -20,7 +20,6 @@ from scrapy_neardup.offline.spark.tasks import (
     ANCHORS,
     MIN_SPLIT_BYTES,
     Member,
-    ReadCounts,
     ReadOptions,
     SourceDocument,
     candidate_pairs,

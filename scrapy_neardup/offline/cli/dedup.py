@@ -8,20 +8,21 @@ import sys
 from typing import Any, Protocol
 
 from ...assembly import build_algorithm
-from ..pairs import cluster_edges, pair_of
+from ..inputs import ReadCounts
+from ..pairs import Pair, cluster_edges, pair_of
 from .common import AtomicOutput, StopRequest, config_of, tsv_field
 from .parser import settings_from_args
 
 
-def nothing_read(inputs: list[str], unreadable: int, too_large: int, not_html: int, not_ok: int) -> str:
+def nothing_read(inputs: list[str], counts: ReadCounts) -> str:
     """The one line of a run that read no document: what the input held instead."""
     held = [
         f"{n} {what}"
         for n, what in (
-            (unreadable, "unreadable lines"),
-            (too_large, "lines or records over --max-body-size"),
-            (not_html, "WARC records that are not HTML responses"),
-            (not_ok, "HTML responses whose status is not 2xx"),
+            (counts.unreadable, "unreadable lines"),
+            (counts.too_large, "lines or records over --max-body-size"),
+            (counts.not_html, "WARC records that are not HTML responses"),
+            (counts.not_ok, "HTML responses whose status is not 2xx"),
         )
         if n
     ]
@@ -30,6 +31,16 @@ def nothing_read(inputs: list[str], unreadable: int, too_large: int, not_html: i
         + (f" ({', '.join(held)})" if held else " (empty)")
         + "; nothing written (pass --allow-empty to write empty outputs and exit 0)"
     )
+
+
+def pair_line(pair: Pair) -> str:
+    """A pair as a line of the pairs output."""
+    return f"{tsv_field(pair.near)}\t{tsv_field(pair.page)}\t{pair.similarity:.4f}\n"
+
+
+def cluster_line(members: list[str]) -> str:
+    """A cluster, canonical first, as a line of the clusters output."""
+    return json.dumps({"canonical": members[0], "members": members, "size": len(members)}) + "\n"
 
 
 def open_outputs(args: argparse.Namespace) -> list[AtomicOutput]:
@@ -56,33 +67,25 @@ class Tally(Protocol):
     skipped: dict[str, int]
 
 
-def summary_line(
-    tally: Tally,
-    unreadable: int,
-    too_large: int,
-    not_html: int,
-    not_ok: int,
-    truncated: list[str],
-    seconds: float,
-) -> dict[str, Any]:
+def summary_line(tally: Tally, counts: ReadCounts, seconds: float) -> dict[str, Any]:
     """The summary ``dedup`` writes last on stderr, one JSON object (the documents over the size limit
     counted among the skipped, as ``too_large``)."""
     skipped = dict(tally.skipped)
-    if too_large:
-        skipped["too_large"] = skipped.get("too_large", 0) + too_large
+    if counts.too_large:
+        skipped["too_large"] = skipped.get("too_large", 0) + counts.too_large
     summary: dict[str, Any] = {
         "documents": tally.documents,
         "unique": tally.unique,
         "duplicate": tally.duplicate,
         "seen": tally.seen,
         "skipped": skipped,
-        "unreadable": unreadable,
-        "not_html_records": not_html,
-        "not_2xx_responses": not_ok,
+        "unreadable": counts.unreadable,
+        "not_html_records": counts.not_html,
+        "not_2xx_responses": counts.not_ok,
         "seconds": round(seconds, 3),
     }
-    if truncated:
-        summary["truncated"] = list(truncated)
+    if counts.truncated:
+        summary["truncated"] = list(counts.truncated)
     return summary
 
 
@@ -129,14 +132,14 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     def on_fingerprint(key, fp):
         assert all_pairs is not None
         for other, similarity in all_pairs.add(key, fp.signature, fp.buckets):
-            out.write(f"{tsv_field(key)}\t{tsv_field(other)}\t{similarity:.4f}\n")
+            out.write(pair_line(Pair(key, other, similarity)))
 
     def on_verdict(verdict):
         pair = pair_of(verdict, args.only_new)
         if pair is None:
             return
         if all_pairs is None:
-            out.write(f"{tsv_field(pair.near)}\t{tsv_field(pair.page)}\t{pair.similarity:.4f}\n")
+            out.write(pair_line(pair))
         if keep_edges:
             edges.extend(cluster_edges(verdict, pair, args.cluster_mode))
 
@@ -155,28 +158,16 @@ def cmd_dedup(args: argparse.Namespace) -> int:
             )
         if stats.documents == 0 and not args.allow_empty and not stop.requested():
             # An output with no pairs would read "no near-duplicates" in a pipeline: it is not written.
-            raise InputError(
-                nothing_read(args.inputs, reader.errors, reader.too_large, reader.passed_over, reader.not_ok)
-            )
+            raise InputError(nothing_read(args.inputs, reader.counts()))
         if args.clusters:
             for members in clusters(edges, args.cluster_mode):
-                outputs[1].file.write(
-                    json.dumps({"canonical": members[0], "members": members, "size": len(members)}) + "\n"
-                )
+                outputs[1].file.write(cluster_line(members))
         for output in outputs:
             output.commit()
     finally:
         for output in outputs:
             output.discard()
-    summary = summary_line(
-        stats,
-        unreadable=reader.errors,
-        too_large=reader.too_large,
-        not_html=reader.passed_over,
-        not_ok=reader.not_ok,
-        truncated=reader.truncated,
-        seconds=stats.seconds,
-    )
+    summary = summary_line(stats, reader.counts(), stats.seconds)
     if stop.requested():
         summary["interrupted"] = True
         print(

@@ -10,7 +10,7 @@ import sys
 import time
 
 from ...assembly import build_algorithm
-from .common import config_of, tsv_field
+from .common import config_of
 from .parser import settings_from_args
 
 #: Options of the local run that a Spark job has no use for, with why.
@@ -41,7 +41,7 @@ def _last_line(exc: BaseException) -> str:
 def cmd_dedup_spark(args: argparse.Namespace) -> int:
     from ..inputs import InputError
     from ..spark import SparkUnavailable, check_spark
-    from .dedup import nothing_read, open_outputs, summary_line
+    from .dedup import cluster_line, nothing_read, open_outputs, pair_line, summary_line
 
     why = refusal(args)
     if why:
@@ -78,13 +78,10 @@ def cmd_dedup_spark(args: argparse.Namespace) -> int:
         out = outputs[0].file
 
         def write_pair(pair) -> None:
-            out.write(f"{tsv_field(pair.near)}\t{tsv_field(pair.page)}\t{pair.similarity:.4f}\n")
+            out.write(pair_line(pair))
 
         def write_cluster(cluster) -> None:
-            members = list(cluster.members)
-            outputs[1].file.write(
-                json.dumps({"canonical": members[0], "members": members, "size": len(members)}) + "\n"
-            )
+            outputs[1].file.write(cluster_line(list(cluster.members)))
 
         try:
             summary = run(
@@ -103,9 +100,7 @@ def cmd_dedup_spark(args: argparse.Namespace) -> int:
             ) from None
         counts = summary.counts
         if summary.documents == 0 and not args.allow_empty:
-            raise InputError(
-                nothing_read(args.inputs, counts.unreadable, counts.too_large, counts.not_html, counts.not_ok)
-            )
+            raise InputError(nothing_read(args.inputs, counts))
         for output in outputs:
             output.commit()
     finally:
@@ -118,15 +113,7 @@ def cmd_dedup_spark(args: argparse.Namespace) -> int:
             "used (--allow-truncated), the rest of the file is lost",
             file=sys.stderr,
         )
-    report = summary_line(
-        summary,
-        unreadable=counts.unreadable,
-        too_large=counts.too_large,
-        not_html=counts.not_html,
-        not_ok=counts.not_ok,
-        truncated=list(counts.truncated),
-        seconds=time.perf_counter() - started,
-    )
+    report = summary_line(summary, counts, time.perf_counter() - started)
     report.update(engine="spark", steps=summary.steps)
     print(json.dumps(report), file=sys.stderr)
     return 0

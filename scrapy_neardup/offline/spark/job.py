@@ -20,7 +20,7 @@ from pyspark.sql import types as T
 
 from ...settings import Config
 from ..batch import BatchStats
-from ..inputs import InputError, check_inputs
+from ..inputs import InputError, ReadCounts, check_inputs
 from .components import connected_components
 from .tasks import (
     OFFSET_BITS,
@@ -30,7 +30,6 @@ from .tasks import (
     Member,
     PairRow,
     PreparedDocument,
-    ReadCounts,
     ReadOptions,
     Split,
     Verifier,
@@ -328,18 +327,17 @@ def run(
     pairs = decided.flatMap(lambda r: r.pairs).sortBy(lambda p: (p.position, p.order), numPartitions=partitions)
     for pair in pairs.toLocalIterator():
         write_pair(pair)
-    cluster_rows = decided.flatMap(lambda r: r.clusters).sortBy(
-        lambda c: (c.position, c.order), numPartitions=partitions
-    )
     if write_cluster is not None:
-        for cluster in cluster_rows.toLocalIterator():
+        cluster_rows = decided.flatMap(lambda r: r.clusters)
+        for cluster in cluster_rows.sortBy(lambda c: (c.position, c.order), numPartitions=partitions).toLocalIterator():
             write_cluster(cluster)
-    if options.parquet:
+    if options.parquet:  # a table has no order: written from the decided components, not sorted again
         spark.createDataFrame(
-            pairs.map(lambda p: (p.near, p.page, p.similarity)), "near string, page string, similarity double"
+            decided.flatMap(lambda r: [(p.near, p.page, p.similarity) for p in r.pairs]),
+            "near string, page string, similarity double",
         ).write.parquet(os.path.join(options.parquet, "pairs"))
         spark.createDataFrame(
-            cluster_rows.map(lambda c: (c.members[0], list(c.members), len(c.members))),
+            decided.flatMap(lambda r: [(c.members[0], list(c.members), len(c.members)) for c in r.clusters]),
             "canonical string, members array<string>, size int",
         ).write.parquet(os.path.join(options.parquet, "clusters"))
     step("written")

@@ -23,7 +23,7 @@ from ...engine.decisions import Decision, DecisionLoop, Declared
 from ...engine.detector import Detector
 from ...engine.prepare import Prepared
 from ...settings import Config
-from ..inputs import BadLine, Document, DocumentReader, InputError, RawLine, parse_line
+from ..inputs import BadLine, Document, DocumentReader, InputError, RawLine, ReadCounts, parse_line
 from ..pairs import cluster_edges, pair_of
 
 logger = logging.getLogger(__name__)
@@ -94,30 +94,6 @@ class ReadOptions:
 
 
 @dataclass(frozen=True)
-class ReadCounts:
-    """What reading passed over, summed over the splits: unreadable lines, lines or records over the size
-    limit, WARC records that are not HTML responses, HTML responses that are not 2xx; the files used only up
-    to a cut (``--allow-truncated``), and the messages of files that could not be read."""
-
-    unreadable: int = 0
-    too_large: int = 0
-    not_html: int = 0
-    not_ok: int = 0
-    truncated: tuple[str, ...] = ()
-    failures: tuple[str, ...] = ()
-
-    def __add__(self, other: ReadCounts) -> ReadCounts:
-        return ReadCounts(
-            self.unreadable + other.unreadable,
-            self.too_large + other.too_large,
-            self.not_html + other.not_html,
-            self.not_ok + other.not_ok,
-            self.truncated + other.truncated,
-            self.failures + other.failures,
-        )
-
-
-@dataclass(frozen=True)
 class SourceDocument:
     """A document read, at its position in the input."""
 
@@ -127,12 +103,6 @@ class SourceDocument:
 
 #: What reading yields: documents, and one :class:`ReadCounts` a split, at its end.
 ReadItem = Union[SourceDocument, ReadCounts]
-
-
-def _counts(reader: DocumentReader, failures: tuple[str, ...] = ()) -> ReadCounts:
-    return ReadCounts(
-        reader.errors, reader.too_large, reader.passed_over, reader.not_ok, tuple(reader.truncated), failures
-    )
 
 
 def read_split(split: Split, options: ReadOptions) -> Iterator[ReadItem]:
@@ -154,9 +124,9 @@ def read_split(split: Split, options: ReadOptions) -> Iterator[ReadItem]:
             assert isinstance(item, Document)
             yield SourceDocument(position(split.file_index, number), item)
     except InputError as exc:
-        yield _counts(reader, (str(exc),))
+        yield reader.counts((str(exc),))
         return
-    yield _counts(reader)
+    yield reader.counts()
 
 
 def _read_range(split: Split, options: ReadOptions) -> Iterator[ReadItem]:
@@ -259,7 +229,8 @@ class PreparedDocument:
     def bucket_keys(self) -> set[int]:
         """The LSH bucket keys of both its fingerprints (the template guard may file it on either)."""
         keys: set[int] = set()
-        for fp in (self.prepared.fingerprint, self.prepared.page_fingerprint):
+        prepared = self.prepared
+        for fp in (prepared.fingerprint, prepared.page_fingerprint):
             if fp is not None:
                 keys.update(fp.buckets.tolist())
         return keys
