@@ -96,26 +96,26 @@ class Timings:
     def install(self) -> None:
         from scrapy_neardup.crawl.downloader import NearDupDownloaderMiddleware
         from scrapy_neardup.crawl.service import NearDupService
+        from scrapy_neardup.crawl.storethread import StoreThread
         from scrapy_neardup.workers import ExtractionPool
 
-        self.wrap(NearDupService, "check", "check")
-        self.wrap(NearDupService, "_decide_and_file", "store")  # the store thread: template guard and store
+        self.wrap(NearDupDownloaderMiddleware, "_checked", "check")  # a page prepared, decided and settled
+        self.wrap(StoreThread, "_decide", "store")  # the store thread: template guard and store
         self.wrap(NearDupDownloaderMiddleware, "process_response", "middleware")
         self.stamp(ExtractionPool, "_send", self.sent)
         self.stamp(ExtractionPool, "_readable", self.read)
-        settle = NearDupService._settle
+        settle = NearDupService.settle
         extract, work, reused, started = self.seconds["extract"], self.seconds["work"], self.reused, self.started
 
         def timed_settle(service, key, outcome):  # type: ignore[no-untyped-def]
-            prepared = getattr(outcome, "prepared", None)  # an Outcome (not a worker's failure)
-            if prepared is not None:  # the worker's own timing of the extraction and of its whole job
-                extract.append(prepared.extract_seconds)
-                work.append(prepared.work_seconds)
-                reused.append(prepared.reused)
-                started.append(prepared.work_started)
+            prepared = outcome.prepared  # the worker's own timing of the extraction and of its whole job
+            extract.append(prepared.extract_seconds)
+            work.append(prepared.work_seconds)
+            reused.append(prepared.reused)
+            started.append(prepared.work_started)
             return settle(service, key, outcome)
 
-        NearDupService._settle = timed_settle  # type: ignore[method-assign]
+        NearDupService.settle = timed_settle  # type: ignore[method-assign]
 
     @staticmethod
     def stats(values: list[float]) -> dict[str, float]:

@@ -14,7 +14,7 @@ import mmh3
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem, NotConfigured
 
-from .screening import text_job
+from .screening import Skip, text_job
 from .service import NearDupService
 from .spider import ItemTagger
 
@@ -46,8 +46,8 @@ class NearDupPipeline:
         key = adapter.get("url")
         if not isinstance(key, str) or not key:
             key = "item:%032x" % mmh3.hash128(text, 0x17E5, signed=False)
-        _, verdict = await self.service.check(key, text_job(text))
-        if verdict is None or not verdict.is_duplicate:
+        verdict = await self.service.check(key, text_job(text))
+        if isinstance(verdict, Skip) or not verdict.is_duplicate:
             return item
         if self.service.config.action == "drop":
             self.service.stats.inc_value("neardup/dropped")

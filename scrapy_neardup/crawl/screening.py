@@ -13,6 +13,16 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class Skip:
+    """A document passed on unchecked: ``reason`` is its ``neardup/skipped/<reason>`` counter (``empty``,
+    ``status``, ``worker_lost``, ``store_error``, ...: docs/reference.md), ``error`` what went wrong, when
+    something did (a lost worker, a timeout, the store's failure), for the log line."""
+
+    reason: str
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True)
 class Job:
     """What a worker needs to analyse a document: an HTML ``body`` with its ``url`` and ``content_type`` (a
     response), or a ``text`` (an item's field)."""
@@ -35,16 +45,16 @@ class Job:
         return (analyze_text, self.text)
 
 
-def response_job(response: Response, max_body_size: int) -> Job | str:
-    """What a worker needs to analyse a response, or the reason it is skipped (a ``neardup/skipped/`` reason)."""
+def response_job(response: Response, max_body_size: int) -> Job | Skip:
+    """What a worker needs to analyse a response, or why it is skipped."""
     body = response.body
     if not body or body.isspace():  # isspace: no copy of the body, as strip() would make
-        return "empty"
+        return Skip("empty")
     if len(body) > max_body_size:
-        return "too_large"
+        return Skip("too_large")
     content_type = response.headers.get(b"Content-Type")
     if looks_binary(body, content_type):
-        return "binary"
+        return Skip("binary")
     return Job(body, response.url, content_type.decode("latin-1") if content_type else None)
 
 
@@ -72,3 +82,16 @@ def looks_binary(body: bytes, content_type: bytes | None = None) -> bool:
     if b"\x00" in head and not _wide_encoding(body, content_type):
         return True
     return head.startswith((b"%PDF", b"\x89PNG", b"GIF8", b"\xff\xd8\xff", b"PK\x03\x04", b"\x1f\x8b"))
+
+
+_HTML_TYPES = (b"text/html", b"application/xhtml+xml")
+
+
+def is_html(response: Response) -> bool:
+    """Whether a response is an HTML page (by its class, or a text response's ``Content-Type``)."""
+    from scrapy.http import HtmlResponse, TextResponse
+
+    if isinstance(response, HtmlResponse):
+        return True
+    content_type = response.headers.get(b"Content-Type", b"") or b""
+    return isinstance(response, TextResponse) and content_type.split(b";")[0].strip().lower() in _HTML_TYPES

@@ -27,14 +27,22 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from twisted.internet.defer import Deferred
 
+from ..engine.detector import Verdict
+from .meta import META_SOFT404_PROBE
+from .screening import is_html
+
 if TYPE_CHECKING:
     from ..engine.detector import Detector
     from ..engine.prepare import Prepared
+    from .ownrequests import OwnRequests
+    from .service import NearDupService
+    from .storethread import Outcome
 
 #: A text of fewer characters, shared by this many URLs of one host that no URL rewrite relates, each at
 #: least this similar to the group's first page (one template served again, not an edited copy), is taken
@@ -132,3 +140,63 @@ class ShortTextGroups:
         key = (urlsplit(url).netloc.lower(), canonical)
         self._members[key] = self._members.get(key, 1) + 1  # the canonical page is the group's first URL
         return self._members[key] >= self.min_urls
+
+
+class Soft404Check:
+    """A crawl's soft-404 check (``NEARDUP_SOFT404``): before a page is decided, whether it is a near-duplicate
+    of its host's answer to a URL that cannot exist (the host probed once, by a request of the plugin's own);
+    after, whether a near-duplicate joined a group of unrelated URLs sharing one short text."""
+
+    def __init__(self, service: NearDupService, requests: OwnRequests) -> None:
+        self.service = service
+        self.requests = requests
+        self.short_groups = ShortTextGroups()
+
+    async def verdict(self, key: str, url: str, prepared: Prepared) -> Verdict | None:
+        """The ``soft404`` verdict of a page that is a near-duplicate of its host's answer (counted); ``None``
+        for any other page, or a host without such an answer. Pages too short to fingerprint too: most "not
+        found" pages are a heading and a sentence."""
+        if prepared.fingerprint is None and not prepared.short_text:
+            return None
+        answer = await self.service.soft404_answers.answer(url, self._probe)
+        detector = self.service.store_thread.detector
+        if answer is None or detector is None:
+            return None
+        page, answered = answer
+        if answered == url:
+            return None
+        similarity = soft404_similarity(detector, prepared, url, page, answered)
+        if similarity is None:
+            return None
+        verdict = Verdict("soft404", key, answered, similarity)
+        self.service.report.record(key, verdict)
+        return verdict
+
+    def confirmed(self, url: str, outcome: Outcome) -> Outcome:
+        """A decided page: a ``soft404`` verdict for a near-duplicate (now, or in an earlier crawl: *seen*)
+        whose group has shown itself a group of unrelated URLs sharing one short text."""
+        verdict = outcome.result
+        if (
+            isinstance(verdict, Verdict)
+            and verdict.is_duplicate
+            and not outcome.again
+            and self.short_groups.is_soft404(url, verdict.canonical, outcome.prepared.text_length, verdict.similarity)
+        ):
+            return replace(outcome, result=replace(verdict, status="soft404"))
+        return outcome
+
+    async def _probe(self, url: str) -> Answer:
+        """Fetch ``url``, a URL of a host that cannot exist, and prepare its answer: the host's soft-404 page,
+        when it answers 200 with HTML where it was asked (``None`` otherwise: a 404, a redirect, an error)."""
+        from scrapy import Request
+
+        self.service.stats.inc_value("neardup/soft404/probed")
+        request = Request(url, meta={META_SOFT404_PROBE: url}, dont_filter=True)
+        try:
+            response = await self.requests.download(request)
+        except Exception:  # noqa: BLE001 - robots.txt, an error: no soft-404 answer for this host
+            return None
+        if not 200 <= response.status < 300 or not is_html(response) or response.url != url:
+            return None
+        prepared = await self.requests.prepared(response, short=True)
+        return None if prepared is None else (prepared, url)

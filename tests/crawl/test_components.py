@@ -76,12 +76,12 @@ def test_a_store_that_could_not_be_opened_lets_no_response_through():
 
 
 def test_bodies_that_cannot_be_fingerprinted_are_skipped_before_a_worker():
-    from scrapy_neardup.crawl.screening import Job, response_job
+    from scrapy_neardup.crawl.screening import Job, Skip, response_job
 
-    assert response_job(html(body=b"   \n"), 100) == "empty"
-    assert response_job(html(body=b"<p>" + b"x" * 200 + b"</p>"), 100) == "too_large"
-    assert response_job(html(body=b"%PDF-1.7 ..."), 100) == "binary"
-    assert response_job(html(body=b"<p>\x00\x00</p>"), 100) == "binary"
+    assert response_job(html(body=b"   \n"), 100) == Skip("empty")
+    assert response_job(html(body=b"<p>" + b"x" * 200 + b"</p>"), 100) == Skip("too_large")
+    assert response_job(html(body=b"%PDF-1.7 ..."), 100) == Skip("binary")
+    assert response_job(html(body=b"<p>\x00\x00</p>"), 100) == Skip("binary")
     job = response_job(html(), 100)
     assert isinstance(job, Job) and job.is_html and job.url == "http://a.test/x"
 

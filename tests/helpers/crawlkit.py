@@ -151,7 +151,7 @@ class WorkerWatch:
 
         from scrapy_neardup.crawl.service import NearDupService
 
-        extraction = NearDupService.for_crawler(self.crawler)._extraction
+        extraction = NearDupService.for_crawler(self.crawler).preparer._extraction
         if extraction is None:
             return
         self.reader = type(extraction._io).__name__  # who reads the workers' results
@@ -208,9 +208,9 @@ class ThreadReader:
 
     @classmethod
     def from_crawler(cls, crawler):
-        from scrapy_neardup.crawl import service
+        from scrapy_neardup.crawl import preparer
 
-        service.pool_reader = lambda: None  # before the spider opens and the service starts its pool
+        preparer.pool_reader = lambda: None  # before the spider opens and the service starts its pool
         return cls()
 
 

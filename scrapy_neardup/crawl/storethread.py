@@ -1,0 +1,237 @@
+"""Where a crawl's store calls run: the decisions in the order pages come, the URL rules that learn from them,
+and the lookups the downloader middleware makes before and after a page is decided.
+
+A local store (SQLite, memory: well under a millisecond a page) is called right on the reactor; Redis on a
+thread of its own, so that a store that is retrying never holds the reactor, nor the reactor's threads,
+which Scrapy's DNS resolver needs. Either way every call runs under one lock: the template guard's state,
+the rules and the store see one caller at a time, in the order pages are decided.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, TypeVar
+
+from twisted.python.threadpool import ThreadPool
+
+from ..engine.decisions import Decision, DecisionLoop, Declared
+from ..engine.detector import Detector, Verdict
+from ..engine.urlrules import Learner, Prediction, host_of
+from ..store import StoreError
+from .reactor import in_thread
+from .screening import Skip
+
+if TYPE_CHECKING:
+    from ..engine.prepare import Prepared
+    from ..engine.template import TemplateGuard
+    from ..store.books import CrawlBooks
+    from .templates import LearnedTemplates
+
+logger = logging.getLogger("scrapy_neardup")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the decision made of a page: what was prepared (the text it was filed on), its verdict or why it
+    was not decided (:class:`Skip`: the store failed, or is closing; the page has no text to fingerprint),
+    how many earlier pages the template guard re-filed, the decisions made ``before`` it (the declared page
+    it brought in), whether it is a page decided ``again`` (brought in earlier by a copy that declared it),
+    and the CPU time the decision took in the crawler process (for the crawl's books)."""
+
+    prepared: Prepared
+    result: Verdict | Skip
+    refiled: int = 0
+    before: tuple[Decision, ...] = ()
+    again: bool = False
+    cpu_seconds: float = 0.0
+
+
+class StoreThread:
+    """The crawl's detector, decision loop and URL rules, called in order under one lock (on a thread of its
+    own for a remote store). Every lookup answers ``None`` (or ``False``) when the store cannot say: closed,
+    or failing; the decision itself meets and counts a failing store."""
+
+    def __init__(self) -> None:
+        self.detector: Detector | None = None
+        self._decisions: DecisionLoop | None = None
+        self.rules: Learner | None = None
+        self.templates: LearnedTemplates | None = None
+        #: The hosts that have a confident URL rule: a snapshot the reactor reads before it asks for a
+        #: prediction (the rules themselves are read on this thread).
+        self.ruled_hosts: frozenset[str] = frozenset()
+        self._lock = threading.Lock()
+        self._thread: ThreadPool | None = None
+        self.closing = False
+
+    def open(
+        self, detector: Detector, guard: TemplateGuard | None, rules: Learner | None, templates: LearnedTemplates | None
+    ) -> None:
+        """The store is open: its detector, the template guard, the URL rules and the learned templates."""
+        self.detector = detector
+        self._decisions = DecisionLoop(detector, guard)
+        self.rules = rules
+        self.templates = templates
+        if rules is not None:
+            self._rules_changed()
+
+    def start(self) -> None:
+        self._thread = ThreadPool(0, 1, name="scrapy-neardup-store")
+        self._thread.start()
+
+    async def _run(self, fn: Callable[[Detector], T], failed: T) -> T:
+        """``fn`` of the detector, under the lock, here for a local store or on the store thread; ``failed``
+        when the store is closed or ``fn`` raises."""
+
+        def locked() -> T:
+            with self._lock:
+                if self.closing or detector is None:
+                    return failed
+                try:
+                    return fn(detector)
+                except Exception as exc:  # noqa: BLE001 - the store cannot say; the decisions count failures
+                    logger.debug("scrapy-neardup: a store lookup failed: %s", exc)
+                    return failed
+
+        thread, detector = self._thread, self.detector
+        if thread is None or detector is None or self.closing:
+            return failed
+        if detector.store.local:
+            return locked()
+        return await in_thread(thread, locked)
+
+    # -- the decision ----------------------------------------------------------------------------------
+    async def decide(self, key: str, url: str | None, prepared: Prepared, declared: Declared | None) -> Outcome:
+        """The template decision, the re-filing it may ask for, the declared page's decision, and the
+        check-and-insert of ``prepared`` under ``key``; the URL rules learn from what was decided."""
+        if prepared.fingerprint is None:
+            return Outcome(prepared, Skip(prepared.skip_reason or "no_text"))
+        closed = Outcome(prepared, Skip("store_closed"))
+        return await self._run(lambda detector: self._decide(detector, key, url, prepared, declared), closed)
+
+    def _decide(
+        self, detector: Detector, key: str, url: str | None, prepared: Prepared, declared: Declared | None
+    ) -> Outcome:
+        cpu = time.thread_time()
+        assert self._decisions is not None
+        try:
+            made = self._decisions.decide(key, url, prepared, declared)
+        except StoreError as exc:
+            return Outcome(prepared, Skip("store_error", exc))
+        except Exception as exc:  # noqa: BLE001 - a backend's untranslated failure is still the store's
+            return Outcome(prepared, Skip("store_error", StoreError(f"the store failed: {type(exc).__name__}: {exc}")))
+        if self.rules is not None:
+            self._observe(made, url)
+        if self.templates is not None:
+            self.templates.sync(detector.store)
+        mine = made[-1]
+        return Outcome(
+            mine.prepared,
+            mine.verdict,
+            mine.refiled,
+            tuple(d for d in made[:-1] if not d.again),
+            mine.again,
+            time.thread_time() - cpu,
+        )
+
+    def _observe(self, made: list[Decision], url: str | None) -> None:
+        """The URL rules learn from the pages just decided (those filed under their own URL: a page with a
+        ``neardup_key`` of its own says nothing of its URL)."""
+        rules = self.rules
+        assert rules is not None
+        try:
+            synced, hosts = False, set()
+            for decision in made:
+                if decision.again or (decision is made[-1] and decision.key != url):
+                    continue
+                verdict = decision.verdict
+                synced |= rules.observe(decision.key, verdict.status, verdict.canonical, verdict.displaced)
+                hosts.add(host_of(decision.key))
+            if synced:
+                self._rules_changed()
+            else:
+                self.ruled_hosts = (self.ruled_hosts - hosts) | {h for h in hosts if rules.book.confident(h)}
+        except Exception as exc:  # noqa: BLE001 - the rules are an economy; a failing store is met by the decisions
+            logger.debug("scrapy-neardup: the URL rules could not learn from %s: %s", url, exc)
+
+    def _rules_changed(self) -> None:
+        assert self.rules is not None
+        book = self.rules.book
+        self.ruled_hosts = frozenset(host for host in list(book.counts) if book.confident(host))
+
+    # -- the downloader middleware's lookups -------------------------------------------------------------
+    async def known(self, *keys: str) -> list[bool] | None:
+        """Whether each key is filed (whether a declared page is worth fetching first)."""
+        return await self._run(lambda detector: [detector.group_of(k) is not None for k in keys], None)
+
+    async def fetched_now(self, key: str) -> bool | None:
+        """Whether ``key`` was filed or fetched again in this crawl, by any process of it."""
+        return await self._run(lambda detector: detector.fetched_now(key), None)
+
+    async def admitted(self, group: str, key: str, budget: int) -> bool:
+        """Whether near-duplicate ``key`` is one of the first ``budget`` of its group let through
+        (:meth:`Store.admit`; a budget of 0 admits no new one, only those admitted before)."""
+
+        def admit(detector: Detector) -> bool:
+            try:
+                return detector.store.admit(group, key, budget)
+            except StoreError as exc:
+                logger.warning("scrapy-neardup: the group budget of %s could not be read: %s", group, exc)
+                return False
+
+        return bool(await self._run(admit, False))
+
+    async def predicted(self, url: str) -> Prediction | None:
+        """The URL already decided that ``url`` becomes by its host's confident rules, if any."""
+        rules = self.rules
+        if rules is None:
+            return None
+        host = host_of(url)
+        if host not in self.ruled_hosts and not rules.book.curated.of(host):
+            return None
+
+        def look(detector: Detector) -> Prediction | None:
+            prediction = rules.predict(url)
+            if prediction is not None and prediction.group is not None and prediction.group != url:
+                prediction = replace(prediction, group_fetched=detector.fetched_now(prediction.group))
+            return prediction
+
+        return await self._run(look, None)
+
+    # -- the end -------------------------------------------------------------------------------------------
+    def stop(self) -> ThreadPool | None:
+        """No call is taken from now on; the thread, to close the store on."""
+        self.closing = True
+        return self._thread
+
+    def close(self, books: CrawlBooks, stats: dict[str, int]) -> None:
+        """At close (no call taken any more, the workers stopped): the URL rules' last counts (the number of
+        confident rules in ``stats``), the learned templates, the crawl's ``books``; then flush and close the
+        store. Raises what closing the store raised."""
+        detector = self.detector
+        if detector is None:
+            return
+        with self._lock:
+            rules, self.rules = self.rules, None
+            if rules is not None:
+                try:
+                    rules.sync()
+                    book = rules.book
+                    stats["neardup/url_rules/confident"] = sum(len(book.confident(host)) for host in list(book.counts))
+                except Exception as exc:  # noqa: BLE001 - the fingerprints must still be saved below
+                    logger.warning("scrapy-neardup: the URL rules' last counts were not saved: %s", exc)
+            if self.templates is not None:
+                try:
+                    self.templates.close(detector.store)
+                except Exception as exc:  # noqa: BLE001 - the fingerprints must still be saved below
+                    logger.warning("scrapy-neardup: the learned templates were not saved: %s", exc)
+            try:
+                detector.store.add_crawl_books(books)
+            except Exception as exc:  # noqa: BLE001 - the fingerprints must still be saved below
+                logger.warning("scrapy-neardup: this crawl's books were not saved in the store: %s", exc)
+            detector.close()
