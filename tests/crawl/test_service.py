@@ -21,7 +21,12 @@ from scrapy_neardup.engine.detector import Verdict
 from scrapy_neardup.engine.prepare import Prepared
 
 #: Tag mode, and no request of the plugin's own: no engine downloads here.
-QUIET = {"NEARDUP_ACTION": "tag", "NEARDUP_SOFT404": False, "NEARDUP_CANONICAL_FETCH": "none", "NEARDUP_URL_RULES": "off"}
+QUIET = {
+    "NEARDUP_ACTION": "tag",
+    "NEARDUP_SOFT404": False,
+    "NEARDUP_CANONICAL_FETCH": "none",
+    "NEARDUP_URL_RULES": "off",
+}
 
 
 def response(url: str, body: str) -> HtmlResponse:
