@@ -139,9 +139,7 @@ def test_a_worker_killed_under_a_page_costs_that_page_only(tmp_path):
 
 
 def test_the_item_pipeline_checks_an_items_text_through_the_same_three_steps(tmp_path):
-    running = InProcess(
-        NEARDUP_STORE_URL="memory://", NEARDUP_WORKERS=0, NEARDUP_ITEM_FIELD="body", **QUIET
-    )
+    running = InProcess(NEARDUP_STORE_URL="memory://", NEARDUP_WORKERS=0, NEARDUP_ITEM_FIELD="body", **QUIET)
     try:
         pipeline = NearDupPipeline.from_crawler(running.crawler)
         text = " ".join(f"word{i % 97} other{i % 13}" for i in range(300))
