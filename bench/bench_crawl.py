@@ -452,8 +452,8 @@ def predictions(settings: dict, base: str, never_fetched: list[str]) -> dict[str
     try:
         # What the crawl predicted when it kept each request from the fetch (its books), else what the rules
         # the store holds now predict.
-        named = {p.url: p.group for books in store.crawl_books()[-1:] for p in books.predicted_pages}
-        rules = Learner(build_rule_book(Config.from_settings({})), store, lambda u: group_of(store, u))
+        named = {p.url: p.group for books in store.books.read()[-1:] for p in books.predicted_pages}
+        rules = Learner(build_rule_book(Config.from_settings({})), store.rules, lambda u: group_of(store, u))
         out = {}
         for path in never_fetched:
             if base + path in named:

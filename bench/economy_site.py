@@ -397,7 +397,7 @@ def soft404_figures(store_url: str, site: Site, prefix: str | None = None) -> di
     store = store_from_url(store_url, **({"prefix": prefix} if prefix else {}))
     store.open_existing()
     try:
-        last = added_up(crawls_of(store.crawl_books())[-1])
+        last = added_up(crawls_of(store.books.read())[-1])
     finally:
         store.close()
     called = {page.url for page in last.soft404_pages}

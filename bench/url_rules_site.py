@@ -144,7 +144,7 @@ def confident_rules(store_url: str, prefix: str | None = None) -> list[str]:
     store = store_from_url(store_url, **({"prefix": prefix} if prefix else {}))
     store.open_existing()
     try:
-        counts = store.rule_counts()
+        counts = store.rules.read()
     finally:
         store.close()
     book = build_rule_book(Config.from_settings({}))

@@ -174,7 +174,7 @@ class NearDupService:
         if config.url_rules == "off":
             return None
         try:
-            rules = Learner(build_rule_book(config), store, detector.group_of)
+            rules = Learner(build_rule_book(config), store.rules, detector.group_of)
         except StoreError as exc:
             logger.warning("scrapy-neardup: URL rules off for this crawl: %s", exc)
             return None

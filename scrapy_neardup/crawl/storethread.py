@@ -179,7 +179,7 @@ class StoreThread:
 
         def admit(detector: Detector) -> bool:
             try:
-                return detector.store.admit(group, key, budget)
+                return detector.store.budgets.admit(group, key, budget)
             except StoreError as exc:
                 logger.warning("scrapy-neardup: the group budget of %s could not be read: %s", group, exc)
                 return False
@@ -231,7 +231,7 @@ class StoreThread:
                 except Exception as exc:  # noqa: BLE001 - the fingerprints must still be saved below
                     logger.warning("scrapy-neardup: the learned templates were not saved: %s", exc)
             try:
-                detector.store.add_crawl_books(books)
+                detector.store.books.add(books)
             except Exception as exc:  # noqa: BLE001 - the fingerprints must still be saved below
                 logger.warning("scrapy-neardup: this crawl's books were not saved in the store: %s", exc)
             detector.close()

@@ -116,8 +116,8 @@ class LearnedTemplates:
             changed = self.learner.take_changes()
         try:
             if changed:
-                store.save_selectors({f"{s.host}\t{s.template:x}": s.to_json() for s in changed})
-            stored = store.selectors()
+                store.selectors.save({f"{s.host}\t{s.template:x}": s.to_json() for s in changed})
+            stored = store.selectors.read()
         except StoreError as exc:  # an economy: the crawl goes on with what this process knows
             logger.warning("scrapy-neardup: the learned templates could not be shared: %s", exc)
             return

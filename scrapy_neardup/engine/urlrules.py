@@ -501,37 +501,37 @@ class RuleBook:
         return out
 
 
-class RuleCountStore(Protocol):
-    """Where the counts of every process meet (:class:`scrapy_neardup.store.Store`)."""
+class SharedRuleCounts(Protocol):
+    """Where the counts of every process meet: a store's ``rules`` (:mod:`scrapy_neardup.store.parts`)."""
 
-    def add_rule_counts(self, counts: RuleCounts) -> None: ...
+    def add(self, counts: RuleCounts) -> None: ...
 
-    def rule_counts(self) -> dict[tuple[str, str], tuple[int, int]]: ...
+    def read(self) -> dict[tuple[str, str], tuple[int, int]]: ...
 
 
 class Learner:
-    """A crawl's URL rules, kept in step with its store: it proposes and tries rules on every decided page,
-    predicts, and every ``sync_every`` pages or ``sync_secs`` seconds (and at :meth:`sync`) adds its counts
-    to the store and takes everyone's, so that the processes of a crawl use a rule at about the same time.
-    ``group_of`` says which group a URL was filed in (``None``: not decided yet). Not thread-safe: the crawl
-    calls it on its store thread, under the store's lock."""
+    """A crawl's URL rules, kept in step with the counts ``shared`` by every process (its store's): it
+    proposes and tries rules on every decided page, predicts, and every ``sync_every`` pages or ``sync_secs``
+    seconds (and at :meth:`sync`) adds its counts there and takes everyone's, so that the processes of a crawl
+    use a rule at about the same time. ``group_of`` says which group a URL was filed in (``None``: not decided
+    yet). Not thread-safe: the crawl calls it on its store thread, under the store's lock."""
 
     def __init__(
         self,
         book: RuleBook,
-        store: RuleCountStore,
+        shared: SharedRuleCounts,
         group_of: Callable[[str], str | None],
         sync_every: int = 200,
         sync_secs: float = 2.0,
     ) -> None:
         self.book = book
-        self.store = store
+        self.shared = shared
         self.group_of = group_of
         self.sync_every = sync_every
         self.sync_secs = sync_secs
         self._since_sync = 0
         self._synced_at = time.monotonic()
-        self.book.merge(store.rule_counts())
+        self.book.merge(shared.read())
 
     def observe(self, key: str, status: str, canonical: str, displaced: str | None = None) -> bool:
         """A page was decided: filed as ``canonical``'s near-duplicate (``status`` ``duplicate``, or ``seen``
@@ -578,5 +578,5 @@ class Learner:
         self._synced_at = time.monotonic()
         pending = self.book.pending()
         if pending:
-            self.store.add_rule_counts(pending)
-        self.book.merge(self.store.rule_counts())
+            self.shared.add(pending)
+        self.book.merge(self.shared.read())

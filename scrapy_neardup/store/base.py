@@ -25,7 +25,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import mmh3
 
-from .books import KEPT_CRAWLS, CrawlBooks
+from .parts import (
+    BookShelf,
+    GroupBudgets,
+    InProcessBooks,
+    InProcessBudgets,
+    InProcessRuleCounts,
+    InProcessSelectors,
+    SelectorRecords,
+    UrlRuleCounts,
+)
 
 if TYPE_CHECKING:  # the contract is read without numpy; backends take numpy arrays of bucket keys too
     import numpy as np
@@ -202,6 +211,20 @@ class Store(ABC):
 
     #: Human-readable location for log lines (path, URL without password, "memory").
     location: str = ""
+    #: What the store keeps beside the fingerprints (:mod:`.parts`): the URL rules' counts, the groups'
+    #: budgets, the learned selectors and the crawls' books. A backend shared by processes sets its own in
+    #: its ``__init__``, after the base class's, which keeps them in this process only.
+    rules: UrlRuleCounts
+    budgets: GroupBudgets
+    selectors: SelectorRecords
+    books: BookShelf
+
+    def __init__(self) -> None:
+        self.rules = InProcessRuleCounts()
+        self.budgets = InProcessBudgets()
+        self.selectors = InProcessSelectors()
+        self.books = InProcessBooks()
+
     #: Whether every call returns within local I/O time (memory, a local file): such a store may be called
     #: on the thread that receives a worker's result. A networked one (Redis, which retries for seconds)
     #: gets a thread of its own, so that a slow store never holds up the workers' results.
@@ -348,62 +371,6 @@ class Store(ABC):
         deleted."""
         return 0
 
-    # -- URL rules: what the crawl learned of its hosts' URLs (scrapy_neardup.engine.urlrules) ----------
-    def add_rule_counts(self, counts: Mapping[tuple[str, str], tuple[int, int]]) -> None:
-        """Add ``(successes, failures)`` to the URL rules ``(host, rule name)`` of the store: every process of
-        a crawl adds what it counted, so that all apply the same rules. The base class keeps them in this
-        process only; a backend shared by processes overrides both calls (SQLite, Redis do). :meth:`clear`
-        forgets them."""
-        table = self.__dict__.setdefault("_rule_table", {})
-        for key, (successes, failures) in counts.items():
-            old = table.get(key, (0, 0))
-            table[key] = (old[0] + successes, old[1] + failures)
-
-    def rule_counts(self) -> dict[tuple[str, str], tuple[int, int]]:
-        """Every URL rule of the store with its ``(successes, failures)``."""
-        return dict(self.__dict__.get("_rule_table", {}))
-
-    # -- a budget per group (NEARDUP_GROUP_BUDGET) --------------------------------------------------------
-    def admit(self, group: str, key: str, budget: int) -> bool:
-        """Whether near-duplicate ``key`` is one of the first ``budget`` of group ``group`` let through: a key
-        admitted once is admitted on every later call (so every crawl lets the same copies through), and a
-        group admits at most ``budget`` keys, whichever processes ask (atomically where processes share the
-        store). The base class keeps the admitted keys in this process only; a backend shared by processes
-        overrides it (SQLite, Redis do). :meth:`clear` forgets them."""
-        admitted = self.__dict__.setdefault("_budget", {}).setdefault(group, [])
-        if key in admitted:
-            return True
-        if len(admitted) >= budget:
-            return False
-        admitted.append(key)
-        return True
-
-    # -- learned templates (scrapy_neardup.engine.learned) -------------------------------------------------
-    def save_selectors(self, records: Mapping[str, str]) -> None:
-        """Keep each template's learned selector, ``name`` (host and template key) -> its JSON, replacing the
-        one of that name: every process of a crawl, and the next crawl, start from what was learned. The
-        base class keeps them in this process only; a backend shared by processes overrides both calls
-        (SQLite, Redis do). :meth:`clear` forgets them."""
-        self.__dict__.setdefault("_selectors", {}).update(records)
-
-    def selectors(self) -> dict[str, str]:
-        """Every selector kept, name -> JSON (read by :meth:`~scrapy_neardup.engine.learned.Selector.from_json`,
-        which checks each field: store data is never trusted)."""
-        return dict(self.__dict__.get("_selectors", {}))
-
-    # -- the books of each crawl (scrapy_neardup.store.books) -------------------------------------------
-    def add_crawl_books(self, books: CrawlBooks) -> None:
-        """Keep what one crawl process did, as JSON (the newest :data:`~.books.KEPT_CRAWLS`). The base class
-        keeps them in this process only; a backend shared by processes overrides both calls (SQLite, Redis
-        do). :meth:`clear` forgets them."""
-        kept = self.__dict__.setdefault("_crawl_books", [])
-        kept.append(books.to_json())
-        del kept[:-KEPT_CRAWLS]
-
-    def crawl_books(self) -> list[CrawlBooks]:
-        """The books kept, oldest first (a record that does not read as books is passed over)."""
-        return _read_books(self.__dict__.get("_crawl_books", []))
-
     def flush(self) -> None:
         """Make every write so far durable."""
 
@@ -428,12 +395,6 @@ def group_of(store: Store, key: str) -> str | None:
             return key
         key = record.canonical
     raise StoreError(f"the group of {key!r} is re-pointed more than {MAX_CHAIN} times")
-
-
-def _read_books(records: Sequence[str | bytes]) -> list[CrawlBooks]:
-    """Stored JSON records as books, oldest first by start time."""
-    books = [CrawlBooks.from_json(record) for record in records]
-    return sorted((b for b in books if b is not None), key=lambda b: (b.started, b.finished))
 
 
 #: Query parameters of a store URL whose values are secrets (redis-py reads ``?password=``).

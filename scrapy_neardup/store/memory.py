@@ -34,6 +34,7 @@ class MemoryStore(Store):
         return cls()
 
     def __init__(self) -> None:
+        super().__init__()
         self._meta: dict[str, str] | None = None
         self._keys = BlobArray()  # UTF-8 URL of document i
         self._signatures = BlobArray()  # signature of document i; empty for a near-duplicate
@@ -51,10 +52,6 @@ class MemoryStore(Store):
         pass
 
     def clear(self) -> None:
-        self.__dict__.pop("_rule_table", None)
-        self.__dict__.pop("_crawl_books", None)
-        self.__dict__.pop("_budget", None)
-        self.__dict__.pop("_selectors", None)
         self.__init__()  # type: ignore[misc]
 
     def read_meta(self) -> dict[str, str] | None:

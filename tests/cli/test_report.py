@@ -51,15 +51,13 @@ def report(tmp_path):
     assert done.returncode == 0, done.stderr
     store = SqliteStore(str(tmp_path / "store.sqlite3"))
     store.open_existing()
-    store.add_rule_counts({("news.example", "param:utm_source"): (60, 0)})
+    store.rules.add({("news.example", "param:utm_source"): (60, 0)})
     # Two crawls that each met the same 12 soft-404 pages: the report counts a crawl, not their sum; the second
     # crawl ran in two processes at once (overlapping books: one crawl).
     hosts = {"news.example": {"avoided": 20}, "soft.example": {"soft404": 12}, '<b onmouseover="x">': {"soft404": 1}}
-    store.add_crawl_books(CrawlBooks(1000.0, 1100.0, "a:1", checked=40, soft404=12, fetches_avoided=41, hosts=hosts))
+    store.books.add(CrawlBooks(1000.0, 1100.0, "a:1", checked=40, soft404=12, fetches_avoided=41, hosts=hosts))
     for process in ("a:2", "b:3"):
-        store.add_crawl_books(
-            CrawlBooks(2000.0, 2100.0, process, checked=20, soft404=6, fetches_avoided=20, hosts=hosts)
-        )
+        store.books.add(CrawlBooks(2000.0, 2100.0, process, checked=20, soft404=6, fetches_avoided=20, hosts=hosts))
     store.close()
     out = tmp_path / "report.html"
     made = cli("report", store_url, "-o", str(out))

@@ -383,12 +383,12 @@ def test_processes_filing_near_duplicates_at_once_on_a_cluster_keep_one_canonica
     from helpers.racing import assert_racing_processes_keep_one_canonical_per_group
     from redis.cluster import RedisCluster as ClusterClient
 
-    from scrapy_neardup.store.redis import _Layout
+    from scrapy_neardup.store.redis import KeyLayout
 
     prefix = f"race:{{{uuid.uuid4().hex}}}"
     assert_racing_processes_keep_one_canonical_per_group(shared_cluster.url, prefix=prefix)
     router = ClusterClient(host="127.0.0.1", port=shared_cluster.nodes[0].port)
-    served = Counter(router.get_node_from_key(f"{tag}:r").port for tag in _Layout(prefix).tags)
+    served = Counter(router.get_node_from_key(f"{tag}:r").port for tag in KeyLayout(prefix).tags)
     router.close()
     assert sorted(served.values()) == [21, 21, 22], served
     counts = []

@@ -97,7 +97,7 @@ def test_three_crawls_deliver_every_article_once_whichever_url_was_met_first(tmp
     assert later["neardup/books/cpu_seconds"] > 0 and "scrapy-neardup: the books of this crawl:" in crawls[1].log
     store = SqliteStore(str(tmp_path / "store.sqlite3"))
     store.open_existing()
-    books = store.crawl_books()
+    books = store.books.read()
     store.close()
     assert [b.fetches_avoided for b in books] == [c.stats.get("neardup/books/fetches_avoided", 0) for c in crawls]
     # The later crawls deliver each article under its plain URL, and fetch no tracking URL but explored ones.

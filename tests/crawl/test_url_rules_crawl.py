@@ -74,7 +74,7 @@ def test_learned_rules_leave_predicted_duplicates_unfetched_and_every_original_f
         assert "not fetched: the URL rules" in first.log
         store = SqliteStore(str(tmp_path / "store.sqlite3"))
         store.open_existing()
-        counts = store.rule_counts()
+        counts = store.rules.read()
         store.close()
         assert counts[("127.0.0.1", "param:utm_source")][1] == 0
         assert counts[("127.0.0.1", "prefix:amp")][1] == 0
@@ -94,7 +94,7 @@ def test_learn_mode_fetches_everything_and_keeps_the_rules(tmp_path):
     assert "neardup/skipped/predicted" not in result.stats
     store = SqliteStore(str(tmp_path / "store.sqlite3"))
     store.open_existing()
-    assert store.rule_counts()[("127.0.0.1", "param:utm_source")] == (12, 0)
+    assert store.rules.read()[("127.0.0.1", "param:utm_source")] == (12, 0)
     store.close()
     # scrapy-neardup rules: the table, JSON, and duplicate-url-discarder's rule file.
     url = f"sqlite:///{tmp_path}/store.sqlite3"

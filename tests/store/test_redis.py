@@ -14,7 +14,7 @@ from helpers.stores import expand_backends, make_store
 from scrapy_neardup.engine.algorithms.minhash import MinHashLSH
 from scrapy_neardup.engine.detector import Detector
 from scrapy_neardup.store import StoreError, store_from_url
-from scrapy_neardup.store.redis import CLUSTER_SLOTS, RedisStore, _Layout, pack_record, unpack_record
+from scrapy_neardup.store.redis import CLUSTER_SLOTS, KeyLayout, RedisStore, pack_record, unpack_record
 
 
 @pytest.mark.parametrize("read_bins_upto", [128, -1], ids=["bins read whole", "bins scanned by Redis"])
@@ -97,7 +97,7 @@ def test_masters_serving_runs_of_slots_serve_as_many_groups_as_their_share(maste
     from redis.crc import key_slot
 
     for prefix in ("neardup:{books}", "neardup:{news}", f"test:{{{uuid.uuid4().hex}}}"):
-        tags = _Layout(prefix).tags
+        tags = KeyLayout(prefix).tags
         starts = [m * CLUSTER_SLOTS // masters for m in range(1, masters)]
         held = [0] * masters
         for tag in tags:
@@ -394,9 +394,9 @@ def test_url_rule_counts_on_a_redis_cluster(shared_cluster):
     one, two = RedisStore(url, prefix=prefix), RedisStore(url, prefix=prefix)
     for store in (one, two):
         store.open({"format_version": 1, "algorithm": "minhash"})
-    one.add_rule_counts({("a.com", "param:utm_source"): (4, 0)})
-    two.add_rule_counts({("a.com", "param:utm_source"): (1, 1), ("b.org", "prefix:amp"): (0, 0)})
-    assert one.rule_counts() == {("a.com", "param:utm_source"): (5, 1), ("b.org", "prefix:amp"): (0, 0)}
+    one.rules.add({("a.com", "param:utm_source"): (4, 0)})
+    two.rules.add({("a.com", "param:utm_source"): (1, 1), ("b.org", "prefix:amp"): (0, 0)})
+    assert one.rules.read() == {("a.com", "param:utm_source"): (5, 1), ("b.org", "prefix:amp"): (0, 0)}
     for store in (one, two):
         store.close()
 
@@ -421,8 +421,8 @@ def test_a_group_is_re_pointed_and_books_kept_on_a_redis_cluster(shared_cluster)
         assert group_of(two, f"http://a.com/amp/{i}") == f"http://a.com/{i}"
         assert [c.key for c in two.lookup([i * 7919 + 1, i * 7919 + 2])[0]] == [f"http://a.com/{i}"]
     assert not two.repoint("http://a.com/0?utm_source=x", "http://a.com/0", 0.95)  # done already
-    one.add_crawl_books(CrawlBooks(1.0, 2.0, "one", checked=3))
-    two.add_crawl_books(CrawlBooks(1.5, 2.5, "two", checked=4))
-    assert [b.process for b in one.crawl_books()] == ["one", "two"]
+    one.books.add(CrawlBooks(1.0, 2.0, "one", checked=3))
+    two.books.add(CrawlBooks(1.5, 2.5, "two", checked=4))
+    assert [b.process for b in one.books.read()] == ["one", "two"]
     for store in (one, two):
         store.close()

@@ -103,27 +103,27 @@ def test_refiled_signature_outlives_the_process(store_kind, tmp_path):
 def test_url_rule_counts_add_up_and_clear_forgets_them(store):
     """The URL rules' counts (scrapy_neardup.engine.urlrules): added to, never overwritten, so that the
     processes of a crawl add what each counted; a rule proposed with no count yet is listed."""
-    assert store.rule_counts() == {}
-    store.add_rule_counts({("a.com", "param:utm_source"): (3, 0), ("b.org", "prefix:amp"): (0, 0)})
-    store.add_rule_counts({("a.com", "param:utm_source"): (2, 1), ("a.com", "www"): (1, 0)})
-    assert store.rule_counts() == {
+    assert store.rules.read() == {}
+    store.rules.add({("a.com", "param:utm_source"): (3, 0), ("b.org", "prefix:amp"): (0, 0)})
+    store.rules.add({("a.com", "param:utm_source"): (2, 1), ("a.com", "www"): (1, 0)})
+    assert store.rules.read() == {
         ("a.com", "param:utm_source"): (5, 1),
         ("b.org", "prefix:amp"): (0, 0),
         ("a.com", "www"): (1, 0),
     }
     store.clear()
-    assert store.rule_counts() == {}
+    assert store.rules.read() == {}
 
 
 @pytest.mark.parametrize("store_kind", PERSISTENT_BACKENDS)
 def test_url_rule_counts_outlive_the_process(store_kind, tmp_path):
     s = make_store(store_kind, tmp_path)
     s.open(META)
-    s.add_rule_counts({("a.com", "suffix:print"): (7, 1)})
+    s.rules.add({("a.com", "suffix:print"): (7, 1)})
     s.close()
     s = make_store(store_kind, tmp_path)
     s.open(META)
-    assert s.rule_counts() == {("a.com", "suffix:print"): (7, 1)}
+    assert s.rules.read() == {("a.com", "suffix:print"): (7, 1)}
     s.close()
 
 
@@ -133,14 +133,14 @@ def test_a_group_budget_admits_the_same_keys_for_good_and_no_more(store_kind, tm
     again on every later call, by the next process too; others are refused; groups are counted apart."""
     s = make_store(store_kind, tmp_path)
     s.open(META)
-    assert [s.admit("http://a/", k, 2) for k in ("c1", "c2", "c3", "c1")] == [True, True, False, True]
-    assert s.admit("http://b/", "c3", 2)
+    assert [s.budgets.admit("http://a/", k, 2) for k in ("c1", "c2", "c3", "c1")] == [True, True, False, True]
+    assert s.budgets.admit("http://b/", "c3", 2)
     s.close()
     s = make_store(store_kind, tmp_path)
     s.open(META)
-    assert [s.admit("http://a/", k, 2) for k in ("c3", "c2", "c1")] == [False, True, True]
+    assert [s.budgets.admit("http://a/", k, 2) for k in ("c3", "c2", "c1")] == [False, True, True]
     s.clear()
-    assert s.admit("http://a/", "c3", 2)
+    assert s.budgets.admit("http://a/", "c3", 2)
     s.close()
 
 
@@ -532,21 +532,21 @@ def test_repoint_makes_a_group_reach_its_better_copy_and_keeps_its_members(store
 
 def test_selectors_are_kept_by_name_replaced_and_cleared(store):
     """Learned templates' selectors (scrapy_neardup.engine.learned): JSON by name, the last saved kept."""
-    assert store.selectors() == {}
-    store.save_selectors({"a.com\t1f": '{"v": 1}', "b.org\t2e": '{"v": 1, "x": 2}'})
-    store.save_selectors({"a.com\t1f": '{"v": 1, "state": "retired"}'})
-    assert store.selectors() == {"a.com\t1f": '{"v": 1, "state": "retired"}', "b.org\t2e": '{"v": 1, "x": 2}'}
+    assert store.selectors.read() == {}
+    store.selectors.save({"a.com\t1f": '{"v": 1}', "b.org\t2e": '{"v": 1, "x": 2}'})
+    store.selectors.save({"a.com\t1f": '{"v": 1, "state": "retired"}'})
+    assert store.selectors.read() == {"a.com\t1f": '{"v": 1, "state": "retired"}', "b.org\t2e": '{"v": 1, "x": 2}'}
     store.clear()
-    assert store.selectors() == {}
+    assert store.selectors.read() == {}
 
 
 @pytest.mark.parametrize("store_kind", PERSISTENT_BACKENDS)
 def test_selectors_outlive_the_process(store_kind, tmp_path):
     s = make_store(store_kind, tmp_path)
     s.open(META)
-    s.save_selectors({"a.com\t1f": '{"v": 1}'})
+    s.selectors.save({"a.com\t1f": '{"v": 1}'})
     s.close()
     s = make_store(store_kind, tmp_path)
     s.open(META)
-    assert s.selectors() == {"a.com\t1f": '{"v": 1}'}
+    assert s.selectors.read() == {"a.com\t1f": '{"v": 1}'}
     s.close()

@@ -20,9 +20,9 @@ def test_books_round_trip_and_a_foreign_record_is_passed_over():
     for foreign in ("[]", "not json", '{"started": "soon", "finished": 2}', '{"finished": 2}'):
         assert CrawlBooks.from_json(foreign) is None
     store = MemoryStore()
-    store.add_crawl_books(books)
-    store.__dict__["_crawl_books"].append("garbage")
-    assert store.crawl_books() == [books]
+    store.books.add(books)
+    store.books._records.append("garbage")  # a record that does not read as books
+    assert store.books.read() == [books]
 
 
 def test_overlapping_books_are_one_crawl_added_up():

@@ -73,8 +73,8 @@ def test_the_learner_tries_rules_on_the_verdicts_and_shares_its_counts_through_t
     def group_of(url):
         return groups.get(url)
 
-    one = Learner(RuleBook(min_support=2, min_confidence=0.7), store, group_of, sync_every=1000)
-    two = Learner(RuleBook(min_support=2, min_confidence=0.7), store, group_of, sync_every=1000)
+    one = Learner(RuleBook(min_support=2, min_confidence=0.7), store.rules, group_of, sync_every=1000)
+    two = Learner(RuleBook(min_support=2, min_confidence=0.7), store.rules, group_of, sync_every=1000)
     rule = UrlRule("param", "ref")
     for i in range(3):
         groups[f"https://a.com/{i}"] = f"https://a.com/{i}"
@@ -99,7 +99,7 @@ def test_the_learner_tries_rules_on_the_verdicts_and_shares_its_counts_through_t
     two.sync()
     one.sync()
     assert one.book.counts["a.com"][rule] == RuleCount(3, 1)
-    assert store.rule_counts()[("a.com", "param:ref")] == (3, 1)
+    assert store.rules.read()[("a.com", "param:ref")] == (3, 1)
 
 
 def _succeed(book, host, rule, times):

@@ -49,7 +49,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
 
     store = existing_store(args)
     try:
-        counts = store.rule_counts()
+        counts = store.rules.read()
     finally:
         store.close()
     curated = None
@@ -132,7 +132,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         params = store.read_meta() or {}
         data = collect(
-            redact_url(args.store_url), store.iter_records(), store.rule_counts(), store.crawl_books(), config_of({})
+            redact_url(args.store_url), store.iter_records(), store.rules.read(), store.books.read(), config_of({})
         )
     finally:
         store.close()

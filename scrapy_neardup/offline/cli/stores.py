@@ -87,13 +87,15 @@ class _UnknownUrls:
         self.store = store
         self.soft404 = {}
         self.predicted = {}
-        for books in store.crawl_books():  # oldest first: the newest verdict wins
+        for books in store.books.read():  # oldest first: the newest verdict wins
             for page in books.soft404_pages:
                 self.soft404[page.url] = (page, books.started)
             for kept in books.predicted_pages:
                 self.predicted[kept.url] = (kept, books.started)
         book = build_rule_book(config_of({}))
-        self.rules = Learner(book, store, lambda url: group_of(store, url), sync_every=1 << 30, sync_secs=float("inf"))
+        self.rules = Learner(
+            book, store.rules, lambda url: group_of(store, url), sync_every=1 << 30, sync_secs=float("inf")
+        )
 
     def __call__(self, url: str) -> dict[str, Any] | None:
         from ...engine.urlrules import UrlRule, host_of

@@ -78,8 +78,8 @@ Ids are never reused. A store of another layout is refused at open, with what to
 """
 
 from .codec import RECORD_VERSION, pack_record, unpack_record
-from .layout import CLUSTER_SLOTS, LAYOUT, _Layout, cluster_slot, group_tags
-from .scripts import _lua
+from .layout import CLUSTER_SLOTS, LAYOUT, KeyLayout, cluster_slot, group_tags
+from .scripts import lua_script
 from .store import RedisStore
 from .transport import RedisErrors
 
@@ -89,8 +89,8 @@ __all__ = [
     "RECORD_VERSION",
     "RedisErrors",
     "RedisStore",
-    "_Layout",
-    "_lua",
+    "KeyLayout",
+    "lua_script",
     "cluster_slot",
     "group_tags",
     "pack_record",

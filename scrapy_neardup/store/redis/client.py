@@ -14,16 +14,16 @@ from ..base import (
     StoreError,
     redact_url,
 )
-from .layout import BUCKET_BIN_BITS, GROUP_BITS, _Layout
-from .scripts import _SCRIPTS
-from .transport import RedisErrors, _pack
+from .layout import BUCKET_BIN_BITS, GROUP_BITS, KeyLayout
+from .scripts import SCRIPTS
+from .transport import RedisErrors, packed_commands
 
 logger = logging.getLogger("scrapy_neardup.store.redis")
 
 
 class RedisConnection:
     """A connection to a Redis server or cluster for a store under ``prefix``: the URL, TLS, timeouts and
-    retries, and the calls every part of the store makes through it (:meth:`_call`, :meth:`_scripts`)."""
+    retries, and the calls every part of the store makes through it (:meth:`call`, :meth:`_scripts`)."""
 
     def __init__(
         self,
@@ -37,6 +37,7 @@ class RedisConnection:
         tls_cert_file: str | None = None,
         tls_key_file: str | None = None,
     ) -> None:
+        super().__init__()  # the store's in-process parts, replaced by the store's own (a RedisStore)
         try:
             import redis
         except ImportError as exc:
@@ -72,7 +73,7 @@ class RedisConnection:
                 f"{1 << (GROUP_BITS + 16)}, got {bucket_bins}"
             )
         #: The layout of a new store (bucket bins from NEARDUP_REDIS_BUCKET_BINS); an existing store keeps its own.
-        self.layout = _Layout(prefix, GROUP_BITS, bucket_bins.bit_length() - 1 - GROUP_BITS)
+        self.layout = KeyLayout(prefix, GROUP_BITS, bucket_bins.bit_length() - 1 - GROUP_BITS)
         self.client: Any = None
         self._sha: dict[str, str] = {}
         #: How often a server's lost script cache was loaded again (a restart, a failover, SCRIPT FLUSH).
@@ -97,9 +98,9 @@ class RedisConnection:
             for address in parts.netloc.rpartition("@")[2].split(","):
                 host, _, port = address.rpartition(":")
                 nodes.append(ClusterNode(host or "127.0.0.1", int(port or 6379)))
-            # The client reaches the cluster as it is made: through _call, so that an unreachable cluster is
+            # The client reaches the cluster as it is made: through call, so that an unreachable cluster is
             # a StoreError (retried, then said in one line), as an unreachable server is.
-            self.client = self._call(
+            self.client = self.call(
                 RedisCluster,
                 startup_nodes=nodes,
                 username=unquote(user) or None,
@@ -115,12 +116,12 @@ class RedisConnection:
                 socket_connect_timeout=self.timeout_secs,
                 **self._tls_options,
             )
-        self._call(self.client.ping)
+        self.call(self.client.ping)
         self._load_scripts()
         if self.cluster:
             return  # the cluster client sends writes to the masters
         # A store that cannot be written is found now, not after pages were given verdicts it cannot keep.
-        replication = self._call(self.client.info, "replication")
+        replication = self.call(self.client.info, "replication")
         if replication.get("role") in ("slave", "replica"):
             raise StoreError(
                 f"Redis at {self.location} is a read-only replica (of "
@@ -130,9 +131,9 @@ class RedisConnection:
 
     def _load_scripts(self) -> None:
         """Load the scripts on every master (a cluster client sends SCRIPT LOAD to all of them)."""
-        self._sha = {name: self._call(self.client.script_load, body) for name, body in _SCRIPTS.items()}
+        self._sha = {name: self.call(self.client.script_load, body) for name, body in SCRIPTS.items()}
 
-    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a Redis call with bounded retries and exponential back-off on faults that pass (see
         :class:`RedisErrors`); a server that lost its scripts gets them again and the call is repeated.
 
@@ -225,13 +226,13 @@ class RedisConnection:
             replies = self._on_masters([(route[groups[0]], command(groups)) for groups in parts])
             return {g: r for groups, reply in zip(parts, replies) for g, r in zip(groups, reply)}
 
-        return self._call(run)
+        return self.call(run)
 
     def _on_masters(self, commands: Sequence[tuple[str, tuple[Any, ...] | bytes]]) -> list[Any]:
         """Each command (with the key it is routed by) sent to the master of its slot (on one server, to it):
         everything is sent to every master first, then the replies are read, so the masters work at once.
         redis-py's cluster pipeline does the same with far more work per command; a failover or a moved
-        slot raises, and :meth:`_call` asks for the slots again and retries."""
+        slot raises, and :meth:`call` asks for the slots again and retries."""
         by_node: dict[str, list[int]] = defaultdict(list)
         nodes: dict[str, Any] = {}
         for i, (key, _) in enumerate(commands):
@@ -250,7 +251,7 @@ class RedisConnection:
                 except TypeError:  # redis-py before 5.3 names the command
                     conn = client.connection_pool.get_connection("EVALSHA")
                 sent.append((client, conn, indices))
-                conn.send_packed_command(_pack(conn, [commands[i][1] for i in indices]))
+                conn.send_packed_command(packed_commands(conn, [commands[i][1] for i in indices]))
             for client, conn, indices in sent:
                 for i in indices:
                     try:  # the connection's own reader: no reply of these commands needs a callback
@@ -271,12 +272,13 @@ class RedisConnection:
     def _meta_script(self, name: str, *args: Any) -> Any:
         """A script on ``P``'s slot (four a batch): straight to its master's connection, as the group
         scripts go, not through the cluster client's command routing (a third of these calls' cost)."""
-        meta = self._key("meta")
-        return self._call(
+        meta = self.key_of("meta")
+        return self.call(
             lambda: self._on_masters([(meta, ("EVALSHA", self._sha[name], 1, meta, self.prefix, *args))])[0]
         )
 
-    def _key(self, name: str) -> str:
+    def key_of(self, name: str) -> str:
+        """The store's own key ``name``: ``P:name``."""
         return f"{self.prefix}:{name}"
 
     def close(self) -> None:

@@ -16,8 +16,8 @@ from ..base import (
 #: The record format (a record: header, signature, key) and the fixed-size entries of the bins.
 RECORD_VERSION = 3
 _HEADER = struct.Struct("<BIfIH")
-_U32 = struct.Struct("<I")
-_U16 = struct.Struct("<H")
+U32 = struct.Struct("<I")
+U16 = struct.Struct("<H")
 _CHANGE = struct.Struct("<II")
 
 
@@ -45,27 +45,27 @@ def unpack_record(data: bytes, where: str = "") -> tuple[str, bytes, int, float,
     return key, data[start : start + sig_len], canonical_id, similarity, float(seen)
 
 
-def _lower_entry(delta: bytes, rest: int, doc: int) -> bool:
+def lower_entry(delta: bytes, rest: int, doc: int) -> bool:
     """Whether ``delta`` (7-byte bucket entries) holds an entry of bucket prefix ``rest`` with an id below
     ``doc``."""
     prefix = rest.to_bytes(4, "little")[:3]
     for pos in range(0, len(delta) - 6, 7):
-        if delta[pos : pos + 3] == prefix and _U32.unpack_from(delta, pos + 3)[0] < doc:
+        if delta[pos : pos + 3] == prefix and U32.unpack_from(delta, pos + 3)[0] < doc:
             return True
     return False
 
 
-def _key_entry_id(bin_value: bytes, key_hash: bytes, where: str) -> int:
+def key_entry_id(bin_value: bytes, key_hash: bytes, where: str) -> int:
     """The id in a key bin's entry (12 bytes: the key's 8-byte hash, u32 id) for ``key_hash``; 0: none."""
     if len(bin_value) % 12:
         raise StoreError(f"malformed key bin in the Redis store{where} ({len(bin_value)} bytes, not a multiple of 12)")
     at = bin_value.find(key_hash)
     while at >= 0 and at % 12:
         at = bin_value.find(key_hash, at + 1)
-    return 0 if at < 0 else _U32.unpack_from(bin_value, at + 8)[0]
+    return 0 if at < 0 else U32.unpack_from(bin_value, at + 8)[0]
 
 
-def _bucket_hits(entries: bytes, counts: np.ndarray, inverse: np.ndarray, rests: np.ndarray) -> dict[int, list[int]]:
+def bucket_hits(entries: bytes, counts: np.ndarray, inverse: np.ndarray, rests: np.ndarray) -> dict[int, list[int]]:
     """The ids each bucket row found: ``entries`` are the bins read (7-byte entries end to end, ``counts``
     entries each), row r looks in bin ``inverse[r]`` for entries of prefix ``rests[r]``. Row -> ids, in bin
     order, for the rows that found any."""
@@ -92,7 +92,7 @@ def _bucket_hits(entries: bytes, counts: np.ndarray, inverse: np.ndarray, rests:
     return hits
 
 
-def _rows(bins: np.ndarray, rests: np.ndarray, *columns: Any) -> np.ndarray:
+def bucket_rows(bins: np.ndarray, rests: np.ndarray, *columns: Any) -> np.ndarray:
     """Bucket entries as rows of bytes: u16 bin, the 3-byte prefix, then each of ``columns`` as a u32."""
     n = len(bins)
     out = np.empty((n, 5 + 4 * len(columns)), dtype=np.uint8)
@@ -104,7 +104,7 @@ def _rows(bins: np.ndarray, rests: np.ndarray, *columns: Any) -> np.ndarray:
     return out
 
 
-def _by_group(groups: np.ndarray, rows: np.ndarray) -> dict[int, tuple[np.ndarray, bytes]]:
+def by_group(groups: np.ndarray, rows: np.ndarray) -> dict[int, tuple[np.ndarray, bytes]]:
     """Rows split by group: group -> (their positions, their bytes end to end)."""
     order = np.argsort(groups, kind="stable")
     ordered = groups[order]
@@ -113,7 +113,7 @@ def _by_group(groups: np.ndarray, rows: np.ndarray) -> dict[int, tuple[np.ndarra
     return {int(ordered[s]): (order[s:e], rows[order[s:e]].tobytes()) for s, e in zip(starts, ends)}
 
 
-def _appended(replies: Sequence[bytes], positions: Sequence[np.ndarray]) -> dict[int, bytes | None]:
+def appended_since(replies: Sequence[bytes], positions: Sequence[np.ndarray]) -> dict[int, bytes | None]:
     """What other documents appended to buckets since a lookup, from replies of changed bins (see the
     scripts), one per group, whose appends or reads were the bucket rows at ``positions`` (each group's, in
     order). Row -> the bytes (``None``: the bin shrank), for the few rows that have any."""

@@ -27,20 +27,20 @@ from ..base import (
 )
 from .client import RedisConnection
 from .codec import (
-    _U16,
-    _U32,
-    _appended,
-    _bucket_hits,
-    _by_group,
-    _key_entry_id,
-    _lower_entry,
-    _rows,
+    U16,
+    U32,
+    appended_since,
+    bucket_hits,
+    bucket_rows,
+    by_group,
+    key_entry_id,
+    lower_entry,
     pack_record,
     unpack_record,
 )
-from .layout import _LAYOUT_FIELD, LAYOUT, READ_LAYOUTS, RECORDS_PER_BIN, _Buckets, _Layout
-from .scripts import _WRITE_META
-from .transport import _mget_command
+from .layout import LAYOUT, LAYOUT_FIELD, READ_LAYOUTS, RECORDS_PER_BIN, FilingBuckets, KeyLayout
+from .scripts import WRITE_META
+from .transport import mget_command
 
 logger = logging.getLogger("scrapy_neardup.store.redis")
 
@@ -52,11 +52,11 @@ class RedisIndex(RedisConnection, Store):
     lease_secs = 30.0
 
     def read_meta(self) -> dict[str, str] | None:
-        raw = self._call(self.client.hgetall, self._key("meta"))
+        raw = self.call(self.client.hgetall, self.key_of("meta"))
         if not raw:
             return None
         meta = self._decode_meta(raw.items())
-        self._use_layout(meta.pop(_LAYOUT_FIELD, None))
+        self._use_layout(meta.pop(LAYOUT_FIELD, None))
         return meta
 
     def _use_layout(self, stored: str | None) -> None:
@@ -72,7 +72,7 @@ class RedisIndex(RedisConnection, Store):
                     f"The Redis store at {self.location} has layout {params.get('version')}; this version reads "
                     f"layout {LAYOUT} (a store of a development version): set NEARDUP_RESET = True to start afresh"
                 )
-            self.layout = _Layout(
+            self.layout = KeyLayout(
                 self.prefix,
                 int(params["group_bits"]),
                 int(params["bucket_bin_bits"]),
@@ -80,28 +80,28 @@ class RedisIndex(RedisConnection, Store):
                 int(params["version"]),
             )
         except (ValueError, KeyError, TypeError) as exc:
-            raise StoreError(f"unreadable {_LAYOUT_FIELD} in {self._key('meta')}: {stored!r} ({exc})") from None
+            raise StoreError(f"unreadable {LAYOUT_FIELD} in {self.key_of('meta')}: {stored!r} ({exc})") from None
 
     def _decode_meta(self, pairs: Any) -> dict[str, str]:
         try:
             return {k.decode(): v.decode() for k, v in pairs}
         except UnicodeDecodeError:
-            raise StoreError(f"malformed parameters in the Redis store ({self._key('meta')} is not UTF-8)") from None
+            raise StoreError(f"malformed parameters in the Redis store ({self.key_of('meta')} is not UTF-8)") from None
 
     def write_meta(self, meta: Mapping[str, str]) -> None:
         # One script: when several processes open an empty store at once, the first one's meta is
         # written whole, and every other process is checked against it, never against half of it.
-        args: list[str] = [_LAYOUT_FIELD, self.layout.params()]
+        args: list[str] = [LAYOUT_FIELD, self.layout.params()]
         for name, value in meta.items():
             args += [name, value]
-        raw = self._call(self.client.eval, _WRITE_META, 1, self._key("meta"), *args)
+        raw = self.call(self.client.eval, WRITE_META, 1, self.key_of("meta"), *args)
         stored = self._decode_meta(zip(raw[0::2], raw[1::2]))
-        self._use_layout(stored.pop(_LAYOUT_FIELD, None))
+        self._use_layout(stored.pop(LAYOUT_FIELD, None))
         check_meta(stored, meta, self.location)
 
     # -- lookups -----------------------------------------------------------------------------------
     def count(self) -> int:
-        return int(self._call(self.client.get, self._key("count")) or 0)
+        return int(self.call(self.client.get, self.key_of("count")) or 0)
 
     def get(self, key: str) -> DocRecord | None:
         return self._lookup_many([Query(key, None, [])], touch=False)[0].known
@@ -115,15 +115,15 @@ class RedisIndex(RedisConnection, Store):
         calls: dict[int, list[bytes]] = defaultdict(list)
         for doc, touch in wanted.items():
             calls[self.layout.record_group(doc)].append(struct.pack("<IB", doc, 1 if touch else 0))
-        now = _U32.pack(int(time.time()))
+        now = U32.pack(int(time.time()))
         replies = self._scripts("records", {g: [now, b"".join(parts)] for g, parts in calls.items()})
         out: dict[int, bytes] = {}
         for g, parts in calls.items():
             reply, pos = replies[g], 0
             for part in parts:
-                (size,) = _U32.unpack_from(reply, pos)
+                (size,) = U32.unpack_from(reply, pos)
                 if size:
-                    out[_U32.unpack_from(part)[0]] = reply[pos + 4 : pos + 4 + size]
+                    out[U32.unpack_from(part)[0]] = reply[pos + 4 : pos + 4 + size]
                 pos += 4 + size
         return out
 
@@ -131,7 +131,7 @@ class RedisIndex(RedisConnection, Store):
         return f" ({self.layout.bin_name(self.layout.record_group(doc), b'r', doc // RECORDS_PER_BIN)!r}, id {doc})"
 
     def _get_bins(self, reads: Mapping[int, Sequence[tuple[bytes, np.ndarray]]]) -> dict[int, list[bytes]]:
-        """The values of bins by group (group -> parts of :func:`_mget_command`; a missing bin reads as
+        """The values of bins by group (group -> parts of :func:`mget_command`; a missing bin reads as
         empty), in the parts' order. Plain MGETs, atomic per group: one for them all on one server, one per
         group on a cluster, every master at once."""
         groups = [g for g in reads if any(len(numbers) for _, numbers in reads[g])]
@@ -141,22 +141,22 @@ class RedisIndex(RedisConnection, Store):
         def run() -> list[list[Any]]:
             route = self.layout.route
             if not self.cluster:
-                values = self._on_masters([("", _mget_command(part for g in groups for part in reads[g]))])[0]
+                values = self._on_masters([("", mget_command(part for g in groups for part in reads[g]))])[0]
                 out, at = [], 0
                 for g in groups:
                     n = sum(len(numbers) for _, numbers in reads[g])
                     out.append(values[at : at + n])
                     at += n
                 return out
-            return self._on_masters([(route[g], _mget_command(reads[g])) for g in groups])
+            return self._on_masters([(route[g], mget_command(reads[g])) for g in groups])
 
-        return {g: [v or b"" for v in values] for g, values in zip(groups, self._call(run))}
+        return {g: [v or b"" for v in values] for g, values in zip(groups, self.call(run))}
 
     def _key_bins(
         self, wheres: Sequence[tuple[int, int, bytes]]
     ) -> tuple[dict[int, tuple[bytes, np.ndarray]], list[tuple[int, int]]]:
         """The key bins of keys (group, key bin, hash), each once, as the part of each group's read that
-        :func:`_mget_command` takes (the group's key-bin head, the bin numbers); where each key's bin is
+        :func:`mget_command` takes (the group's key-bin head, the bin numbers); where each key's bin is
         among them."""
         numbers: dict[int, list[int]] = defaultdict(list)
         at: list[tuple[int, int]] = []
@@ -175,7 +175,7 @@ class RedisIndex(RedisConnection, Store):
     ) -> list[int]:
         """The ids that hold keys (0: none), from their bins as read."""
         return [
-            _key_entry_id(values[g][i], where[2], self._where_bin(g, b"k", where[1]))
+            key_entry_id(values[g][i], where[2], self._where_bin(g, b"k", where[1]))
             for (g, i), where in zip(at, wheres)
         ]
 
@@ -220,7 +220,7 @@ class RedisIndex(RedisConnection, Store):
                 f"malformed bucket bin in the Redis store{where} ({lengths_by_bin[bad]} bytes, not a multiple of 7)"
             )
         lengths = lengths_by_bin[inverse] if len(codes) else np.zeros(0, dtype=np.int64)
-        return known_ids, lengths, _bucket_hits(b"".join(blobs), lengths_by_bin // 7, inverse, rests)
+        return known_ids, lengths, bucket_hits(b"".join(blobs), lengths_by_bin // 7, inverse, rests)
 
     def _scan_bins(
         self, wheres: Sequence[tuple[int, int, bytes]], groups: np.ndarray, bins: np.ndarray, rests: np.ndarray
@@ -231,8 +231,8 @@ class RedisIndex(RedisConnection, Store):
         key_at = []
         for g, kbin, khash in wheres:
             key_at.append((g, len(key_calls[g])))
-            key_calls[g].append(_U16.pack(kbin) + khash)
-        split = _by_group(groups, _rows(bins, rests))
+            key_calls[g].append(U16.pack(kbin) + khash)
+        split = by_group(groups, bucket_rows(bins, rests))
         replies = self._scripts(
             "lookup",
             {
@@ -249,7 +249,7 @@ class RedisIndex(RedisConnection, Store):
             ends = np.cumsum(fixed["n"].astype(np.int64))
             for i in np.flatnonzero(fixed["n"]).tolist():
                 hits[int(positions[i])] = found[ends[i] - fixed["n"][i] : ends[i]].tolist()
-        return [_U32.unpack_from(replies[g][0], 4 * i)[0] for g, i in key_at], lengths, hits
+        return [U32.unpack_from(replies[g][0], 4 * i)[0] for g, i in key_at], lengths, hits
 
     #: Bucket bins are read whole while they average at most this many bytes (a lookup reads a sample of
     #: them and remembers the mean); beyond it Redis scans them and sends back only what matches.
@@ -327,7 +327,7 @@ class RedisIndex(RedisConnection, Store):
                         candidates.append(Candidate(cand_key, sig, cand))
             # A key entry whose id has no record: a claim left behind (crash, or a batch still in flight).
             stale_claim = known_ids[k] if known_ids[k] and known_ids[k] not in records else 0
-            token = _Buckets(groups[lo:hi], bins[lo:hi], rests[lo:hi], lengths[lo:hi], stale_claim)
+            token = FilingBuckets(groups[lo:hi], bins[lo:hi], rests[lo:hi], lengths[lo:hi], stale_claim)
             out.append(Lookup(None, candidates, token))
         return out
 
@@ -342,7 +342,7 @@ class RedisIndex(RedisConnection, Store):
             return self._file(filings, first, [int(lo) for lo in lower])
         except StoreError:
             try:  # let waiters go on at once rather than after the lease (best effort: Redis may be gone)
-                self.client.hset(self._key("flight"), first, f"void {int(time.time() * 1000) + 3_600_000}")
+                self.client.hset(self.key_of("flight"), first, f"void {int(time.time() * 1000) + 3_600_000}")
             except self._redis_module.RedisError:
                 pass
             raise
@@ -350,8 +350,8 @@ class RedisIndex(RedisConnection, Store):
     @staticmethod
     def _key_entry(where: tuple[int, int, bytes], doc: int, replace: int | None = None) -> bytes:
         """A key bin entry of a claim (with the id it may replace) or a release."""
-        entry = struct.pack("<H", where[1]) + where[2] + _U32.pack(doc)
-        return entry if replace is None else entry + _U32.pack(replace)
+        entry = struct.pack("<H", where[1]) + where[2] + U32.pack(doc)
+        return entry if replace is None else entry + U32.pack(replace)
 
     def _file(self, filings: Sequence[Filing], first: int, lower: list[int]) -> list[Added]:
         layout = self.layout
@@ -361,10 +361,10 @@ class RedisIndex(RedisConnection, Store):
         keys = [layout.key(f.key) for f in filings]
         claim_at: list[tuple[int, int]] = []
         check_at: list[tuple[int, int]] = []
-        views: list[_Buckets | None] = []
+        views: list[FilingBuckets | None] = []
         canonical_ids: list[int] = []
         for filing, doc, where in zip(filings, ids, keys):
-            token = filing.token if isinstance(filing.token, _Buckets) else None
+            token = filing.token if isinstance(filing.token, FilingBuckets) else None
             # The key's entry held an id without a record after its batch was over (the lookup waited for
             # it): a claim left behind, taken over.
             replace = token.stale_claim if token is not None and token.stale_claim < first else 0
@@ -372,7 +372,7 @@ class RedisIndex(RedisConnection, Store):
             claims[where[0]].append(self._key_entry(where, doc, replace))
             canonical_id = 0
             if filing.canonical is None:
-                views.append(token if token is not None else _Buckets(*layout.buckets(filing.buckets), None))
+                views.append(token if token is not None else FilingBuckets(*layout.buckets(filing.buckets), None))
                 check_at.append((-1, -1))
             else:
                 views.append(None)
@@ -381,7 +381,7 @@ class RedisIndex(RedisConnection, Store):
                 cg = layout.record_group(canonical_id)
                 check_at.append((cg, len(checks[cg])) if canonical_id else (-1, -1))
                 if canonical_id:
-                    checks[cg].append(_U32.pack(canonical_id))
+                    checks[cg].append(U32.pack(canonical_id))
             canonical_ids.append(canonical_id)
         # The canonical filings' bucket entries, all at once: rows in filing order, split by group.
         owners = [k for k, view in enumerate(views) if view is not None]
@@ -398,7 +398,7 @@ class RedisIndex(RedisConnection, Store):
             )
         else:
             groups = bins = rests = seen = np.empty(0, dtype=np.int64)
-        split = _by_group(groups, _rows(bins, rests, row_doc, seen))
+        split = by_group(groups, bucket_rows(bins, rests, row_doc, seen))
         calls = {
             g: [b"".join(claims.get(g, [])), split[g][1] if g in split else b"", b"".join(checks.get(g, []))]
             for g in set(claims) | set(split) | set(checks)
@@ -406,20 +406,21 @@ class RedisIndex(RedisConnection, Store):
         replies = self._scripts("claim", calls)
         self._meta_script("appended", first)
         # Per bucket row with any: the entries appended since the lookup.
-        deltas = _appended([replies[g][1] for g in split], [positions for positions, _ in split.values()])
+        deltas = appended_since([replies[g][1] for g in split], [positions for positions, _ in split.values()])
         if lower:
             # Batches with lower ids that had not appended when this one got its ids: wait until they have,
             # then read the buckets again since the lookup. Whatever they appended is there now.
             self._wait(lower, "appended")
             checked = np.flatnonzero(seen != 0xFFFFFFFF)
-            reads = _rows(bins[checked], rests[checked], seen[checked])[:, [0, 1, 5, 6, 7, 8]]  # u16 bin, u32 from
-            again = _by_group(groups[checked], reads)
+            rows = bucket_rows(bins[checked], rests[checked], seen[checked])
+            reads = rows[:, [0, 1, 5, 6, 7, 8]]  # u16 bin, u32 from
+            again = by_group(groups[checked], reads)
             fresh = self._scripts("delta", {g: [blob] for g, (_, blob) in again.items()})
-            deltas = _appended([fresh[g] for g in again], [checked[positions] for positions, _ in again.values()])
+            deltas = appended_since([fresh[g] for g in again], [checked[positions] for positions, _ in again.values()])
         # A canonical filing is stale when a row of its buckets got an entry of a lower id (or shrank).
         stale = np.zeros(len(filings), dtype=bool)
         for row, delta in deltas.items():
-            if delta is None or _lower_entry(delta, int(rests[row]), int(row_doc[row])):
+            if delta is None or lower_entry(delta, int(rests[row]), int(row_doc[row])):
                 stale[row_owner[row]] = True
         results: list[Added] = []
         writes: dict[int, list[bytes]] = defaultdict(list)
@@ -505,5 +506,5 @@ class RedisIndex(RedisConnection, Store):
         """Record ids by group, for :meth:`_write` to delete."""
         out: dict[int, list[bytes]] = defaultdict(list)
         for doc in ids:
-            out[self.layout.record_group(doc)].append(_U32.pack(doc))
+            out[self.layout.record_group(doc)].append(U32.pack(doc))
         return out

@@ -19,7 +19,7 @@ LAYOUT = 4
 READ_LAYOUTS = (4,)
 #: Redis Cluster's hash slots (a key's slot: CRC16/XMODEM of its hash tag, mod 16384).
 CLUSTER_SLOTS = 16384
-_LAYOUT_FIELD = "redis_layout"
+LAYOUT_FIELD = "redis_layout"
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 #: Defaults of a new store (a store keeps the values it was made with, in ``P:meta``).
 GROUP_BITS, BUCKET_BIN_BITS, KEY_BIN_BITS = 6, 12, 8
@@ -50,7 +50,7 @@ def group_tags(base: str, groups: int, version: int = LAYOUT) -> tuple[str, ...]
     return tuple(tags)
 
 
-class _Layout:
+class KeyLayout:
     """Where a bucket, a key and a record live: groups (hash tags) and bins, from the store's parameters."""
 
     def __init__(
@@ -113,7 +113,7 @@ class _Layout:
         return self.heads[kind][group] + number.to_bytes(4 if kind == b"r" else 2, "little")
 
 
-class _Buckets:
+class FilingBuckets:
     """A canonical filing's view of its buckets: group, bin, entry prefix and the bin's length at lookup."""
 
     __slots__ = ("groups", "bins", "rests", "lengths", "stale_claim")

@@ -1,6 +1,6 @@
 """The Redis store (see the package's docstring for the layout, the protocol and the argument): the index, and
-what is done to its records besides filing them (re-filing, re-pointing, ageing, purging, listing), with the
-crawl's URL-rule counts, books and group budgets."""
+what is done to its records besides filing them (re-filing, re-pointing, ageing, purging, listing); its parts
+beside the fingerprints are in :mod:`.parts`."""
 
 from __future__ import annotations
 
@@ -12,21 +12,17 @@ from typing import Any
 
 import numpy as np
 
-from ..base import (
-    DocRecord,
-    _read_books,
-)
-from ..books import KEPT_CRAWLS, CrawlBooks
+from ..base import DocRecord
 from .codec import (
-    _U32,
-    _by_group,
-    _rows,
+    U32,
+    bucket_rows,
+    by_group,
     pack_record,
     unpack_record,
 )
 from .index import RedisIndex
 from .layout import RECORDS_PER_BIN
-from .scripts import _ADMIT
+from .parts import RedisBooks, RedisBudgets, RedisRuleCounts, RedisSelectors
 
 logger = logging.getLogger("scrapy_neardup.store.redis")
 
@@ -49,15 +45,22 @@ class RedisStore(RedisIndex):
         )
         return cls(url, **{k: v for k, v in options.items() if k in wanted})
 
+    def __init__(self, url: str, **options: Any) -> None:
+        super().__init__(url, **options)
+        self.rules = RedisRuleCounts(self)
+        self.budgets = RedisBudgets(self)
+        self.selectors = RedisSelectors(self)
+        self.books = RedisBooks(self)
+
     # -- meta --------------------------------------------------------------------------------------
     def _group_keys(self) -> list[bytes]:
         """Every key of the store's groups (a SCAN of every master)."""
-        return self._call(lambda: list(self.client.scan_iter(match=self.layout.pattern, count=10_000)))
+        return self.call(lambda: list(self.client.scan_iter(match=self.layout.pattern, count=10_000)))
 
     def clear(self) -> None:
-        own = [self._key(n) for n in ("meta", "seq", "count", "flight", "urlrules", "crawls", "budget", "selectors")]
+        own = [self.key_of(n) for n in ("meta", "seq", "count", "flight", "urlrules", "crawls", "budget", "selectors")]
         keys = self._group_keys()
-        self._call(self.client.delete, *own)
+        self.call(self.client.delete, *own)
         for i in range(0, len(keys), self._BATCH):  # a key a command: a cluster refuses a DEL across slots
             part = keys[i : i + self._BATCH]
 
@@ -67,71 +70,7 @@ class RedisStore(RedisIndex):
                     pipe.unlink(key)
                 pipe.execute()
 
-            self._call(unlink)
-
-    def add_rule_counts(self, counts: Mapping[tuple[str, str], tuple[int, int]]) -> None:
-        """One hash, ``P:urlrules``: a field ``host<TAB>rule<TAB>+`` (successes) and ``...-`` (failures) a
-        rule, added to with HINCRBY, so that processes add their counts without reading them first."""
-        if not counts:
-            return
-        key = self._key("urlrules")
-
-        def add() -> None:
-            pipe = self.client.pipeline(transaction=False)
-            for (host, rule), (successes, failures) in counts.items():
-                if successes:
-                    pipe.hincrby(key, f"{host}\t{rule}\t+", successes)
-                if failures:
-                    pipe.hincrby(key, f"{host}\t{rule}\t-", failures)
-                if not successes and not failures:
-                    pipe.hincrby(key, f"{host}\t{rule}\t+", 0)
-            pipe.execute()
-
-        self._call(add)
-
-    def add_crawl_books(self, books: CrawlBooks) -> None:
-        """A list, ``P:crawls``: the books pushed at its head, the list cut to the newest kept."""
-        key = self._key("crawls")
-
-        def push() -> None:
-            pipe = self.client.pipeline(transaction=False)
-            pipe.lpush(key, books.to_json())
-            pipe.ltrim(key, 0, KEPT_CRAWLS - 1)
-            pipe.execute()
-
-        self._call(push)
-
-    def admit(self, group: str, key: str, budget: int) -> bool:
-        """One hash, ``P:budget``: a field per group, its admitted keys one a line, read and extended by one
-        script (EVAL: a short body, sent whole, so a server that lost its script cache needs nothing), so
-        that processes asking at once never admit more than ``budget``."""
-        admitted = self._call(self.client.eval, _ADMIT, 1, self._key("budget"), group, key, budget)
-        return bool(int(admitted))
-
-    def save_selectors(self, records: Mapping[str, str]) -> None:
-        """One hash, ``P:selectors``: a field a template, its selector's JSON."""
-        if records:
-            self._call(self.client.hset, self._key("selectors"), mapping=dict(records))
-
-    def selectors(self) -> dict[str, str]:
-        raw = self._call(self.client.hgetall, self._key("selectors"))
-        return {field.decode(): value.decode() for field, value in raw.items()}
-
-    def crawl_books(self) -> list[CrawlBooks]:
-        return _read_books(self._call(self.client.lrange, self._key("crawls"), 0, -1))
-
-    def rule_counts(self) -> dict[tuple[str, str], tuple[int, int]]:
-        raw = self._call(self.client.hgetall, self._key("urlrules"))
-        out: dict[tuple[str, str], tuple[int, int]] = {}
-        for field, value in raw.items():
-            try:
-                host, rule, sign = field.decode().split("\t")
-                number = int(value)
-            except ValueError:  # not a field of ours: passed over
-                continue
-            successes, failures = out.get((host, rule), (0, 0))
-            out[(host, rule)] = (successes + number, failures) if sign == "+" else (successes, failures + number)
-        return out
+            self.call(unlink)
 
     def refile(self, key: str, signature: bytes, buckets: Sequence[int] | np.ndarray) -> bool:
         doc = self._id_of(key)
@@ -143,7 +82,7 @@ class RedisStore(RedisIndex):
             return False
         record = pack_record(key, signature, 0, 1.0, seen)
         groups, bins, rests = self.layout.buckets(buckets)
-        split = _by_group(groups, _rows(bins, rests, doc, 0xFFFFFFFF))
+        split = by_group(groups, bucket_rows(bins, rests, doc, 0xFFFFFFFF))
         self._scripts("claim", {g: [b"", blob, b""] for g, (_, blob) in split.items()})
         self._write({self.layout.record_group(doc): [struct.pack("<II", doc, len(record)) + record]}, {}, {})
         return True
@@ -181,7 +120,7 @@ class RedisStore(RedisIndex):
         for g, numbers in self._bins(b"r").items():
             for i in range(0, len(numbers), self._BATCH):
                 part = numbers[i : i + self._BATCH]
-                values = self._call(lambda: self._get_many([self.layout.bin_name(g, b"r", n) for n in part]))
+                values = self.call(lambda: self._get_many([self.layout.bin_name(g, b"r", n) for n in part]))
                 for number, value in zip(part, values):
                     pos, value = 0, value or b""
                     while pos + 3 <= len(value):
@@ -217,7 +156,7 @@ class RedisStore(RedisIndex):
         """Delete the records of ids (id -> key) and release their key entries; how many records were."""
         dropped, _ = self._write({}, self._drops(gone), self._releases((key, doc) for doc, key in gone.items()))
         if dropped:
-            self._call(self.client.decrby, self._key("count"), dropped)
+            self.call(self.client.decrby, self.key_of("count"), dropped)
         return dropped
 
     def remove(self, keys: Sequence[str]) -> int:
@@ -231,7 +170,7 @@ class RedisStore(RedisIndex):
         gone: dict[int, str] = {}
         for g, numbers in self._bins(b"r").items():
             for i in range(0, len(numbers), self._BATCH):
-                nums = b"".join(_U32.pack(n) for n in numbers[i : i + self._BATCH])
+                nums = b"".join(U32.pack(n) for n in numbers[i : i + self._BATCH])
                 reply = self._scripts("expire", {g: [int(before), nums]})[g]
                 pos = 0
                 while pos < len(reply):
@@ -241,15 +180,15 @@ class RedisStore(RedisIndex):
         # The records are gone (counted here); their key entries are released.
         self._write({}, {}, self._releases((key, doc) for doc, key in gone.items()))
         if gone:
-            self._call(self.client.decrby, self._key("count"), len(gone))
+            self.call(self.client.decrby, self.key_of("count"), len(gone))
         return len(gone)
 
     def purge(self) -> int:
         # Ids at or above the lowest batch in flight now may belong to a batch still filing: never touched.
-        flight = self._call(self.client.hgetall, self._key("flight"))
+        flight = self.call(self.client.hgetall, self.key_of("flight"))
         limit = min(
             [int(lo) for lo, v in flight.items() if not v.startswith(b"void")]
-            + [int(self._call(self.client.get, self._key("seq")) or 0) + 1]
+            + [int(self.call(self.client.get, self.key_of("seq")) or 0) + 1]
         )
         by_id = self._all_records()
         orphans: dict[int, str] = {}
@@ -267,12 +206,12 @@ class RedisStore(RedisIndex):
         for g, numbers in self._bins(b"b").items():
             for i in range(0, len(numbers), self._BATCH):
                 part = numbers[i : i + self._BATCH]
-                values = self._call(lambda: self._get_many([self.layout.bin_name(g, b"b", n) for n in part]))
+                values = self.call(lambda: self._get_many([self.layout.bin_name(g, b"b", n) for n in part]))
                 for number, value in zip(part, values):
                     entries = np.frombuffer(value or b"", dtype=np.uint8).reshape(-1, 7)
                     ids = set(entries[:, 3:].copy().view("<u4").ravel().tolist())
                     dead = sorted(doc for doc in ids if doc < limit and doc not in live)
                     if dead:
-                        blob = struct.pack("<H", number) + b"".join(_U32.pack(d) for d in dead)
+                        blob = struct.pack("<H", number) + b"".join(U32.pack(d) for d in dead)
                         self._scripts("purge", {g: [blob]})
         return len(orphans)

@@ -26,16 +26,16 @@ def _optional(name: str) -> Any:
 _hiredis: Any = _optional("hiredis")
 
 
-def _pack(conn: Any, commands: Sequence[tuple[Any, ...] | bytes]) -> Any:
+def packed_commands(conn: Any, commands: Sequence[tuple[Any, ...] | bytes]) -> Any:
     """Commands in the Redis protocol: by hiredis when it is there (redis-py's own packing looks at every
     argument in Python, thousands per batch), else by the connection; a command given as bytes is packed
-    already (:func:`_mget_command`)."""
+    already (:func:`mget_command`)."""
     if _hiredis is not None:
         return [b"".join([c if isinstance(c, bytes) else _hiredis.pack_command(c) for c in commands])]
     return [c if isinstance(c, bytes) else b"".join(conn.pack_command(*c)) for c in commands]
 
 
-def _mget_command(parts: Iterable[tuple[bytes, np.ndarray]]) -> bytes:
+def mget_command(parts: Iterable[tuple[bytes, np.ndarray]]) -> bytes:
     """An MGET of bins, packed in the Redis protocol here: each part is a bin name's head (a group's tag
     and kind) and the u16 numbers that end the names. A lookup reads thousands of bins; built row by row in
     numpy, their names cost no Python object each."""

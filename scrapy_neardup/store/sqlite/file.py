@@ -103,15 +103,17 @@ class ForeignDatabaseError(StoreError):
 
 def translated(method: Any, writes: bool = True) -> Any:
     """Turn every SQLite and file-system error of ``method`` into a :class:`StoreError` (a
-    :class:`StoreWriteError`, after rolling back, for a method that ``writes``)."""
+    :class:`StoreWriteError`, after rolling back, for a method that ``writes``): a method of the file, or of
+    a part of the store kept in it (:mod:`.parts`, whose ``file`` it is)."""
 
     @functools.wraps(method)
-    def wrapper(self: SqliteFile, *args: Any, **kwargs: Any) -> Any:
-        count = self._count
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        file: SqliteFile = self if isinstance(self, SqliteFile) else self.file
+        count = file._count
         try:
             return method(self, *args, **kwargs)
         except (sqlite3.Error, OSError) as exc:
-            raise self._failed(method.__name__.strip("_"), exc, count, writes) from exc
+            raise file._failed(method.__name__.strip("_"), exc, count, writes) from exc
 
     return wrapper
 
@@ -155,6 +157,7 @@ class SqliteFile(Store):
     the documents in it."""
 
     def __init__(self, path: str, commit_every: int = 500, commit_secs: float = 1.0) -> None:
+        super().__init__()
         self.path = os.path.abspath(path)
         self.location = f"sqlite:///{self.path}"
         self.commit_every = commit_every
@@ -350,6 +353,10 @@ class SqliteFile(Store):
     @translated
     def flush(self) -> None:
         self._commit()
+
+    def batched(self, writes: int = 1) -> None:
+        """``writes`` made in the open batch: committed with it, whenever the batch is."""
+        self._pending += writes
 
     def _commit(self) -> None:
         if self._db is not None and self._db.in_transaction:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,12 +18,11 @@ from ..base import (
     Filing,
     Lookup,
     Query,
-    _read_books,
     key_hash,
 )
-from ..books import KEPT_CRAWLS, CrawlBooks
 from ..compact import LevelIndex
 from .file import HIGH_WATER, SqliteFile, translated, translated_read
+from .parts import SqliteBooks, SqliteBudgets, SqliteRuleCounts, SqliteSelectors
 
 _MERGE_BATCH = 100_000  # rows per executemany call while merging: bounds the Python objects alive at once
 
@@ -94,59 +93,12 @@ class SqliteStore(SqliteFile):
         self._staged = LevelIndex(key_bits=32)
         self._staged_docs = 0
         self._merging: _Merge | None = None
+        self.rules = SqliteRuleCounts(self)
+        self.budgets = SqliteBudgets(self)
+        self.selectors = SqliteSelectors(self)
+        self.books = SqliteBooks(self)
 
     # -- meta --------------------------------------------------------------------------------------
-    @translated
-    def add_rule_counts(self, counts: Mapping[tuple[str, str], tuple[int, int]]) -> None:
-        self.db.executemany(
-            "INSERT INTO url_rules (host, rule, successes, failures) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (host, rule) DO UPDATE SET successes = successes + excluded.successes, "
-            "failures = failures + excluded.failures",
-            [(host, rule, successes, failures) for (host, rule), (successes, failures) in counts.items()],
-        )
-        self._commit()
-
-    @translated_read
-    def rule_counts(self) -> dict[tuple[str, str], tuple[int, int]]:
-        rows = self.db.execute("SELECT host, rule, successes, failures FROM url_rules").fetchall()
-        return {(host, rule): (successes, failures) for host, rule, successes, failures in rows}
-
-    @translated
-    def add_crawl_books(self, books: CrawlBooks) -> None:
-        # Committed with the batch it joins (a crawl writes its books just before the store's last commit,
-        # whose failure then counts the fingerprints it lost).
-        self.db.execute("INSERT INTO crawls (books) VALUES (?)", (books.to_json(),))
-        self.db.execute(f"DELETE FROM crawls WHERE id <= (SELECT MAX(id) FROM crawls) - {KEPT_CRAWLS}")
-        self._pending += 1
-
-    @translated
-    def admit(self, group: str, key: str, budget: int) -> bool:
-        db = self.db
-        if db.execute("SELECT 1 FROM budget WHERE grp = ? AND key = ?", (group, key)).fetchone():
-            return True
-        if db.execute("SELECT COUNT(*) FROM budget WHERE grp = ?", (group,)).fetchone()[0] >= budget:
-            return False
-        db.execute("INSERT INTO budget (grp, key) VALUES (?, ?)", (group, key))
-        self._pending += 1
-        return True
-
-    @translated
-    def save_selectors(self, records: Mapping[str, str]) -> None:
-        self.db.executemany(
-            "INSERT INTO selectors (name, record) VALUES (?, ?) "
-            "ON CONFLICT (name) DO UPDATE SET record = excluded.record",
-            list(records.items()),
-        )
-        self._pending += 1
-
-    @translated_read
-    def selectors(self) -> dict[str, str]:
-        return dict(self.db.execute("SELECT name, record FROM selectors").fetchall())
-
-    @translated_read
-    def crawl_books(self) -> list[CrawlBooks]:
-        return _read_books([text for (text,) in self.db.execute("SELECT books FROM crawls ORDER BY id")])
-
     @translated
     def clear(self) -> None:
         self.db.execute("DELETE FROM budget")

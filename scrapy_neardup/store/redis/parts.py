@@ -1,0 +1,109 @@
+"""The parts of a Redis store beside the fingerprints (:mod:`scrapy_neardup.store.parts`), each under keys of
+the store's own, ``P:name``, written so that processes sharing the store never read before they write."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from ..books import KEPT_CRAWLS, CrawlBooks
+from ..parts import BookShelf, GroupBudgets, RuleCount, RuleName, SelectorRecords, UrlRuleCounts, read_books
+from .scripts import ADMIT
+
+if TYPE_CHECKING:
+    from .client import RedisConnection
+
+
+class RedisRuleCounts(UrlRuleCounts):
+    """One hash, ``P:urlrules``: a field ``host<TAB>rule<TAB>+`` (successes) and ``...-`` (failures) a rule,
+    added to with HINCRBY, so that processes add their counts without reading them first."""
+
+    def __init__(self, connection: RedisConnection) -> None:
+        self.connection = connection
+
+    def add(self, counts: Mapping[RuleName, RuleCount]) -> None:
+        if not counts:
+            return
+        connection = self.connection
+        key = connection.key_of("urlrules")
+
+        def add() -> None:
+            pipe = connection.client.pipeline(transaction=False)
+            for (host, rule), (successes, failures) in counts.items():
+                if successes:
+                    pipe.hincrby(key, f"{host}\t{rule}\t+", successes)
+                if failures:
+                    pipe.hincrby(key, f"{host}\t{rule}\t-", failures)
+                if not successes and not failures:
+                    pipe.hincrby(key, f"{host}\t{rule}\t+", 0)
+            pipe.execute()
+
+        connection.call(add)
+
+    def read(self) -> dict[RuleName, RuleCount]:
+        connection = self.connection
+        raw = connection.call(connection.client.hgetall, connection.key_of("urlrules"))
+        out: dict[RuleName, RuleCount] = {}
+        for field, value in raw.items():
+            try:
+                host, rule, sign = field.decode().split("\t")
+                number = int(value)
+            except ValueError:  # not a field of ours: passed over
+                continue
+            successes, failures = out.get((host, rule), (0, 0))
+            out[(host, rule)] = (successes + number, failures) if sign == "+" else (successes, failures + number)
+        return out
+
+
+class RedisBudgets(GroupBudgets):
+    """One hash, ``P:budget``: a field per group, its admitted keys one a line, read and extended by one script
+    (EVAL: a short body, sent whole, so a server that lost its script cache needs nothing), so that processes
+    asking at once never admit more than ``budget``."""
+
+    def __init__(self, connection: RedisConnection) -> None:
+        self.connection = connection
+
+    def admit(self, group: str, key: str, budget: int) -> bool:
+        connection = self.connection
+        admitted = connection.call(connection.client.eval, ADMIT, 1, connection.key_of("budget"), group, key, budget)
+        return bool(int(admitted))
+
+
+class RedisSelectors(SelectorRecords):
+    """One hash, ``P:selectors``: a field a template, its selector's JSON."""
+
+    def __init__(self, connection: RedisConnection) -> None:
+        self.connection = connection
+
+    def save(self, records: Mapping[str, str]) -> None:
+        if records:
+            connection = self.connection
+            connection.call(connection.client.hset, connection.key_of("selectors"), mapping=dict(records))
+
+    def read(self) -> dict[str, str]:
+        connection = self.connection
+        raw = connection.call(connection.client.hgetall, connection.key_of("selectors"))
+        return {field.decode(): value.decode() for field, value in raw.items()}
+
+
+class RedisBooks(BookShelf):
+    """A list, ``P:crawls``: the books pushed at its head, the list cut to the newest kept."""
+
+    def __init__(self, connection: RedisConnection) -> None:
+        self.connection = connection
+
+    def add(self, books: CrawlBooks) -> None:
+        connection = self.connection
+        key = connection.key_of("crawls")
+
+        def push() -> None:
+            pipe = connection.client.pipeline(transaction=False)
+            pipe.lpush(key, books.to_json())
+            pipe.ltrim(key, 0, KEPT_CRAWLS - 1)
+            pipe.execute()
+
+        connection.call(push)
+
+    def read(self) -> list[CrawlBooks]:
+        connection = self.connection
+        return read_books(connection.call(connection.client.lrange, connection.key_of("crawls"), 0, -1))
