@@ -38,6 +38,12 @@ class Invalid(ValueError):
     """Raised by a setting's extra check: the message says what is allowed."""
 
 
+def resolved_workers(workers: int | None) -> int:
+    """How many extraction worker processes ``workers`` (``NEARDUP_WORKERS``, ``--workers``) means: itself, or
+    the machine's cores when it is ``None``."""
+    return workers if workers is not None else (os.cpu_count() or 1)
+
+
 @dataclass(frozen=True)
 class Setting:
     """One setting. ``kind``: ``bool``, ``int``, ``float``, ``str`` (a choice when ``choices`` is given) or
@@ -562,7 +568,7 @@ class Config:
 
     def resolved_workers(self) -> int:
         """Extraction worker processes: ``NEARDUP_WORKERS``, or the machine's cores when it is None."""
-        return self.workers if self.workers is not None else (os.cpu_count() or 1)
+        return resolved_workers(self.workers)
 
     def resolve_store_url(self, spider_name: str, data_dir: str) -> str:
         """The configured store URL, or the default SQLite file ``<data_dir>/neardup/<spider>.sqlite3``."""

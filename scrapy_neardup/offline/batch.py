@@ -8,7 +8,6 @@ store) and a bounded window of documents in flight, not the input.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -23,7 +22,7 @@ from ..engine.decisions import Decision, DecisionLoop, Declared
 from ..engine.detector import Verdict
 from ..engine.extract import decode_html, quiet_trafilatura
 from ..engine.prepare import DocumentPipeline, Prepared
-from ..settings import Config
+from ..settings import Config, resolved_workers
 from ..store import Store
 from ..workers import ExtractionPool, in_order, init_worker, worker_pipeline
 from .inputs import BadLine, Document, DocumentReader, RawLine, parse_line
@@ -253,7 +252,7 @@ class BatchDeduplicator:
         self.store: Store = build_store(config, spider, data_dir=".scrapy")
         self.detector = new_detector(config, build_algorithm(config), self.store)
         self.guard = build_template_guard(config, self.detector.algorithm)
-        self.workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
+        self.workers = max(1, resolved_workers(workers))
         self.reset = reset
 
     def _results(self, documents: Iterable[Document | RawLine]) -> Iterator[_Result]:

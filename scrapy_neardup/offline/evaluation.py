@@ -14,8 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..assembly import build_pipeline, build_template_guard
+from ..assembly import build_pipeline, build_template_guard, new_detector
 from ..engine.cluster import UnionFind
+from ..settings import resolved_workers
 from ..workers import ExtractionPool, in_order, worker_pipeline
 
 if TYPE_CHECKING:
@@ -202,7 +203,7 @@ def extract_pages(manifest: list[dict], base: str, config: Any, workers: int | N
     pipeline extracts it, in the extraction runtime's worker processes, in manifest order."""
     import os
 
-    processes = max(1, workers or os.cpu_count() or 1)
+    processes = max(1, resolved_workers(workers or None))
     pool = ExtractionPool(config, processes, timeout=config.worker_timeout, fork_first=True)
     pool.start()
     try:
@@ -221,7 +222,6 @@ def decide_pages(
 
     from ..engine.canonical import may_fetch
     from ..engine.decisions import DecisionLoop, Declared
-    from ..engine.detector import Detector
     from ..store import MemoryStore
 
     position: dict[str, int] = {}
@@ -229,7 +229,7 @@ def decide_pages(
         position.setdefault(row["url"], i)
     pipeline = build_pipeline(config)
     algorithm = pipeline.algorithm
-    detector = Detector(algorithm, MemoryStore())
+    detector = new_detector(config, algorithm, MemoryStore())
     detector.open()
     loop = DecisionLoop(detector, build_template_guard(config, algorithm))
     pairs = []

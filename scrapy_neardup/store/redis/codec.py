@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -21,6 +21,17 @@ U16 = struct.Struct("<H")
 _CHANGE = struct.Struct("<II")
 
 
+class StoredRecord(NamedTuple):
+    """A record as stored: the document's key, its signature (empty for a near-duplicate), the id of its
+    canonical (0: it is canonical), its similarity to it and when it was last seen (Unix seconds)."""
+
+    key: str
+    signature: bytes
+    canonical_id: int
+    similarity: float
+    seen: float
+
+
 def pack_record(
     key: str, signature: bytes | None, canonical_id: int, similarity: float, seen: float | None = None
 ) -> bytes:
@@ -29,8 +40,8 @@ def pack_record(
     return _HEADER.pack(RECORD_VERSION, canonical_id, similarity, int(seen), len(sig)) + sig + key.encode("utf-8")
 
 
-def unpack_record(data: bytes, where: str = "") -> tuple[str, bytes, int, float, float]:
-    """``(key, signature, canonical id, similarity, last seen)`` of a record; raises :class:`StoreError`
+def unpack_record(data: bytes, where: str = "") -> StoredRecord:
+    """A record's fields; raises :class:`StoreError`
     naming ``where`` (the bin and id it was read from) if it is malformed in any way."""
     if len(data) < _HEADER.size:
         raise StoreError(f"malformed record in the Redis store{where} (too short: {len(data)} bytes)")
@@ -42,7 +53,7 @@ def unpack_record(data: bytes, where: str = "") -> tuple[str, bytes, int, float,
         key = data[start + sig_len :].decode("utf-8")
     except UnicodeDecodeError as exc:
         raise StoreError(f"malformed record in the Redis store{where} (its key is not UTF-8: {exc})") from None
-    return key, data[start : start + sig_len], canonical_id, similarity, float(seen)
+    return StoredRecord(key, data[start : start + sig_len], canonical_id, similarity, float(seen))
 
 
 def lower_entry(delta: bytes, rest: int, doc: int) -> bool:

@@ -29,6 +29,7 @@ from .client import RedisConnection
 from .codec import (
     U16,
     U32,
+    StoredRecord,
     appended_since,
     bucket_hits,
     bucket_rows,
@@ -287,16 +288,20 @@ class RedisIndex(RedisConnection, Store):
             if holders:
                 self._wait([int(lo) for lo in holders], "done")
             records.update(self._records({doc: wanted[doc] for doc in unfiled}))
-        parsed: dict[int, tuple[str, bytes, int, float, float]] = {}
+        parsed: dict[int, StoredRecord] = {}
 
-        def parse(doc: int) -> tuple[str, bytes, int, float, float]:
+        def parse(doc: int) -> StoredRecord:
             if doc not in parsed:
                 parsed[doc] = unpack_record(records[doc], self._where(doc))
             return parsed[doc]
 
         # Known near-duplicates: their canonicals' records, one more step.
-        known = [doc if doc in records and parse(doc)[0] == q.key else 0 for q, doc in zip(items, known_ids)]
-        missing = {parse(doc)[2]: False for doc in known if doc and parse(doc)[2] and parse(doc)[2] not in records}
+        known = [doc if doc in records and parse(doc).key == q.key else 0 for q, doc in zip(items, known_ids)]
+        missing = {
+            parse(doc).canonical_id: False
+            for doc in known
+            if doc and parse(doc).canonical_id and parse(doc).canonical_id not in records
+        }
         if missing:
             records.update(self._records(missing))
         hit_rows = sorted(hits)

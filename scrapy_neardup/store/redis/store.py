@@ -15,6 +15,7 @@ import numpy as np
 from ..base import DocRecord
 from .codec import (
     U32,
+    StoredRecord,
     bucket_rows,
     by_group,
     pack_record,
@@ -77,10 +78,10 @@ class RedisStore(RedisIndex):
         records = self._records({doc: False}) if doc else {}
         if not doc or doc not in records:
             return False
-        old_key, _, canonical_id, _, seen = unpack_record(records[doc], self._where(doc))
-        if old_key != key or canonical_id:
+        old = unpack_record(records[doc], self._where(doc))
+        if old.key != key or old.canonical_id:
             return False
-        record = pack_record(key, signature, 0, 1.0, seen)
+        record = pack_record(key, signature, 0, 1.0, old.seen)
         groups, bins, rests = self.layout.buckets(buckets)
         split = by_group(groups, bucket_rows(bins, rests, doc, 0xFFFFFFFF))
         self._scripts("claim", {g: [b"", blob, b""] for g, (_, blob) in split.items()})
@@ -94,9 +95,9 @@ class RedisStore(RedisIndex):
         records = self._records({old_id: False, new_id: False})
         if old_id not in records or new_id not in records:
             return False
-        old_key, _, _, _, _ = unpack_record(records[old_id], self._where(old_id))
-        new_key, _, new_canonical, _, _ = unpack_record(records[new_id], self._where(new_id))
-        if old_key != old or new_key != new or new_canonical:
+        old_record = unpack_record(records[old_id], self._where(old_id))
+        new_record = unpack_record(records[new_id], self._where(new_id))
+        if old_record.key != old or new_record.key != new or new_record.canonical_id:
             return False
         group = self.layout.record_group(old_id)
         reply = self._scripts("repoint", {group: [struct.pack("<IIf", old_id, new_id, similarity)]})[group]
@@ -114,9 +115,9 @@ class RedisStore(RedisIndex):
                 out[tags[head]].append(int.from_bytes(name[-width:], "little"))
         return out
 
-    def _all_records(self) -> dict[int, tuple[str, bytes, int, float, float]]:
+    def _all_records(self) -> dict[int, StoredRecord]:
         """Every record by id."""
-        by_id: dict[int, tuple[str, bytes, int, float, float]] = {}
+        by_id: dict[int, StoredRecord] = {}
         for g, numbers in self._bins(b"r").items():
             for i in range(0, len(numbers), self._BATCH):
                 part = numbers[i : i + self._BATCH]
@@ -143,7 +144,9 @@ class RedisStore(RedisIndex):
                 yield DocRecord(key, None, sim, sig or None, seen)
             elif canonical_id in by_id:  # an orphan (its canonical removed) is skipped
                 theirs = by_id[canonical_id]
-                yield DocRecord(key, theirs[0], sim, None, seen, theirs[1] or None, chained=bool(theirs[2]))
+                yield DocRecord(
+                    key, theirs.key, sim, None, seen, theirs.signature or None, chained=bool(theirs.canonical_id)
+                )
 
     # -- ageing --------------------------------------------------------------------------------------
     _BATCH = 1_000  # bins or ids per script call in a maintenance pass
@@ -175,7 +178,7 @@ class RedisStore(RedisIndex):
                 pos = 0
                 while pos < len(reply):
                     doc, size = struct.unpack_from("<II", reply, pos)
-                    gone[doc] = unpack_record(reply[pos + 8 : pos + 8 + size], self._where(doc))[0]
+                    gone[doc] = unpack_record(reply[pos + 8 : pos + 8 + size], self._where(doc)).key
                     pos += 8 + size
         # The records are gone (counted here); their key entries are released.
         self._write({}, {}, self._releases((key, doc) for doc, key in gone.items()))
@@ -194,9 +197,11 @@ class RedisStore(RedisIndex):
         orphans: dict[int, str] = {}
         while True:  # a removed page's near-duplicates, then theirs (a re-pointed group's chain)
             more = {
-                doc: rec[0]
+                doc: rec.key
                 for doc, rec in by_id.items()
-                if rec[2] and doc not in orphans and (rec[2] not in by_id or rec[2] in orphans)
+                if rec.canonical_id
+                and doc not in orphans
+                and (rec.canonical_id not in by_id or rec.canonical_id in orphans)
             }
             if not more:
                 break
