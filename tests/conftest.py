@@ -1,3 +1,5 @@
+import os
+
 import pytest
 from helpers.redis_server import RedisServer, kind_named, server_kinds
 from helpers.stores import STORE_BACKENDS, _clusters, stop_shared
@@ -6,13 +8,48 @@ from helpers.stores import STORE_BACKENDS, _clusters, stop_shared
 _REDIS_FIXTURES = ("redis_kind", "redis_server", "redis_cluster", "shared_cluster")
 
 
+#: Test files that crawl over a Redis store (or a cluster): the plugin's answer to the store is under test, on
+#: one server kind (the newest found). ``NEARDUP_TEST_MATRIX=all`` runs them on every kind; ``=rest`` runs only
+#: them, on the kinds left out (``.ci/run``'s matrix step, after the README's command). The store's own tests
+#: (its protocol on each server build) always run on every kind.
+_CRAWLS_OVER_A_STORE = ("tests/crawl/", "tests/store/test_redis_production.py")
+_MATRIX = os.environ.get("NEARDUP_TEST_MATRIX", "")
+
+
+def _kinds_for(path) -> list[str]:
+    kinds = [k.name for k in server_kinds()]
+    crawls = any(part in str(path).replace(os.sep, "/") for part in _CRAWLS_OVER_A_STORE)
+    if crawls and _MATRIX == "rest":
+        return kinds[:-1]
+    if crawls and _MATRIX != "all":
+        return kinds[-1:]
+    return kinds
+
+
+def pytest_collection_modifyitems(config, items):
+    """``NEARDUP_TEST_MATRIX=rest``: only the crawls over a store, on the kinds the default run leaves out."""
+    if _MATRIX != "rest":
+        return
+    default = server_kinds()[-1].name
+    wanted = [
+        item
+        for item in items
+        if any(part in item.nodeid for part in _CRAWLS_OVER_A_STORE)
+        and getattr(item, "callspec", None) is not None
+        and item.callspec.params.get("redis_kind", default) != default
+    ]
+    config.hook.pytest_deselected(items=[item for item in items if item not in wanted])
+    items[:] = wanted
+
+
 def pytest_generate_tests(metafunc):
-    """Every test of a Redis server or cluster runs against each server kind (``redis_kind``)."""
+    """Every test of a Redis server or cluster runs against each server kind (``redis_kind``); a crawl over
+    a store on one (see ``_CRAWLS_OVER_A_STORE``)."""
     if "redis_kind" not in metafunc.fixturenames:
         return
     if any(m.args[0] == "redis_kind" for m in metafunc.definition.iter_markers("parametrize")):
         return
-    metafunc.parametrize("redis_kind", [k.name for k in server_kinds()], indirect=True)
+    metafunc.parametrize("redis_kind", _kinds_for(metafunc.definition.path), indirect=True)
 
 
 def pytest_sessionfinish(session, exitstatus):
