@@ -1,5 +1,5 @@
 """``scrapy-neardup dedup --engine spark``: real Spark jobs (``local[2]``, and ``local-cluster`` with executor
-processes of their own), each compared with the local run over the same input."""
+processes of their own, through ``spark-submit``), each compared with the local run over the same input."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def dumps(tmp_path_factory):
     return jsonl, warc
 
 
-def _compare(tmp_path, inputs, spark_inputs, *options):
+def _compare(tmp_path, inputs, spark_inputs, *options, allow_truncated=False):
     local = tmp_path / "local"
     spark = tmp_path / "spark"
     local.mkdir()
@@ -95,6 +95,7 @@ def _compare(tmp_path, inputs, spark_inputs, *options):
             str(where / "clusters.jsonl"),
             "--threshold",
             "0.5",
+            *(["--allow-truncated"] if allow_truncated else []),
             *engine,
         )
         done[where.name] = summary_of(proc)
@@ -119,20 +120,31 @@ def _same_counts(local, spark):
 
 def test_local2_writes_the_local_runs_pairs_clusters_and_counts(dumps, tmp_path):
     """JSONL read in byte ranges and a WARC read by Spark (a file:// glob, as hdfs:// and s3a:// paths are
-    read): the pairs, clusters and counts of the local run, byte for byte (declared canonical, a page met
-    twice, a bad line, non-HTML and non-2xx records); Parquet copies beside them."""
+    read), and a truncated WARC used to the cut (``--allow-truncated``): the pairs, clusters and counts of
+    the local run, byte for byte (declared canonical, a page met twice, a bad line, non-HTML and non-2xx
+    records, the records before the cut); Parquet copies beside them."""
     jsonl, warc = dumps
     assert jsonl.stat().st_size > 2 << 20
+    cut = _truncated_warc(tmp_path)
     parquet = tmp_path / "parquet"
     glob = f"file://{warc.parent}/crawl.warc*"
     local, spark = _compare(
-        tmp_path, [jsonl, warc], [jsonl, glob], "--spark-master", "local[2]", "--parquet", str(parquet)
+        tmp_path,
+        [jsonl, warc, cut],
+        [jsonl, glob, cut],
+        "--spark-master",
+        "local[2]",
+        "--parquet",
+        str(parquet),
+        allow_truncated=True,
     )
     _same_counts(local, spark)
     assert spark["seen"] == 1 and spark["unreadable"] == 1 and spark["not_2xx_responses"] == 3
     assert spark["not_html_records"] == 1 and spark["duplicate"] > 15
+    assert spark["truncated"] == local["truncated"] == [str(cut)]
     pairs = (tmp_path / "spark" / "pairs.tsv").read_text()
     assert f"{SITE}/copy/bridge\t{SITE}/news/bridge.html\t" in pairs
+    assert "http://a/1\thttp://a/0\t" in pairs and "http://a/3\thttp://a/2\t" in pairs  # before the cut
     for table in ("pairs", "clusters"):
         parts = [p for p in os.listdir(parquet / table) if p.endswith(".parquet")]
         assert parts and (parquet / table / "_SUCCESS").exists()
@@ -145,22 +157,6 @@ def test_local2_writes_the_local_runs_pairs_clusters_and_counts(dumps, tmp_path)
     ]
 
 
-def test_local_cluster_executors_give_the_same_components(dumps, tmp_path):
-    """Two executor JVMs with Python workers of their own (objects really cross processes): the connected
-    components of the local run."""
-    jsonl, warc = dumps
-    local, spark = _compare(
-        tmp_path,
-        [jsonl, warc],
-        [jsonl, warc],
-        "--spark-master",
-        "local-cluster[2,1,1024]",
-        "--cluster-mode",
-        "components",
-    )
-    _same_counts(local, spark)
-
-
 def _story(seed):
     rng = random.Random(seed)
     return (
@@ -168,9 +164,10 @@ def _story(seed):
     )
 
 
-def test_a_truncated_warc_is_refused_or_used_to_the_cut_as_the_local_run_does(tmp_path):
+def _truncated_warc(folder):
+    """A WARC file of six records, its last cut short: pages 0-1 and 2-3 are copies before the cut."""
     rng = random.Random(9)
-    path = tmp_path / "crawl.warc.gz"
+    path = folder / "whole.warc.gz"
     write_warc(
         path,
         [
@@ -178,8 +175,16 @@ def test_a_truncated_warc_is_refused_or_used_to_the_cut_as_the_local_run_does(tm
             for i, seed in enumerate((1, 1, 2, 2, 3, 4))
         ],
     )
-    cut = tmp_path / "cut.warc.gz"
+    cut = folder / "cut.warc.gz"
     cut.write_bytes(path.read_bytes()[:-300])
+    path.unlink()
+    return cut
+
+
+def test_a_truncated_warc_is_refused_as_the_local_run_refuses_it(tmp_path):
+    """Without ``--allow-truncated``: one line naming the file and how far it reads, the output left as it was
+    (the file used to the cut: test_local2_writes_the_local_runs_pairs_clusters_and_counts)."""
+    cut = _truncated_warc(tmp_path)
     out = tmp_path / "pairs.tsv"
     out.write_text("kept\n")
     refused = run_cli(
@@ -188,25 +193,8 @@ def test_a_truncated_warc_is_refused_or_used_to_the_cut_as_the_local_run_does(tm
     assert refused.returncode == 1 and out.read_text() == "kept\n"
     (line,) = ours(refused)
     assert "after 5 complete records" in line and "--allow-truncated" in line and str(cut) in line
-    proc = run_cli(
-        "dedup",
-        str(cut),
-        "-o",
-        str(out),
-        "--engine",
-        "spark",
-        "--spark-master",
-        "local[2]",
-        *QUIET,
-        "--allow-truncated",
-    )
-    assert any("TRUNCATED" in line and str(cut) in line for line in ours(proc))
-    summary = summary_of(proc)
-    assert summary["truncated"] == [str(cut)] and summary["documents"] == 5
-    assert [line.split("\t")[:2] for line in out.read_text().splitlines()] == [
-        ["http://a/1", "http://a/0"],
-        ["http://a/3", "http://a/2"],
-    ]
+    local = run_cli("dedup", str(cut), "-o", str(out), check=False)
+    assert local.returncode == 1 and ours(local) == [line]
 
 
 def test_options_spark_cannot_serve_are_refused_in_one_line_before_spark_starts(tmp_path):
@@ -271,26 +259,28 @@ def test_a_spark_that_cannot_start_is_one_line_and_the_output_is_left_as_it_was(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "pairs.tsv"]
 
 
-def test_spark_submit_runs_the_module_entry_point_on_its_own_session(dumps, tmp_path):
-    """``spark-submit .../scrapy_neardup/offline/spark/__main__.py ARGS``: dedup's arguments on the session
-    spark-submit started (its --master stands), with the local run's pairs."""
+def test_spark_submit_on_executors_of_their_own_gives_the_local_runs_components(dumps, tmp_path):
+    """``spark-submit --master local-cluster[2,1,1024] .../scrapy_neardup/offline/spark/__main__.py ARGS``:
+    dedup's arguments on the session spark-submit started (its --master stands), two executor JVMs with
+    Python workers of their own (objects really cross processes), and the local run's pairs, components and
+    counts."""
     import scrapy_neardup.offline.spark.__main__ as entry
 
-    jsonl, _ = dumps
+    jsonl, warc = dumps
     submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    out = tmp_path / "pairs.tsv"
+    outputs = ["-o", "pairs.tsv", "--clusters", "clusters.jsonl", "--cluster-mode", "components"]
     proc = subprocess.run(
         [
             submit,
             "--master",
-            "local[2]",
+            "local-cluster[2,1,1024]",
             "--conf",
             "spark.ui.enabled=false",
             entry.__file__,
             str(jsonl),
-            "-o",
-            str(out),
+            str(warc),
+            *outputs,
             "--threshold",
             "0.5",
         ],
@@ -298,13 +288,29 @@ def test_spark_submit_runs_the_module_entry_point_on_its_own_session(dumps, tmp_
         text=True,
         timeout=600,
         env=env,
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     # Spark's PythonRunner joins the driver's stderr to its stdout.
-    (summary,) = [line for line in proc.stdout.splitlines() if line.startswith('{"documents"')]
-    assert json.loads(summary)["engine"] == "spark"
-    run_cli("dedup", str(jsonl), "-o", str(tmp_path / "local.tsv"), "--threshold", "0.5")
-    assert out.read_text() == (tmp_path / "local.tsv").read_text() and out.read_text()
+    (line,) = [line for line in proc.stdout.splitlines() if line.startswith('{"documents"')]
+    spark = json.loads(line)
+    assert spark["engine"] == "spark"
+    local_dir = tmp_path / "local"
+    local_dir.mkdir()
+    local = summary_of(
+        run_cli(
+            "dedup",
+            str(jsonl),
+            str(warc),
+            *[str(local_dir / o) if o.endswith((".tsv", ".jsonl")) else o for o in outputs],
+            "--threshold",
+            "0.5",
+        )
+    )
+    _same_counts(local, spark)
+    for name in ("pairs.tsv", "clusters.jsonl"):
+        assert (tmp_path / name).read_text() == (local_dir / name).read_text(), name
+    assert (tmp_path / "pairs.tsv").read_text()
 
 
 def test_a_missing_local_input_is_refused_before_spark_starts(tmp_path):
