@@ -139,6 +139,10 @@ class RedisServer:
             "no",
             "--loglevel",
             "warning",
+            # A replica's first sync starts at once (Redis 7 and Valkey wait 5 s for more replicas to join a
+            # diskless sync).
+            "--repl-diskless-sync-delay",
+            "0",
         ]
         args += (
             ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
