@@ -2,8 +2,9 @@
 """Developer entry point that needs nothing but python3: it makes ``.venv``, installs the project, runs.
 
     python3 dev.py example     # serve the demo site on 127.0.0.1 and crawl it twice with scrapy-neardup
-    python3 dev.py test        # the test suite (what CI runs), a pytest worker a core (4 at most); args go to pytest
+    python3 dev.py test        # the test suite, a pytest worker a core (4 at most); args go to pytest
     python3 dev.py test --fast # the fast layer: every test but the end-to-end crawls (marked slow)
+    python3 dev.py test --spark # the real Spark jobs (marked spark; they need Java 17): a step of CI of its own
     python3 dev.py lint        # ruff (lint, import order, format) and mypy, as CI runs them before the tests
     python3 dev.py oldest      # the crawl tests on the oldest Scrapy line supported (2.13), in .venv-oldest
     python3 dev.py bench ...   # a benchmark script from bench/, with the peer libraries installed
@@ -119,10 +120,15 @@ def main(argv: list[str]) -> int:
     if command == "test":
         if "--fast" in rest:
             rest = [arg for arg in rest if arg != "--fast"] + ["-m", "not slow"]
+        elif "--spark" in rest:
+            rest = [arg for arg in rest if arg != "--spark"] + ["-m", "spark"]
+        elif not any(arg == "-m" or arg.startswith("-m") for arg in rest):
+            # The Spark jobs need a JVM that python3 alone does not give: a step of CI of their own.
+            rest = [*rest, "-m", "not spark"]
         if not any(arg == "-n" or arg.startswith(("-n", "--numprocesses")) for arg in rest):
             # One pytest worker a core, four at most (pytest-xdist): a crawl test mostly waits on its processes,
             # and each starts extraction workers of its own. "-n 0" to run in one process.
-            rest = ["-n", str(min(os.cpu_count() or 1, 4)), *rest]
+            rest = ["-n", str(min(os.cpu_count() or 1, 4)), "--dist", "worksteal", *rest]
         return subprocess.call([PYTHON, "-m", "pytest", *rest], cwd=ROOT)
     if command == "lint":
         sources = ["scrapy_neardup", "tests", "bench", "example_project", "dev.py", ".ci/wheel_smoke.py"]

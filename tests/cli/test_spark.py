@@ -22,7 +22,7 @@ try:
 except SparkUnavailable as exc:  # pragma: no cover - CI has Java 17
     pytest.skip(str(exc), allow_module_level=True)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 SITE = "http://demo.test"
 QUIET = ["--spark-conf", "spark.ui.enabled=false"]
