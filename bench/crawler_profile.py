@@ -1,0 +1,82 @@
+"""A probe: where the crawler process spends its CPU in one crawl of a labelled set (plugin on, 2 workers).
+
+    python3 dev.py bench bench/crawler_profile.py ../shared/neardup-dev [--order shuffled-1] [--off] [-o FILE]
+
+One crawl as ``bench_crawl.py`` runs it (the same local site, settings and order), its crawler process under
+``cProfile``; printed: the crawl's wall time and CPU, and the self time of the functions grouped by where they
+live (the plugin's modules one by one; Scrapy, Twisted and the rest as a whole). Wall time under the profiler is
+not the crawl's: compare two checkouts (``PYTHONPATH``) with this probe, never with a timing suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import cProfile
+import json
+import os
+import pstats
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_crawl
+
+from scrapy_neardup.offline.evaluation import load_manifest
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dataset")
+    parser.add_argument("--order", default="shuffled-1")
+    parser.add_argument("--off", action="store_true", help="the plugin off")
+    parser.add_argument("-o", "--output", help="also keep the profile (pstats) here")
+    args = parser.parse_args()
+    manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
+    pages = bench_crawl.load_pages(args.dataset, manifest)
+    paths = bench_crawl.crawl_orders(manifest, [args.order])[args.order]
+    base, server = bench_crawl.serve(pages)
+    workdir = tempfile.mkdtemp()
+    out = args.output or os.path.join(workdir, "crawler.pstats")
+    settings = {**bench_crawl.base_settings(workdir), "NEARDUP_ENABLED": not args.off, "NEARDUP_WORKERS": 2}
+    crawl = bench_crawl.crawl_child
+
+    def profiled(*crawl_args):  # type: ignore[no-untyped-def]
+        profile = cProfile.Profile()
+        profile.enable()
+        try:
+            crawl(*crawl_args)
+        finally:
+            profile.disable()
+            profile.dump_stats(out)
+
+    bench_crawl.crawl_child = profiled  # run_crawls forks a process for it
+    try:
+        result = bench_crawl.run_crawl(base, paths, settings, workdir)
+    finally:
+        server.terminate()
+    stats = pstats.Stats(out)
+    where: collections.Counter[str] = collections.Counter()
+    for (path, _, _), (_, _, self_time, _, _) in stats.stats.items():  # type: ignore[attr-defined]
+        if "scrapy_neardup" in path:
+            where["scrapy_neardup/" + path.split("scrapy_neardup/")[-1]] += self_time
+        else:
+            where["scrapy" if "/scrapy/" in path else "twisted" if "/twisted/" in path else "other"] += self_time
+    plugin = sum(t for name, t in where.items() if name.startswith("scrapy_neardup/"))
+    print(
+        json.dumps(
+            {
+                "command": " ".join(["bench/crawler_profile.py", *sys.argv[1:]]),
+                "seconds": round(result["seconds"], 2),
+                "crawler_cpu_seconds": round(result["crawler_cpu"], 2),
+                "plugin_self_seconds": round(plugin, 3),
+                "self_seconds": {name: round(t, 3) for name, t in where.most_common(20)},
+            },
+            indent=1,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
