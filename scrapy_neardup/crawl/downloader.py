@@ -19,21 +19,19 @@ from scrapy.exceptions import IgnoreRequest
 
 from ..engine.canonical import Declaration, chosen, link_header_canonical
 from ..engine.detector import Verdict
-from .declared import DECLARED_WAIT_SECS, MAX_KEPT_RESPONSES, DeclaredPages
+from .declared import DeclaredPages
 from .meta import (
     FLAG,
     META_DECLARED_BY,
     META_ENABLED,
-    META_FOLLOWED_FROM,
     META_KEY,
-    META_PREDICTED,
     META_REWRITTEN_FROM,
     META_SOFT404_PROBE,
     META_VERDICT,
     SOFT404_FLAG,
 )
 from .ownrequests import OwnRequests
-from .predictions import DEPRIORITIZE_BY, RulePredictor, explored
+from .predictions import RulePredictor
 from .reporting import verdict_meta
 from .screening import Skip, is_html, response_job
 from .service import NearDupService
@@ -44,25 +42,6 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from typing_extensions import Self
-
-__all__ = [
-    "DECLARED_WAIT_SECS",
-    "DEPRIORITIZE_BY",
-    "FLAG",
-    "MAX_KEPT_RESPONSES",
-    "META_DECLARED_BY",
-    "META_ENABLED",
-    "META_FOLLOWED_FROM",
-    "META_KEY",
-    "META_PREDICTED",
-    "META_REWRITTEN_FROM",
-    "META_SOFT404_PROBE",
-    "META_VERDICT",
-    "SOFT404_FLAG",
-    "NearDupDownloaderMiddleware",
-    "explored",
-    "is_html",
-]
 
 
 class NearDupDownloaderMiddleware:
@@ -113,10 +92,10 @@ class NearDupDownloaderMiddleware:
             if unchecked:  # passed on before any work, without a verdict
                 service.report.skip(reason, response.url)
                 return response
-        own_key = request.meta.get(META_KEY)
-        key = str(own_key or response.url)
+        given = request.meta.get(META_KEY)
+        key, own_key = str(given or response.url), bool(given)
         try:
-            result = await self._checked(request, response, key, bool(own_key))
+            result = await self._checked(request, response, key, own_key)
         finally:
             self.declared.decided(request.url, response.url)
         if isinstance(result, Skip):
@@ -156,7 +135,7 @@ class NearDupDownloaderMiddleware:
         return Declaration(url, "header") if url else None
 
     async def _acted_on(
-        self, request: Request, response: Response, key: str, own_key: object, verdict: Verdict
+        self, request: Request, response: Response, key: str, own_key: bool, verdict: Verdict
     ) -> Response:
         """``NEARDUP_ACTION`` on a decided page: a near-duplicate or soft-404 page dropped
         (``IgnoreRequest``) or tagged; a near-duplicate's group page followed."""

@@ -240,12 +240,11 @@ class NearDupService:
         except Exception:  # the store must still be flushed and closed below
             logger.exception("scrapy-neardup: stopping the extraction workers failed", extra={"spider": spider})
         books = self.report.books(detector.session_started, process_name(), self.soft404_answers.hosts_with_answer)
-        counts: dict[str, int] = {}
         try:
             if thread is not None:
-                await in_thread(thread, self.store_thread.close, books, counts)
+                await in_thread(thread, self.store_thread.close, books)
             else:
-                self.store_thread.close(books, counts)
+                self.store_thread.close(books)
         except Exception as exc:  # noqa: BLE001 - the crawl must still end, and say what was lost
             unsaved = exc.unsaved if isinstance(exc, StoreWriteError) else 0
             if unsaved:
@@ -261,8 +260,8 @@ class NearDupService:
         finally:
             if thread is not None:  # whatever the store did at close, no thread of ours may keep the process alive
                 thread.stop()
-        for name, count in counts.items():
-            self.stats.set_value(name, count)
+        if self.store_thread.confident_rules is not None:
+            self.stats.set_value("neardup/url_rules/confident", self.store_thread.confident_rules)
         if self.config.soft404:
             self.stats.set_value("neardup/soft404/hosts", self.soft404_answers.hosts_with_answer)
         self.report.log_summary(spider)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter, is_item
 
-from .downloader import META_VERDICT
+from .meta import META_VERDICT
 from .service import NearDupService
 
 if TYPE_CHECKING:

@@ -68,6 +68,8 @@ class StoreThread:
         self._lock = threading.Lock()
         self._thread: ThreadPool | None = None
         self.closing = False
+        #: How many URL rules were confident when the store closed (``None``: no rules, or not saved).
+        self.confident_rules: int | None = None
 
     def open(
         self, detector: Detector, guard: TemplateGuard | None, rules: Learner | None, templates: LearnedTemplates | None
@@ -209,9 +211,9 @@ class StoreThread:
         self.closing = True
         return self._thread
 
-    def close(self, books: CrawlBooks, stats: dict[str, int]) -> None:
-        """At close (no call taken any more, the workers stopped): the URL rules' last counts (the number of
-        confident rules in ``stats``), the learned templates, the crawl's ``books``; then flush and close the
+    def close(self, books: CrawlBooks) -> None:
+        """At close (no call taken any more, the workers stopped): the URL rules' last counts (then
+        :attr:`confident_rules`), the learned templates, the crawl's ``books``; then flush and close the
         store. Raises what closing the store raised."""
         detector = self.detector
         if detector is None:
@@ -222,7 +224,7 @@ class StoreThread:
                 try:
                     rules.sync()
                     book = rules.book
-                    stats["neardup/url_rules/confident"] = sum(len(book.confident(host)) for host in list(book.counts))
+                    self.confident_rules = sum(len(book.confident(host)) for host in list(book.counts))
                 except Exception as exc:  # noqa: BLE001 - the fingerprints must still be saved below
                     logger.warning("scrapy-neardup: the URL rules' last counts were not saved: %s", exc)
             if self.templates is not None:

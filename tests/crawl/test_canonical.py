@@ -17,7 +17,7 @@ from helpers.crawlkit import ServerThread, pages_server, paths_crawl_command, re
 from helpers.pages import html, story
 from helpers.redis_server import one_server_kind
 
-from scrapy_neardup.crawl.downloader import DECLARED_WAIT_SECS
+from scrapy_neardup.crawl.declared import DECLARED_WAIT_SECS
 from scrapy_neardup.engine.canonical import declared_canonical, link_header_canonical
 
 pytestmark = pytest.mark.slow

@@ -151,7 +151,7 @@ def test_young_rules_are_explored_more_and_held_ones_at_the_floor():
     held = book.explore_share("https://a.com/x?utm_source=1", ["param:utm_source"])
     assert young == pytest.approx(0.02 * 20 / 4) and held == pytest.approx(0.02)
     assert RuleBook(explore=0.0).explore_share("https://a.com/x", ["param:utm_source"]) == 0.0
-    from scrapy_neardup.crawl.downloader import explored
+    from scrapy_neardup.crawl.predictions import explored
 
     # A smaller share explores a subset of a larger one's URLs (the same ones in every process and crawl).
     urls = [f"https://a.com/{i}?utm_source=x" for i in range(2000)]
