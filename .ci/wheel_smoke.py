@@ -73,7 +73,7 @@ def main() -> int:
     from scrapy_neardup.store import redis as redis_store
 
     for name in ("alloc", "claim", "lookup", "write_meta"):
-        if len(redis_store._lua(name)) < 100:
+        if len(redis_store.lua_script(name)) < 100:
             fail(f"the wheel lacks the Redis script {name}.lua")
     with tempfile.TemporaryDirectory(prefix="neardup-wheel-") as workdir:
         return crawl_and_dedup(scrapy_neardup, workdir)
