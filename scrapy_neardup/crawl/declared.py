@@ -71,11 +71,11 @@ class DeclaredPages:
 
     async def _fetched(self, request: Request, key: str, declared_url: str) -> Declared | None:
         service = self.service
-        stats, report = service.stats, service.report
+        report = service.report
         if not may_fetch(self.policy, request.url, declared_url):
             if self.policy == "site" and await service.store_thread.known(key, declared_url) == [False, False]:
                 # A declaration that would have been fetched first under "all": said once, with the setting.
-                stats.inc_value("neardup/canonical/other_site")
+                report.count("neardup/canonical/other_site")
                 report.log_once(
                     "canonical_other_site",
                     f"the page {declared_url} that {key} declares canonical is on another site than it "
@@ -90,7 +90,7 @@ class DeclaredPages:
         if declared_url not in self._waiting and self._in_flight(declared_url):
             # The spider's own request for it is being downloaded: its decision is awaited, not a second
             # download (the copy is then decided against the declared page, filed by then).
-            stats.inc_value("neardup/canonical/awaited")
+            report.count("neardup/canonical/awaited")
             await self._decision_of(request.url, declared_url)
             return None
         # Not dont_filter, whatever the copy's request says: the offsite check must apply to the declared page.
@@ -101,7 +101,7 @@ class DeclaredPages:
         try:
             response = await self.requests.download(own)
         except Exception as exc:  # noqa: BLE001 - forbidden by robots.txt, off the allowed domains, unreachable
-            stats.inc_value("neardup/canonical/fetch_failed")
+            report.count("neardup/canonical/fetch_failed")
             report.log_once(
                 "canonical_fetch_failed",
                 f"the page {declared_url} that {key} declares canonical could "
@@ -110,12 +110,12 @@ class DeclaredPages:
             )
             return None
         if not 200 <= response.status < 300 or not is_html(response):
-            stats.inc_value("neardup/canonical/fetch_failed")
+            report.count("neardup/canonical/fetch_failed")
             return None
         prepared = await self.requests.prepared(response)
         if prepared is None or response.url == key:  # no text; or the declaration led back to the page itself
             return None
-        stats.inc_value("neardup/canonical/fetched")
+        report.count("neardup/canonical/fetched")
         self._kept[response.url] = response
         while len(self._kept) > MAX_KEPT_RESPONSES:
             self._kept.popitem(last=False)
@@ -138,7 +138,7 @@ class DeclaredPages:
         try:
             await maybe_deferred_to_future(waiter)
         except Exception:  # noqa: BLE001 - a timeout: the copy is decided on its own
-            self.service.stats.inc_value("neardup/canonical/await_timeout")
+            self.service.report.count("neardup/canonical/await_timeout")
         finally:
             self._waiting.discard(copy_url)
 
@@ -183,4 +183,4 @@ class DeclaredPages:
             return
         meta = {**carried_meta(request.meta), META_FOLLOWED_FROM: request.url}
         engine.crawl(request.replace(url=page, meta=meta, dont_filter=False))
-        self.service.stats.inc_value("neardup/canonical/followed")
+        self.service.report.count("neardup/canonical/followed")

@@ -142,9 +142,9 @@ class NearDupDownloaderMiddleware:
         service = self.service
         if verdict.status == "soft404":
             if self.config.action == "drop":
-                service.stats.inc_value("neardup/dropped")
+                service.report.count("neardup/dropped")
                 raise IgnoreRequest(f"soft-404 page: its host answers {verdict.canonical}, which cannot exist, alike")
-            service.stats.inc_value("neardup/tagged")
+            service.report.count("neardup/tagged")
             return response.replace(flags=[*response.flags, SOFT404_FLAG])
         if not verdict.is_duplicate:
             return response
@@ -153,10 +153,10 @@ class NearDupDownloaderMiddleware:
         if self.config.action == "drop":
             budget = self.config.group_budget
             if not (budget and await service.store_thread.admitted(verdict.canonical, key, budget)):
-                service.stats.inc_value("neardup/dropped")
+                service.report.count("neardup/dropped")
                 raise IgnoreRequest(f"near-duplicate of {verdict.canonical} (similarity {verdict.similarity:.3f})")
-            service.stats.inc_value("neardup/budget/passed")  # within its group's budget: let through
-        service.stats.inc_value("neardup/tagged")
+            service.report.count("neardup/budget/passed")  # within its group's budget: let through
+        service.report.count("neardup/tagged")
         return response.replace(flags=[*response.flags, FLAG])
 
     def process_exception(self, request: Request, exception: BaseException, spider: object = None) -> Request | None:

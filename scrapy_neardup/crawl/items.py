@@ -50,10 +50,10 @@ class NearDupPipeline:
         if isinstance(verdict, Skip) or not verdict.is_duplicate:
             return item
         if self.service.config.action == "drop":
-            self.service.stats.inc_value("neardup/dropped")
+            self.service.report.count("neardup/dropped")
             raise DropItem(
                 f"near-duplicate of {verdict.canonical} (similarity {verdict.similarity:.3f})", log_level="DEBUG"
             )
         self.tagger.tag(item, verdict.canonical, verdict.similarity)
-        self.service.stats.inc_value("neardup/tagged")
+        self.service.report.count("neardup/tagged")
         return item

@@ -58,24 +58,24 @@ class RulePredictor:
         prediction = await service.store_thread.predicted(request.url)
         if prediction is None:
             return None
-        stats, report = service.stats, service.report
+        report = service.report
         if prediction.decided and prediction.group == request.url:
-            stats.inc_value("neardup/url_rules/group_page")
+            report.count("neardup/url_rules/group_page")
             return None
         if explored(request.url, prediction.explore):
-            stats.inc_value("neardup/url_rules/explored")
+            report.count("neardup/url_rules/explored")
             request.meta[META_PREDICTED] = prediction.target
             return None
         group = prediction.group
         if self.budget and group and await service.store_thread.admitted(group, request.url, self.budget):
             # A copy its group's budget lets through (NEARDUP_GROUP_BUDGET), admitted now or by an earlier
             # crawl: fetched, in every crawl, so that the same copies reach the spider.
-            stats.inc_value("neardup/budget/fetched")
+            report.count("neardup/budget/fetched")
             return None
         if self.mode == "deprioritize":
             engine = self.crawler.engine
             if engine is not None:
-                stats.inc_value("neardup/url_rules/deprioritized")
+                report.count("neardup/url_rules/deprioritized")
                 engine.crawl(
                     request.replace(
                         priority=request.priority - DEPRIORITIZE_BY,
@@ -92,7 +92,7 @@ class RulePredictor:
             else:
                 # Its page, by the rules, is the one at the rewritten URL (or its group's page), not fetched in
                 # this crawl: that URL is requested in its place, through the scheduler.
-                stats.inc_value("neardup/url_rules/rewritten")
+                report.count("neardup/url_rules/rewritten")
                 report.avoided(request.url, prediction.target, page, prediction.rules)
                 report.log_once(
                     "rewritten",
@@ -103,7 +103,7 @@ class RulePredictor:
                 return request.replace(
                     url=page, meta={**request.meta, META_PREDICTED: request.url, META_REWRITTEN_FROM: request.url}
                 )
-        stats.inc_value("neardup/skipped/predicted")
+        report.count("neardup/skipped/predicted")
         report.predicted(request.url, prediction.target, prediction.group or prediction.target, prediction.rules)
         raise IgnoreRequest(
             f"scrapy-neardup: {request.url} not fetched: its URL rules make it {prediction.target}, met before"
@@ -113,7 +113,7 @@ class RulePredictor:
         """A request made in a predicted duplicate's place that brought no page: the URL asked is fetched after
         all (a rewrite into a URL that does not exist is a wrong prediction, never a lost page)."""
         asked = str(request.meta[META_REWRITTEN_FROM])
-        self.service.stats.inc_value("neardup/url_rules/fell_back")
+        self.service.report.count("neardup/url_rules/fell_back")
         self.service.report.log_once(
             "fell_back",
             f"{asked} was requested as {request.url}, which brought no page ({why}): fetched as itself after all "

@@ -73,6 +73,18 @@ class Reporter:
         self._bytes_avoided = 0.0
         self.cpu_seconds = 0.0
 
+    def count(self, name: str, n: int = 1) -> None:
+        """Add ``n`` to the ``neardup/...`` stat ``name``: every counter of the plugin is written here."""
+        self.stats.inc_value(name, n)
+
+    def set(self, name: str, value: Any) -> None:
+        """Set the ``neardup/...`` stat ``name``."""
+        self.stats.set_value(name, value)
+
+    def most(self, name: str, value: int) -> None:
+        """Keep the largest ``value`` seen in the ``neardup/...`` stat ``name``."""
+        self.stats.max_value(name, value)
+
     def record(self, key: str, verdict: Verdict) -> None:
         """Stats, log lines and the crawl's group report for a verdict (reactor thread)."""
         self.stats.inc_value("neardup/checked")

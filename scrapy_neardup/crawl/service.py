@@ -63,7 +63,6 @@ class NearDupService:
     def __init__(self, crawler: Crawler, config: Config) -> None:
         self.crawler = crawler
         self.config = config
-        self.stats = crawler.stats
         self.report = Reporter(crawler, config.debug)
         self.workers = config.resolved_workers()
         self._threads = max(1, crawler.settings.getint("REACTOR_THREADPOOL_MAXSIZE", 10))
@@ -157,7 +156,7 @@ class NearDupService:
             logger.warning("scrapy-neardup: %s", note)
             self.config = config = adopted
         learner = build_template_learner(config)
-        templates = None if learner is None else LearnedTemplates(learner, self.stats)
+        templates = None if learner is None else LearnedTemplates(learner, self.report)
         if templates is not None:
             templates.sync(store, force=True)
         warning = detector.algorithm.scale_warning()
@@ -213,9 +212,9 @@ class NearDupService:
         assert detector is not None
         self.store_thread.start()
         self.preparer.start()
-        self.stats.set_value("neardup/initial", self._initial)
+        self.report.set("neardup/initial", self._initial)
         if self._expired:
-            self.stats.set_value("neardup/expired", self._expired)
+            self.report.set("neardup/expired", self._expired)
         algorithm = detector.algorithm
         logger.info(
             "scrapy-neardup: store %s, %s, threshold %.3g, action %s, %d fingerprints already stored; extraction in %s",
@@ -236,7 +235,7 @@ class NearDupService:
         try:
             for name, value in self.preparer.close().items():
                 if value:
-                    self.stats.set_value(f"neardup/workers/{name}", value)
+                    self.report.set(f"neardup/workers/{name}", value)
         except Exception:  # the store must still be flushed and closed below
             logger.exception("scrapy-neardup: stopping the extraction workers failed", extra={"spider": spider})
         books = self.report.books(detector.session_started, process_name(), self.soft404_answers.hosts_with_answer)
@@ -248,7 +247,7 @@ class NearDupService:
         except Exception as exc:  # noqa: BLE001 - the crawl must still end, and say what was lost
             unsaved = exc.unsaved if isinstance(exc, StoreWriteError) else 0
             if unsaved:
-                self.stats.inc_value("neardup/unsaved", unsaved)
+                self.report.count("neardup/unsaved", unsaved)
             logger.error(
                 "scrapy-neardup: closing the store failed; %s: %s",
                 f"the fingerprints of the last {unsaved} pages filed were not saved"
@@ -261,9 +260,9 @@ class NearDupService:
             if thread is not None:  # whatever the store did at close, no thread of ours may keep the process alive
                 thread.stop()
         if self.store_thread.confident_rules is not None:
-            self.stats.set_value("neardup/url_rules/confident", self.store_thread.confident_rules)
+            self.report.set("neardup/url_rules/confident", self.store_thread.confident_rules)
         if self.config.soft404:
-            self.stats.set_value("neardup/soft404/hosts", self.soft404_answers.hosts_with_answer)
+            self.report.set("neardup/soft404/hosts", self.soft404_answers.hosts_with_answer)
         self.report.log_summary(spider)
 
     # -- the work ----------------------------------------------------------------------------------
@@ -297,27 +296,27 @@ class NearDupService:
         """Count and log what became of a page (and of the declared page decided before it)."""
         prepared, result = outcome.prepared, outcome.result
         if prepared.reused:
-            self.stats.inc_value("neardup/extract/reused")
+            self.report.count("neardup/extract/reused")
         if isinstance(result, Skip):
             return self.skipped(key, result)
         if outcome.refiled:
-            self.stats.inc_value("neardup/extract/refiled", outcome.refiled)
+            self.report.count("neardup/extract/refiled", outcome.refiled)
         if prepared.method == "page":
-            self.stats.inc_value("neardup/extract/page_text_fallback")
+            self.report.count("neardup/extract/page_text_fallback")
         elif prepared.method == "template":
-            self.stats.inc_value("neardup/extract/template")
+            self.report.count("neardup/extract/template")
             logger.debug(
                 "scrapy-neardup: %s extracted to its host's template text; fingerprinted on the page text",
                 key,
                 extra={"spider": self.crawler.spider},
             )
         for before in outcome.before:  # the declared page, fetched and decided first
-            self.stats.inc_value("neardup/canonical/fetched_first")
+            self.report.count("neardup/canonical/fetched_first")
             self.report.record(before.key, before.verdict)
         if not outcome.again:  # else counted when a copy brought it in
             self.report.record(key, result)
             if result.displaced is not None:
-                self.stats.inc_value("neardup/repointed")
+                self.report.count("neardup/repointed")
         return result
 
     def skipped(self, key: str, skip: Skip) -> Skip:
@@ -360,10 +359,10 @@ class NearDupService:
         """Count a page the store failed on (it passes on unchecked) and follow ``NEARDUP_ON_STORE_ERROR``.
         A failed write may also have lost pages filed before it since the last commit: they are counted in
         ``neardup/unsaved`` and named in the log line."""
-        self.stats.inc_value("neardup/store_error")
+        self.report.count("neardup/store_error")
         unsaved = exc.unsaved if isinstance(exc, StoreWriteError) else 0
         if unsaved:
-            self.stats.inc_value("neardup/unsaved", unsaved)
+            self.report.count("neardup/unsaved", unsaved)
             logger.error(
                 "scrapy-neardup: the fingerprints of %d pages filed since the store's last commit "
                 "were lost with a failed write (counted in neardup/unsaved): %s",

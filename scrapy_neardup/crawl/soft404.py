@@ -190,7 +190,7 @@ class Soft404Check:
         when it answers 200 with HTML where it was asked (``None`` otherwise: a 404, a redirect, an error)."""
         from scrapy import Request
 
-        self.service.stats.inc_value("neardup/soft404/probed")
+        self.service.report.count("neardup/soft404/probed")
         request = Request(url, meta={META_SOFT404_PROBE: url}, dont_filter=True)
         try:
             response = await self.requests.download(request)

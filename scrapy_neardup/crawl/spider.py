@@ -40,7 +40,7 @@ class ItemTagger:
             adapter[FIELD_CANONICAL] = canonical
             adapter[FIELD_SIMILARITY] = similarity
         except KeyError:
-            self.service.stats.inc_value("neardup/items/untaggable")
+            self.service.report.count("neardup/items/untaggable")
             cls = type(item)
             if cls not in self._warned:
                 self._warned.add(cls)
@@ -55,7 +55,7 @@ class ItemTagger:
                     FIELD_SIMILARITY,
                 )
             return
-        self.service.stats.inc_value("neardup/items/tagged")
+        self.service.report.count("neardup/items/tagged")
 
 
 class NearDupSpiderMiddleware:

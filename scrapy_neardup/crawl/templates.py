@@ -20,10 +20,9 @@ from ..engine.urlrules import host_of
 from ..store import StoreError
 
 if TYPE_CHECKING:
-    from scrapy.statscollectors import StatsCollector
-
     from ..engine.prepare import Prepared
     from ..store import Store
+    from .reporting import Reporter
 
 logger = logging.getLogger("scrapy_neardup")
 
@@ -38,9 +37,9 @@ class LearnedTemplates:
     """The crawl's :class:`TemplateLearner` behind one lock, its offers pickled once a host, its counters
     (``neardup/learned/...``) and its selectors' trips to and from the store."""
 
-    def __init__(self, learner: TemplateLearner, stats: StatsCollector) -> None:
+    def __init__(self, learner: TemplateLearner, report: Reporter) -> None:
         self.learner = learner
-        self.stats = stats
+        self.report = report
         self._lock = threading.Lock()
         self._urgent = False
         self._synced = 0.0
@@ -70,14 +69,14 @@ class LearnedTemplates:
         host = host_of(url) if url else ""
         if not host or prepared.reused:
             return True  # a response with the bytes of another: that one taught what they teach
-        stats = self.stats
+        report = self.report
         with self._lock:
             learner = self.learner
             template = prepared.template or 0
             if prepared.learned == "replayed" and (
                 learner.retired(host, template) if prepared.own_selector else not learner.active(host, template)
             ):
-                stats.inc_value("neardup/learned/stale")
+                report.count("neardup/learned/stale")
                 return False
             # A worker's own selector is the worker's to count and retire: here the page only counts as met.
             learned = "" if prepared.own_selector else prepared.learned
@@ -85,13 +84,13 @@ class LearnedTemplates:
             if change in ("learned", "retired", "unstable"):
                 self._urgent = True
         if prepared.template is not None:
-            stats.inc_value("neardup/learned/" + (prepared.learned or "trafilatura"))
+            report.count("neardup/learned/" + (prepared.learned or "trafilatura"))
             if prepared.own_selector:
-                stats.inc_value("neardup/learned/by_worker")
+                report.count("neardup/learned/by_worker")
         elif prepared.prekey is not None:
-            stats.inc_value("neardup/learned/unparsed")
+            report.count("neardup/learned/unparsed")
         if change:
-            stats.inc_value("neardup/learned/" + change)
+            report.count("neardup/learned/" + change)
             if change in ("retired", "unstable"):
                 logger.info(
                     "scrapy-neardup: the learned template %x of %s is %s: a check against trafilatura "
@@ -128,7 +127,7 @@ class LearnedTemplates:
         for text in stored.values():
             record = Selector.from_json(text)
             if record is None:
-                self.stats.inc_value("neardup/learned/unreadable")
+                self.report.count("neardup/learned/unreadable")
                 continue
             records.append(record)
         with self._lock:
@@ -136,12 +135,12 @@ class LearnedTemplates:
             taken = self.learner.adopt(records)
             foreign = self.learner.foreign - before
         if taken:
-            self.stats.inc_value("neardup/learned/adopted", taken)
+            self.report.count("neardup/learned/adopted", taken)
         if foreign:
-            self.stats.max_value("neardup/learned/foreign", foreign)
+            self.report.most("neardup/learned/foreign", foreign)
 
     def close(self, store: Store) -> None:
         self.sync(store, force=True)
         with self._lock:
             active = sum(1 for s in self.learner.selectors() if s.usable)
-        self.stats.set_value("neardup/learned/selectors", active)
+        self.report.set("neardup/learned/selectors", active)

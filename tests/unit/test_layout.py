@@ -111,3 +111,24 @@ def test_only_the_spark_engine_imports_pyspark_and_its_executor_steps_do_not():
         "scrapy_neardup.offline.spark.job",
         "scrapy_neardup.offline.spark.components",
     }
+
+
+def test_the_crawls_stats_are_written_by_the_reporter_alone():
+    """Every ``neardup/...`` counter of a crawl goes through :class:`~scrapy_neardup.crawl.reporting.Reporter`
+    (``count``, ``set``, ``most``): one writer, whichever collaborator meets the event."""
+    writers = []
+    for folder, _, files in os.walk(PACKAGE):
+        for name in files:
+            path = os.path.join(folder, name)
+            if not name.endswith(".py") or path.endswith(os.path.join("crawl", "reporting.py")):
+                continue
+            with open(path, encoding="utf-8") as f:
+                for node in ast.walk(ast.parse(f.read())):
+                    if isinstance(node, ast.Attribute) and node.attr in (
+                        "inc_value",
+                        "set_value",
+                        "max_value",
+                        "min_value",
+                    ):
+                        writers.append(f"{os.path.relpath(path, PACKAGE)}:{node.lineno}")
+    assert writers == []
