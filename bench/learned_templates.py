@@ -79,7 +79,9 @@ def run(args: argparse.Namespace) -> dict:
             times["learned"][i].append(seconds)
             how = found.get("learned", "")
             learned_how[i] = how
-            learner.observe(host, found.get("template"), how, found.get("lesson"), found.get("prekey"))
+            learner.observe(
+                host, found.get("template"), how, found.get("lesson"), found.get("prekey"), found.get("agreement")
+            )
     ms = {k: [1000 * statistics.median(t) for t in v] for k, v in times.items()}
     # Pages after each template's first 10 (in the crawl order): the share extracted without trafilatura.
     seen: dict[str, int] = defaultdict(int)

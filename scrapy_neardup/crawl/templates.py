@@ -80,7 +80,9 @@ class LearnedTemplates:
                 return False
             # A worker's own selector is the worker's to count and retire: here the page only counts as met.
             learned = "" if prepared.own_selector else prepared.learned
-            change = learner.observe(host, prepared.template, learned, prepared.lesson, prepared.prekey)
+            change = learner.observe(
+                host, prepared.template, learned, prepared.lesson, prepared.prekey, prepared.agreement
+            )
             if change in ("learned", "retired", "unstable"):
                 self._urgent = True
         if prepared.template is not None:

@@ -124,7 +124,6 @@ def _suffixes() -> Any:
     return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True)
 
 
-@lru_cache(maxsize=65_536)
 def site_of(url: str) -> str:
     """The registrable domain of ``url`` (``news.example.co.uk`` → ``example.co.uk``, by the public suffix
     list). Intranets have none, and are sites too: a host without a public suffix (``.internal``,
@@ -132,7 +131,11 @@ def site_of(url: str) -> str:
     a single label is its own site); a private, loopback or link-local address is of the site of its
     network (``10.1.x.x``: the first 16 bits of an IPv4 address, 48 of an IPv6 one); a public address is its
     own site."""
-    host = (urlsplit(url).hostname or "").lower().rstrip(".")
+    return _site_of_host((urlsplit(url).hostname or "").lower().rstrip("."))
+
+
+@lru_cache(maxsize=65_536)
+def _site_of_host(host: str) -> str:
     if not host:
         return ""
     try:

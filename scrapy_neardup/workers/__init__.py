@@ -79,7 +79,13 @@ logger = logging.getLogger("scrapy_neardup")
 CLOSE_WAIT_SECS = 5.0
 #: How long a dead worker's process is waited for, to read its exit code.
 REAP_WAIT_SECS = 1.0
-_TASK = struct.Struct("<Q")
+#: A task's header: its number, and how many of its arguments follow it out of band (each a message of its
+#: own: a page's body crosses the pipe as it is, not copied into a pickle first).
+_TASK = struct.Struct("<QI")
+#: A reply's header: the number of the task it answers.
+_REPLY = struct.Struct("<Q")
+#: ``bytes`` arguments from this size on are sent out of band (pickle protocol 5, PEP 574).
+OUT_OF_BAND_BYTES = 16 * 1024
 
 
 class WorkerLost(Exception):
@@ -95,19 +101,21 @@ class WorkerError(Exception):
 
 
 def serve(conn: Connection, config: Config) -> None:
-    """A worker's life: a task in (``(function, arguments)``, pickled), its result out (the task's number,
-    then ``(True, value)`` or ``(False, exception)``, pickled), one at a time, until its pipe closes."""
+    """A worker's life: a task in (``(function, arguments)``, pickled, then its out-of-band arguments), its
+    result out (the task's number, then ``(True, value)`` or ``(False, exception)``, pickled), one at a time,
+    until its pipe closes."""
     init_worker(config)
     while True:
         try:
             message = conn.recv_bytes()
+            if not message:  # the pool's word to stop
+                return
+            number, out_of_band = _TASK.unpack_from(message)
+            buffers = [conn.recv_bytes() for _ in range(out_of_band)]
         except (EOFError, OSError):
             return
-        if not message:  # the pool's word to stop
-            return
-        number, task = message[: _TASK.size], message[_TASK.size :]
         try:
-            fn, args = pickle.loads(task)
+            fn, args = pickle.loads(memoryview(message)[_TASK.size :], buffers=buffers)
             reply: tuple[bool, Any] = (True, fn(*args))
         except Exception as exc:  # noqa: BLE001 - the task's own error goes back to the page that caused it
             reply = (False, exc)
@@ -116,7 +124,7 @@ def serve(conn: Connection, config: Config) -> None:
         except Exception as exc:  # noqa: BLE001 - an error (or a result) that does not pickle
             data = pickle.dumps((False, WorkerError(f"{type(reply[1]).__name__}: {reply[1]} ({exc})")))
         try:
-            conn.send_bytes(number + data)
+            conn.send_bytes(_REPLY.pack(number) + data)
         except OSError:  # the pool closed the pipe: it is done with this worker
             return
 
@@ -304,8 +312,13 @@ class ExtractionPool:
 
     def _send(self, worker: _Worker, page: Future, args: tuple[Any, ...]) -> None:
         """Hand ``page`` to an idle ``worker`` (marked busy by the caller, under the lock)."""
+        fn, fn_args = args
+        buffers: list[pickle.PickleBuffer] = []
         try:
-            data = _TASK.pack(next(self._numbers)) + pickle.dumps(args, pickle.HIGHEST_PROTOCOL)
+            pickled = pickle.dumps(
+                (fn, tuple(_out_of_band(arg) for arg in fn_args)), 5, buffer_callback=buffers.append
+            )
+            data = _TASK.pack(next(self._numbers), len(buffers)) + pickled
         except Exception as exc:  # noqa: BLE001 - arguments that do not pickle: this page's error only
             with self._lock:
                 worker.page = None
@@ -314,6 +327,8 @@ class ExtractionPool:
             return
         try:
             worker.conn.send_bytes(data)
+            for buffer in buffers:
+                worker.conn.send_bytes(buffer.raw())
         except OSError:  # the worker died meanwhile; its pipe's end-of-file is on its way to _readable
             pass
 
@@ -345,7 +360,7 @@ class ExtractionPool:
             self._next(worker)  # first: the worker extracts the next page while this one is decided
         if page is not None:
             try:
-                ok, value = pickle.loads(data[_TASK.size :])
+                ok, value = pickle.loads(memoryview(data)[_REPLY.size :])
             except Exception as exc:  # noqa: BLE001 - an exception class the crawler cannot rebuild
                 ok, value = False, WorkerError(f"its worker's reply could not be read: {exc}")
             if ok:
@@ -530,6 +545,10 @@ def run_reader_callback(on_readable: Callable[[], None]) -> None:
         on_readable()
     except Exception:  # the reader serves every worker
         logger.exception("scrapy-neardup: error while reading an extraction worker's pipe")
+
+
+def _out_of_band(arg: Any) -> Any:
+    return pickle.PickleBuffer(arg) if type(arg) is bytes and len(arg) >= OUT_OF_BAND_BYTES else arg
 
 
 def _resolve(page: Future, value: Any) -> None:

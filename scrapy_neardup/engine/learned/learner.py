@@ -111,21 +111,33 @@ class TemplateLearner:
 
     # -- what a page taught -------------------------------------------------------------------------------
     def observe(
-        self, host: str, template: int | None, learned: str, taught: Lesson | None, prekey: int | None = None
+        self,
+        host: str,
+        template: int | None,
+        learned: str,
+        taught: Lesson | None,
+        prekey: int | None = None,
+        agreement: float | None = None,
     ) -> str:
         """Take what a page's extraction found (``template``: its key, ``None`` when it was not parsed;
         ``learned``: ``replayed``, ``agreed``, ``disagreed``, or ``""`` for trafilatura alone; ``taught``:
-        its lesson; ``prekey``: its :func:`prekey`); returns what changed: ``learned`` (a new selector),
-        ``extended``, ``retired``, ``unstable`` or ``""``."""
+        its lesson; ``prekey``: its :func:`prekey`; ``agreement``: a check's, :meth:`Selector.after_check`;
+        a check without it counts as agreeing fully or not at all); returns what changed: ``learned`` (a new
+        selector), ``extended``, ``retired``, ``unstable`` or ``""``."""
         met = self._met(host, prekey, template)
         if template is None:
             return ""
         selector = self._selectors.get(host, {}).get(template)
-        if learned in ("replayed", "agreed") and selector is not None and selector.usable:
-            served = replace(selector, served=selector.served + 1, verified=selector.verified + (learned == "agreed"))
-            self._put(served, offers=learned == "agreed" or selector.served < 64)
+        if learned == "replayed" and selector is not None and selector.usable:
+            self._put(replace(selector, served=selector.served + 1), offers=self._share_moves(selector))
             return ""
-        if learned == "disagreed" and selector is not None and selector.usable:
+        if learned in ("agreed", "disagreed") and selector is not None and selector.usable:
+            if agreement is None:
+                agreement = 1.0 if learned == "agreed" else 0.0
+            checked = selector.after_check(agreement, self.agreement_bound)
+            if checked is not None:
+                self._put(checked, offers=self._share_moves(selector))
+                return ""
             retired = selector.retired + 1
             state = "unstable" if retired >= MAX_RETIREMENTS else "retired"
             self._put(replace(selector, state=state, retired=retired))
@@ -168,7 +180,14 @@ class TemplateLearner:
             retired=retired,
             conflicts=conflicts,
             kept_low=min(one.kept for one in agreeing),
+            checked=len(agreeing),
+            missed=sum(max(0.0, 1.0 - one.agreement) for one in agreeing),
         )
+
+    def _share_moves(self, selector: Selector) -> bool:
+        """Whether one more page served changes the share of its pages checked (the host's offers are
+        made again only then: they are pickled for every page of the host)."""
+        return verify_share(selector.served + 1, self.check_share) != verify_share(selector.served, self.check_share)
 
     def _put(self, selector: Selector, offers: bool = True, changed: bool = True) -> None:
         self._selectors.setdefault(selector.host, {})[selector.template] = selector

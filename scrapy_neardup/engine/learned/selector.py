@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import mmh3
@@ -13,7 +13,7 @@ import mmh3
 from .lesson import Locator, replay_element
 
 #: The learned format; a selector of another version is never replayed.
-LEARNER_VERSION = 1
+LEARNER_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,9 @@ class Selector:
     extractor, version or setting is never used. ``state``: ``active`` (replayed, verified by sampling),
     ``retired`` (a verification disagreed: learned again) or ``unstable`` (retired too often: trafilatura
     only). ``served``: pages replayed; ``verified``: replays checked against trafilatura and found to agree;
-    ``retired``: how often the template's selector was retired.
+    ``retired``: how often the template's selector was retired. ``checked`` and ``missed``: how many pages
+    its replay was compared with trafilatura on (its lessons' own pages, then its checks), and the sum of
+    what each missed of trafilatura's word pairs (``1 - agreement``): :meth:`after_check` reads them.
     """
 
     host: str
@@ -40,10 +42,37 @@ class Selector:
     retired: int = 0
     conflicts: frozenset[str] = field(default_factory=frozenset)
     kept_low: float = 0.0
+    checked: int = 0
+    missed: float = 0.0
 
     @property
     def usable(self) -> bool:
         return self.state == "active"
+
+    def after_check(self, agreement: float, bound: float) -> Selector | None:
+        """This selector with one more check counted (its replay of a page against trafilatura's text of
+        it, ``agreement``), or ``None`` when the check retires it.
+
+        ``1 - bound`` (``ε``) is the share of trafilatura's word pairs a replay may miss: by the metric
+        argument of :mod:`.learned`, what a verdict can move by. trafilatura itself is not constant across
+        one template's pages (a lead paragraph or a teaser kept on some, a heading repeated on others), so a
+        sound selector misses a little more than ``ε`` on a few pages; retiring it there would learn the same
+        selector again, at trafilatura's price. The bound is therefore held on average, as a control chart
+        holds a process mean: a check retires the selector when the mean miss over its lessons and checks
+        passes ``ε``, or at once when one replay misses more than ``2ε`` (the template changed: an element
+        moved, a block appeared)."""
+        epsilon = 1.0 - bound
+        miss = max(0.0, 1.0 - agreement)
+        checked, missed = self.checked + 1, self.missed + miss
+        if miss > 2 * epsilon or missed > epsilon * checked:
+            return None
+        return replace(
+            self,
+            served=self.served + 1,
+            verified=self.verified + (agreement >= bound),
+            checked=checked,
+            missed=missed,
+        )
 
     def to_json(self) -> str:
         return json.dumps(
@@ -62,6 +91,8 @@ class Selector:
                 "verified": self.verified,
                 "retired": self.retired,
                 "kept_low": self.kept_low,
+                "checked": self.checked,
+                "missed": self.missed,
             },
             separators=(",", ":"),
             sort_keys=True,
@@ -92,6 +123,10 @@ class Selector:
                 and all(isinstance(data[n], int) and data[n] >= 0 for n in ("served", "verified", "retired"))
                 and isinstance(data["kept_low"], (int, float))
                 and 0.0 <= data["kept_low"] <= 1.0
+                and isinstance(data["checked"], int)
+                and data["checked"] >= 0
+                and isinstance(data["missed"], (int, float))
+                and 0.0 <= data["missed"] <= data["checked"]
             )
             if not ok:
                 return None
@@ -107,6 +142,8 @@ class Selector:
                 data["retired"],
                 frozenset(data["conflicts"]),
                 float(data["kept_low"]),
+                data["checked"],
+                float(data["missed"]),
             )
         except (ValueError, KeyError, TypeError):
             return None
