@@ -26,6 +26,10 @@ _pipeline: DocumentPipeline | None = None
 #: section page lists its articles at once, and the crawl sends them to the workers before any of them has
 #: come back to teach the crawler process; each worker learns from its share of them meanwhile.
 _local: TemplateLearner | None = None
+#: The offers last unpickled here, by their pickled bytes: a host's offers change seldom, and are sent with
+#: each of its pages (unpickling them costs more than looking them up).
+_unpickled: dict[bytes, Offers] = {}
+_UNPICKLED_KEPT = 8
 
 
 def _die_with_parent() -> None:
@@ -75,7 +79,7 @@ def prepare_html(
     ``offers``: its host's learned selectors (:mod:`..engine.learned`), pickled by the crawler process;
     ``local``: the calling worker's own learned templates, under those offered, taught by this page too."""
     started, cpu = time.perf_counter(), time.thread_time()
-    offered: Offers | None = None if offers is None else pickle.loads(offers)
+    offered = None if offers is None else _offers_of(offers)
     html = decode_html(body, content_type)
     host = host_of(url) if local is not None and offered is not None else ""
     if local is None or offered is None or not host:
@@ -93,6 +97,16 @@ def prepare_html(
         work_started=started,
         cpu_seconds=time.thread_time() - cpu,
     )
+
+
+def _offers_of(packed: bytes) -> Offers:
+    offers = _unpickled.get(packed)
+    if offers is None:
+        offers = pickle.loads(packed)  # pickled by the crawler process: this package's own, never a page's
+        if len(_unpickled) >= _UNPICKLED_KEPT:
+            _unpickled.pop(next(iter(_unpickled)))
+        _unpickled[packed] = offers
+    return offers
 
 
 def prepare_text(pipeline: DocumentPipeline, text: str) -> Prepared:

@@ -20,7 +20,7 @@ WORD = re.compile(r"\w+")
 _TAG = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 #: Elements whose content is never page text.
 SILENT = frozenset(("script", "style", "noscript", "template", "svg", "head", "iframe", "object", "canvas"))
-_STRIPPED = sorted(SILENT - {"head"})
+_STRIPPED_SELECTOR = ",".join(sorted(SILENT - {"head"}))
 #: Elements whose text is not glued to the text around them.
 INLINE = frozenset(
     ("a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "dfn", "em", "font", "i", "kbd", "mark", "q",
@@ -79,7 +79,10 @@ def parse(html: str) -> Any:
         return None
     if tree.body is None:
         return None
-    tree.strip_tags(_STRIPPED)  # their text is never page text: lexbor's own text() is then safe
+    # Their text is never page text: lexbor's own text() is then safe. One selector walks the tree once
+    # (strip_tags walks it once a tag); removed, not destroyed, so that a match inside another stays valid.
+    for node in tree.css(_STRIPPED_SELECTOR):
+        node.remove()
     return tree
 
 
