@@ -31,7 +31,8 @@ tests, other callers) a thread of the pool's own reads them.
   worker grow to.
 
 What crosses to a worker is the task (a module-level function and its arguments: a page's body, URL and
-``Content-Type``); what comes back is :meth:`Prepared.to_wire
+``Content-Type``; a body from :data:`OUT_OF_BAND_BYTES` on follows the pickled task as a message of its own,
+pickle protocol 5's out-of-band buffers, PEP 574, rather than being copied into the pickle); what comes back is :meth:`Prepared.to_wire
 <scrapy_neardup.engine.prepare.Prepared.to_wire>`, pickled: both ends are this package's own processes,
 and nothing read from a store or a page is ever unpickled.
 
@@ -595,6 +596,7 @@ def _reap(process: Any) -> None:
 
 __all__ = [
     "IN_PROCESS",
+    "OUT_OF_BAND_BYTES",
     "ExtractionPool",
     "PoolIO",
     "ThreadIO",

@@ -342,6 +342,13 @@ def segfault(*args):
     return ctypes.string_at(0)
 
 
+def digests(*args):
+    """A worker task: each argument's type, and the SHA-256 of each bytes argument (what arrived)."""
+    import hashlib
+
+    return [(type(a).__name__, hashlib.sha256(a).hexdigest() if isinstance(a, bytes) else a) for a in args]
+
+
 def sleepy(seconds):
     """A worker task that takes ``seconds``."""
     import time
