@@ -276,14 +276,41 @@ def distinct_bodies(pages: dict[str, bytes]) -> dict[str, bytes]:
 #: ``--variants``: what a user can trade for speed, at the core count (name suffix: the settings changed);
 #: ``nocache``: every byte-identical copy extracted again, as before ``NEARDUP_BODY_CACHE_SIZE``.
 #: ``ext-<name>``: another main-content extractor (NEARDUP_EXTRACTOR); ``nolearn``: trafilatura on every
-#: page, no learned templates (NEARDUP_LEARN_TEMPLATES).
+#: page, no learned templates (NEARDUP_LEARN_TEMPLATES); ``warm``: the defaults, on a store that holds the
+#: selectors an earlier crawl of the site learned (and no fingerprint): a crawl that starts warm.
 VARIANTS = {
     "noguard": {"NEARDUP_TEMPLATE_REPEATS": 0},
     "nolearn": {"NEARDUP_LEARN_TEMPLATES": False},
+    "warm": {},
     "noextract": {"NEARDUP_EXTRACT": False},
     "nocache": {"NEARDUP_BODY_CACHE_SIZE": 0},
     **{f"ext-{name}": {"NEARDUP_EXTRACTOR": name} for name in EXTRACTOR_NAMES if name != "trafilatura"},
 }
+
+
+def learned_selectors(base: str, paths: list[str], settings: dict, workdir: str) -> dict[str, str]:
+    """The selectors one crawl of the site (untimed, at ``settings``) left in its store."""
+    from scrapy_neardup.store import store_from_url
+
+    run_crawl(base, paths, settings, workdir)
+    store = store_from_url(settings["NEARDUP_STORE_URL"])
+    store.open({})
+    try:
+        return store.selectors.read()
+    finally:
+        store.close()
+
+
+def with_selectors(url: str, selectors: dict[str, str]) -> None:
+    """A new store at ``url`` holding ``selectors`` and nothing else (the crawl records its settings)."""
+    from scrapy_neardup.store import store_from_url
+
+    store = store_from_url(url)
+    store.open({})
+    try:
+        store.selectors.save(selectors)
+    finally:
+        store.close()
 
 
 def timings(args: argparse.Namespace, base: str, paths: list[str], pages: dict[str, bytes], workdir: str) -> dict:
@@ -292,6 +319,7 @@ def timings(args: argparse.Namespace, base: str, paths: list[str], pages: dict[s
     runs: dict[str, list[dict]] = {"off": [], **{f"on_{p}": [] for p in pools}}
     if args.variants is not None:
         runs.update({f"on_{cores}_{name}": [] for name in args.variants or VARIANTS})
+    learned: dict[str, str] | None = None  # the selectors a crawl of the site learned, for ``warm``
     for round_ in range(args.repeat):
         for name in runs:
             settings = base_settings(workdir)
@@ -300,6 +328,11 @@ def timings(args: argparse.Namespace, base: str, paths: list[str], pages: dict[s
                 settings["NEARDUP_WORKERS"] = int(name.split("_")[1])
                 settings["NEARDUP_WORKER_MAX_TASKS"] = 0  # no recycling: every worker's CPU is read at the end
                 settings.update(VARIANTS.get(name.split("_")[-1], {}))
+            if name.endswith("_warm"):
+                if learned is None:
+                    learned = learned_selectors(base, paths, settings, workdir)
+                    print(f"learning crawl: {len(learned)} selectors", file=sys.stderr, flush=True)
+                with_selectors(settings["NEARDUP_STORE_URL"], learned)
             result = run_crawl(base, paths, settings, workdir)
             runs[name].append(result)
             print(f"round {round_ + 1} {name}: {result['seconds']:.2f} s", file=sys.stderr, flush=True)
@@ -654,7 +687,7 @@ def main() -> int:
         choices=sorted(VARIANTS),
         default=None,
         help="also time these variants at the core count (no name: all): the template guard "
-        "off, main-content extraction off, the body cache off, another extractor (ext-NAME)",
+        "off, main-content extraction off, the body cache off, another extractor (ext-NAME), no learned templates (nolearn), a store that starts with the selectors a crawl of the site learned (warm)",
     )
     parser.add_argument("--quality", action="store_true", help="score a crawl and the CLI on the same pages")
     parser.add_argument(
