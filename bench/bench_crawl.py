@@ -687,7 +687,8 @@ def main() -> int:
         choices=sorted(VARIANTS),
         default=None,
         help="also time these variants at the core count (no name: all): the template guard "
-        "off, main-content extraction off, the body cache off, another extractor (ext-NAME), no learned templates (nolearn), a store that starts with the selectors a crawl of the site learned (warm)",
+        "off, main-content extraction off, the body cache off, another extractor (ext-NAME), no learned "
+        "templates (nolearn), a store that starts with the selectors a crawl of the site learned (warm)",
     )
     parser.add_argument("--quality", action="store_true", help="score a crawl and the CLI on the same pages")
     parser.add_argument(

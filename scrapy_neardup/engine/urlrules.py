@@ -42,6 +42,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -140,8 +141,10 @@ def _steps(url: str, rules: Iterable[UrlRule]) -> list[tuple[str, tuple[UrlRule,
     return out
 
 
+@lru_cache(maxsize=4096)
 def host_of(url: str) -> str:
-    """The host a rule belongs to: lower case, without ``www.`` (a ``www`` rule serves both)."""
+    """The host a rule belongs to: lower case, without ``www.`` (a ``www`` rule serves both). Cached: a
+    page's URL is asked for its host at each step of its check."""
     host = (urlsplit(url).hostname or "").lower()
     return host[4:] if host.startswith("www.") else host
 

@@ -32,9 +32,9 @@ tests, other callers) a thread of the pool's own reads them.
 
 What crosses to a worker is the task (a module-level function and its arguments: a page's body, URL and
 ``Content-Type``; a body from :data:`OUT_OF_BAND_BYTES` on follows the pickled task as a message of its own,
-pickle protocol 5's out-of-band buffers, PEP 574, rather than being copied into the pickle); what comes back is :meth:`Prepared.to_wire
-<scrapy_neardup.engine.prepare.Prepared.to_wire>`, pickled: both ends are this package's own processes,
-and nothing read from a store or a page is ever unpickled.
+pickle protocol 5's out-of-band buffers, PEP 574, rather than being copied into the pickle); what comes
+back is :meth:`Prepared.to_wire <scrapy_neardup.engine.prepare.Prepared.to_wire>`, pickled: both ends are
+this package's own processes, and nothing read from a store or a page is ever unpickled.
 
 Workers start from a fork server (a clean single-threaded process started once, with the extraction
 modules imported), never by forking the crawler, whose threads may hold locks at fork time. Each worker
@@ -316,9 +316,7 @@ class ExtractionPool:
         fn, fn_args = args
         buffers: list[pickle.PickleBuffer] = []
         try:
-            pickled = pickle.dumps(
-                (fn, tuple(_out_of_band(arg) for arg in fn_args)), 5, buffer_callback=buffers.append
-            )
+            pickled = pickle.dumps((fn, tuple(_out_of_band(arg) for arg in fn_args)), 5, buffer_callback=buffers.append)
             data = _TASK.pack(next(self._numbers), len(buffers)) + pickled
         except Exception as exc:  # noqa: BLE001 - arguments that do not pickle: this page's error only
             with self._lock:

@@ -87,9 +87,7 @@ def prepare_html(
     else:
         prepared = pipeline.from_html(html, url, local.offers(host).under(offered))
         own = prepared.learned in ("replayed", "agreed", "disagreed") and prepared.template not in offered.selectors
-        local.observe(
-            host, prepared.template, prepared.learned, prepared.lesson, prepared.prekey, prepared.agreement
-        )
+        local.observe(host, prepared.template, prepared.learned, prepared.lesson, prepared.prekey, prepared.agreement)
         prepared = replace(prepared, own_selector=own)
     return replace(
         prepared,

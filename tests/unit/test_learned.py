@@ -103,9 +103,10 @@ def test_a_check_retires_on_a_replay_far_off_or_when_the_mean_miss_passes_the_bo
     assert retired.missed <= (1 - bound) * retired.checked < retired.missed + 0.08 - (1 - bound)
     fresh, key = learnt()
     assert fresh.observe("site.test", key, "disagreed", None, agreement=1 - 2.2 * (1 - bound)) == "retired"
-    assert learned.Selector(
-        "h", 1, lessons.locator, {}, EXTRACTOR, checked=1, missed=0.0
-    ).after_check(bound - 0.01, bound) is not None
+    assert (
+        learned.Selector("h", 1, lessons.locator, {}, EXTRACTOR, checked=1, missed=0.0).after_check(bound - 0.01, bound)
+        is not None
+    )
 
 
 def test_a_page_is_parsed_once_its_pre_key_was_met_and_a_template_teaches_from_its_fourth_page():
