@@ -289,12 +289,13 @@ VARIANTS = {
 
 
 def learned_selectors(base: str, paths: list[str], settings: dict, workdir: str) -> dict[str, str]:
-    """The selectors one crawl of the site (untimed, at ``settings``) left in its store."""
+    """The selectors one crawl of the site (untimed, at ``settings``, on a store of its own) left."""
     from scrapy_neardup.store import store_from_url
 
-    run_crawl(base, paths, settings, workdir)
-    store = store_from_url(settings["NEARDUP_STORE_URL"])
-    store.open({})
+    url = base_settings(workdir)["NEARDUP_STORE_URL"]
+    run_crawl(base, paths, {**settings, "NEARDUP_STORE_URL": url}, workdir)
+    store = store_from_url(url)
+    store.open_existing()
     try:
         return store.selectors.read()
     finally:
