@@ -15,7 +15,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ..engine.learned import Offers, Selector, TemplateLearner
+from ..engine.learned import LEARNER_VERSION, Offers, Selector, TemplateLearner
 from ..engine.urlrules import host_of
 from ..store import StoreError
 
@@ -125,21 +125,25 @@ class LearnedTemplates:
         self.adopt(stored)
 
     def adopt(self, stored: dict[str, str]) -> None:
-        records = []
+        records, unreadable, other_format = [], 0, 0
         for text in stored.values():
             record = Selector.from_json(text)
-            if record is None:
-                self.report.count("neardup/learned/unreadable")
-                continue
-            records.append(record)
+            if record is not None:
+                records.append(record)
+            elif Selector.format_of(text) not in (None, LEARNER_VERSION):
+                other_format += 1  # a record of another version of the learner: foreign, not broken
+            else:
+                unreadable += 1
         with self._lock:
             before = self.learner.foreign
             taken = self.learner.adopt(records)
-            foreign = self.learner.foreign - before
+            foreign = self.learner.foreign - before + other_format
         if taken:
             self.report.count("neardup/learned/adopted", taken)
         if foreign:
             self.report.most("neardup/learned/foreign", foreign)
+        if unreadable:
+            self.report.most("neardup/learned/unreadable", unreadable)
 
     def close(self, store: Store) -> None:
         self.sync(store, force=True)

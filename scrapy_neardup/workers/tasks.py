@@ -102,7 +102,7 @@ def _offers_of(packed: bytes) -> Offers:
     if offers is None:
         offers = pickle.loads(packed)  # pickled by the crawler process: this package's own, never a page's
         if len(_unpickled) >= _UNPICKLED_KEPT:
-            _unpickled.pop(next(iter(_unpickled)))
+            _unpickled.clear()  # one call: safe where threads extract (NEARDUP_WORKERS = 0)
         _unpickled[packed] = offers
     return offers
 

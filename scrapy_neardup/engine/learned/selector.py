@@ -98,6 +98,17 @@ class Selector:
             sort_keys=True,
         )
 
+    @staticmethod
+    def format_of(text: str | bytes) -> int | None:
+        """The learner format a stored record says it has (``v``), or ``None`` when it says none: a record of
+        another format is another learner's, not a broken one."""
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        version = data.get("v") if isinstance(data, dict) else None
+        return version if isinstance(version, int) and not isinstance(version, bool) else None
+
     @classmethod
     def from_json(cls, text: str | bytes) -> Selector | None:
         """A stored selector, or ``None`` when the record is not one this version reads (checked field by
