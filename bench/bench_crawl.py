@@ -29,8 +29,9 @@ the set under its path, a tracking-parameter copy (``?utm_source=feed``, the sam
 (``/amp/…``), and the cluster's print and noise pages, each declaring the original; crawled in drop mode,
 copies first and shuffled, then again on the same store: how many pages of each group reached the spider.
 ``--recrawl``: drop mode, copies first, crawled twice on one store (the second time in reverse order): the
-URLs each crawl emitted, whether they are the same, and the share of clusters of which one page reached the
-spider. With
+URLs each crawl emitted, whether they are the same, the groups each crawl re-pointed to a better copy (a
+group first met through a worse copy emits that copy in the first crawl and its best copy from the second
+on), and the share of clusters of which one page reached the spider. With
 ``--processes N``, N crawls at once share the store, each on every N-th page (so that copies of one text
 fall to different crawls); ``--redis-cluster M`` gives them a real Redis Cluster of M masters
 (``tests/helpers/redis_cluster.py``) as their store, ``NEARDUP_STORE_URL = redis+cluster://…``.
@@ -607,6 +608,7 @@ def recrawl(args: argparse.Namespace, base: str, paths: list[str], manifest: lis
     order = crawl_orders(manifest, ["copies-first"])["copies-first"]
     cluster_of = {site_path(r["url"]): r["cluster"] for r in manifest}
     emitted = []
+    repointed = []
     try:
         for n, crawl_paths in enumerate((order, list(reversed(order)))):
             results = run_crawls(
@@ -617,6 +619,7 @@ def recrawl(args: argparse.Namespace, base: str, paths: list[str], manifest: lis
                 with open(part["items"]) as f:
                     got += [json.loads(line)["path"] for line in f]
             emitted.append(got)
+            repointed.append(sum(int(part["stats"].get("neardup/repointed", 0)) for part in results))
     finally:
         if server is not None:
             server.stop()
@@ -635,6 +638,8 @@ def recrawl(args: argparse.Namespace, base: str, paths: list[str], manifest: lis
         "emitted_twice_in_a_crawl": len(first) - len(set(first)),
         "only_in_first": len(set(first) - set(second)),
         "only_in_second": len(set(second) - set(first)),
+        "repointed_in_first": repointed[0],
+        "repointed_in_second": repointed[1],
         "clusters": len(clusters),
         "clusters_with_one_page_emitted": sum(1 for c in clusters if per_cluster.get(c, 0) == 1),
         "clusters_with_none": sum(1 for c in clusters if per_cluster.get(c, 0) == 0),
