@@ -196,7 +196,8 @@ def crawl_child(base: str, paths: list[str], settings: dict, out: str) -> None:
     process.start()
     seconds = time.perf_counter() - started
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    stats = {k: v for k, v in crawler.stats.get_stats().items() if k.startswith("neardup/") or k == "finish_reason"}
+    kept = ("finish_reason", "downloader/request_count", "downloader/response_count", "item_scraped_count")
+    stats = {k: v for k, v in crawler.stats.get_stats().items() if k.startswith("neardup/") or k in kept}
     with open(out, "w") as f:
         json.dump(
             {

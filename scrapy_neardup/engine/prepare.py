@@ -265,7 +265,7 @@ class DocumentPipeline:
         if offer is not None and offer.unstable:
             return got, found
         teaches = offer is not None or in_bits(offers.learn, template)
-        taught = lesson(tree, got.text) if teaches and got.method == "main" else None
+        taught = lesson(tree, got.text, self.learn_agreement) if teaches and got.method == "main" else None
         return got, {**found, "learned": "refused" if offer is not None else "", "lesson": taught}
 
     def _replayed(self, tree: object, text: str) -> Extraction:

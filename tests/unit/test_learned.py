@@ -68,6 +68,29 @@ def test_lessons_that_disagree_on_the_article_element_make_no_selector():
     assert learner.offers("site.test").selectors == {}
 
 
+def test_a_lesson_falls_back_inside_the_article_element_when_its_blocks_do_not_reproduce_trafilatura():
+    """The article element (a heading over a lead over the body) keeps a mixed block three levels down whole;
+    the element inside it can split that block, and its lesson is the one taken."""
+    lead = "A short lead sentence opens this story about the valley orchards"
+    first = " ".join(f"orchard{i} grower{i}" for i in range(30))
+    second = " ".join(f"harvest{i} cider{i}" for i in range(30))
+    junk = " ".join(f"advert{i} promo{i}" for i in range(30))
+    page = (
+        "<html><body><nav><a href='/'>Home</a> <a href='/n'>News</a></nav>"
+        "<div class='wrap'><h1>Valley orchards report</h1>"
+        f"<div class='story'><p>{lead}</p><div class='body'><p>{first}</p>"
+        f"<div class='mixed'><p>{second}</p><div class='promo'>{junk}</div></div></div></div></div></body></html>"
+    )
+    main = f"Valley orchards report\n{lead}\n{first}\n{second}"
+    tree = learned.parse(page)
+    outer = learned.lesson(tree, main, bound=1.01)  # no element reaches the bound: the closest is taught
+    found = learned.lesson(tree, main)
+    assert found is not None and outer is not None
+    assert found.locator.css.endswith("div.story") and found.agreement >= learned.AGREEMENT
+    assert "advert3" not in learned.replay(tree, Offer(0, found.locator, found.decisions, 0.0))
+    assert found.agreement >= outer.agreement
+
+
 def test_a_disagreeing_check_retires_the_selector_and_three_retirements_leave_the_template_to_trafilatura():
     learner, key = learnt()
     assert learner.observe("site.test", key, "replayed", None) == ""

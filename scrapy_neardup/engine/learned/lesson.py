@@ -15,7 +15,6 @@ from .page import (
     agreement,
     block_text,
     child_elements,
-    flat_text,
     path_step,
     word_pairs,
     words,
@@ -105,11 +104,13 @@ def _counts(
     return main, total
 
 
-def _article_element(tree: Any, counts: dict[int, tuple[int, int]]) -> tuple[Any, str] | None:
-    """The article element, with its CSS path from body: the deepest element holding ``COVERS`` of the
-    page's word pairs that are in trafilatura's text, then its ancestors as long as each adds at least as
-    many of those pairs as others (a heading above the paragraphs belongs to the article; a header that
-    repeats its title among the navigation does not)."""
+def _article_elements(tree: Any, counts: dict[int, tuple[int, int]]) -> list[tuple[Any, str]]:
+    """The candidates for the article element, each with its CSS path from body, outermost first: the
+    deepest element holding ``COVERS`` of the page's word pairs that are in trafilatura's text, then its
+    ancestors as long as each adds at least as many of those pairs as others (a heading above the
+    paragraphs belongs to the article; a header that repeats its title among the navigation does not).
+    The outermost is the article element; the ones inside it are tried when its blocks do not reproduce
+    trafilatura's text (a block trafilatura keeps on some pages of the template and drops on others)."""
     in_body = counts[tree.body.mem_id][0]
     path = [(tree.body, "body")]
     while True:
@@ -118,19 +119,22 @@ def _article_element(tree: Any, counts: dict[int, tuple[int, int]]) -> tuple[Any
         if best is None:
             break
         path.append((best, path[-1][1] + " > " + path_step(best)))
-    while len(path) > 2:
-        (inner, _), (outer, _) = (path[-1], path[-2])
+    top = len(path) - 1
+    while top > 1:
+        (inner, _), (outer, _) = (path[top], path[top - 1])
         (inner_main, inner_all), (outer_main, outer_all) = counts[inner.mem_id], counts[outer.mem_id]
         gained = outer_main - inner_main
         if not gained or (outer_all - outer_main) - (inner_all - inner_main) > gained:
             break
-        path.pop()
-    return path[-1] if len(path) > 1 else None
+        top -= 1
+    return path[top:] if top >= 1 else []
 
 
-def lesson(tree: Any, main: str) -> Lesson | None:
+def lesson(tree: Any, main: str, bound: float = AGREEMENT) -> Lesson | None:
     """What this page, whose trafilatura text is ``main``, teaches about its template; ``None`` when its
-    text is not found in one element, or the lesson does not reproduce it (:data:`AGREEMENT`)."""
+    text is not found in one element. The lesson is taken at the article element, or at the outermost
+    element inside it whose replay reproduces trafilatura's text to ``bound`` (else at the one that came
+    closest, which the learner refuses)."""
     tokens = words(main)
     pairs = word_pairs(tokens)
     if len(pairs) < 8:
@@ -138,15 +142,26 @@ def lesson(tree: Any, main: str) -> Lesson | None:
     counts: dict[int, tuple[int, int]] = {}
     if _counts(tree.body, pairs, set(tokens), counts)[0] < COVERS * len(pairs) / 2:
         return None  # most of trafilatura's text is not in the page as lexbor reads it
-    found = _article_element(tree, counts)
-    if found is None:
-        return None
-    article, css = found
+    best: Lesson | None = None
+    for article, css in _article_elements(tree, counts):
+        taught = _lesson_at(tree, article, css, counts, pairs)
+        if taught is not None and (best is None or taught.agreement > best.agreement):
+            best = taught
+        if best is not None and best.agreement >= bound:
+            break
+    return best
+
+
+def _lesson_at(
+    tree: Any, article: Any, css: str, counts: dict[int, tuple[int, int]], pairs: set[tuple[str, ...]]
+) -> Lesson | None:
+    """The lesson with ``article`` (at ``css``) as the article element: the decision on each block below it
+    by its share of trafilatura's word pairs, and how well their replay reproduces them."""
     from selectolax.lexbor import SelectolaxError
 
     try:
         matches = tree.css(css)
-    except SelectolaxError:  # a path lexbor's selector reader refuses: no lesson from this page
+    except SelectolaxError:  # a path lexbor's selector reader refuses: no lesson at this element
         return None
     index = next((i for i, m in enumerate(matches) if m.mem_id == article.mem_id), -1)
     if index < 0:
@@ -178,8 +193,8 @@ def lesson(tree: Any, main: str) -> Lesson | None:
 
 
 def _kept(text: str, article: Any) -> float:
-    """The share of the article element's words a replay kept."""
-    return len(words(text)) / max(1, len(words(flat_text(article))))
+    """The share of the article element's words (runs between white space) a replay kept."""
+    return len(text.split()) / max(1, len(article.text(separator=" ").split()))
 
 
 def _decided(decisions: dict[str, bool], path: str, keep: bool) -> None:
