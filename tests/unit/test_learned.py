@@ -106,6 +106,35 @@ def test_a_disagreeing_check_retires_the_selector_and_three_retirements_leave_th
     assert learner.observe("site.test", key, "", taught(templated_page(0, 99))) == ""  # never learned again
 
 
+def test_a_retirement_after_long_service_is_forgiven_and_still_reaches_every_process():
+    """A selector that held its template for ``FORGIVEN_AFTER`` pages and is then retired (by a page it
+    misreads, checked again in every crawl) is learned again however often that happens; its retirements
+    still count up, so that another process takes the retired record."""
+    learner, key = learnt()
+    for round_ in range(learned.MAX_RETIREMENTS + 2):
+        for _ in range(learned.FORGIVEN_AFTER):
+            learner.observe("site.test", key, "replayed", None)
+        assert learner.observe("site.test", key, "disagreed", None) == "retired"
+        for seed in range(3):
+            learner.observe("site.test", key, "", taught(templated_page(0, 10 * round_ + seed)))
+        assert learner.active("site.test", key)
+    record = learner.selectors()[0]
+    assert record.retired == record.forgiven == learned.MAX_RETIREMENTS + 2
+    assert Selector.from_json(record.to_json()) == record
+    other, _ = learnt()
+    other.take_changes()
+    for _ in range(learned.FORGIVEN_AFTER):
+        learner.observe("site.test", key, "replayed", None)
+    learner.observe("site.test", key, "disagreed", None)
+    assert other.adopt(learner.take_changes()) == 1 and not other.active("site.test", key)
+    # retired sooner, the forgiven ones aside: left to trafilatura at the third
+    for round_ in range(1, learned.MAX_RETIREMENTS + 1):
+        for seed in range(3):
+            learner.observe("site.test", key, "", taught(templated_page(0, 70 + 10 * round_ + seed)))
+        change = learner.observe("site.test", key, "disagreed", None)
+        assert change == ("unstable" if round_ == learned.MAX_RETIREMENTS else "retired")
+
+
 def test_a_check_retires_on_a_replay_far_off_or_when_the_mean_miss_passes_the_bound():
     bound = learned.AGREEMENT  # a replay may miss epsilon = 0.05 of trafilatura's word pairs
     learner, key = learnt()
@@ -171,6 +200,8 @@ def test_a_selector_record_round_trips_as_json_and_anything_else_is_refused():
         {**record, "served": -1},
         {**record, "missed": record["checked"] + 1},
         {**record, "checked": "3"},
+        {**record, "forgiven": record["retired"] + 1},
+        {**record, "forgiven": -1},
     ):
         assert Selector.from_json(json.dumps(broken)) is None
     assert Selector.from_json(b"\x80\x04\x95pickle") is None

@@ -9,8 +9,6 @@ from .lesson import AGREEMENT, Lesson
 from .page import KEY_BITS, set_bit
 from .selector import MIN_CHECK_SHARE, Offer, Offers, Selector, merge, verify_share
 
-#: A template's selector is retired for good (``unstable``: trafilatura only) after this many retirements.
-MAX_RETIREMENTS = 3
 #: Hosts, and templates (and pre-keys) a host, remembered as met (the least recently met forgotten first).
 MAX_SEEN_HOSTS, MAX_SEEN_TEMPLATES = 100_000, 4096
 #: A template teaches once its pages were parsed ``TEACHES_FROM - 1`` times, and a page is parsed for its
@@ -138,11 +136,10 @@ class TemplateLearner:
             if checked is not None:
                 self._put(checked, offers=self._share_moves(selector))
                 return ""
-            retired = selector.retired + 1
-            state = "unstable" if retired >= MAX_RETIREMENTS else "retired"
-            self._put(replace(selector, state=state, retired=retired))
+            retired = selector.retire()
+            self._put(retired)
             met.lessons.pop(template, None)
-            return state
+            return retired.state
         if taught is None or taught.agreement < self.agreement_bound:
             return ""
         if selector is not None and selector.usable:
@@ -162,11 +159,12 @@ class TemplateLearner:
         if len(agreeing) < self.lessons_needed:
             return ""
         del met.lessons[template]
-        self._put(self._selector(host, template, agreeing, selector.retired if selector is not None else 0))
+        self._put(self._selector(host, template, agreeing, selector))
         return "learned"
 
-    def _selector(self, host: str, template: int, agreeing: list[Lesson], retired: int) -> Selector:
-        """A template's selector from the lessons that agree on where its article sits."""
+    def _selector(self, host: str, template: int, agreeing: list[Lesson], former: Selector | None) -> Selector:
+        """A template's selector from the lessons that agree on where its article sits (its retirements
+        carried over from the ``former`` one)."""
         decisions: dict[str, bool] = {}
         conflicts: frozenset[str] = frozenset()
         for one in agreeing:
@@ -177,7 +175,8 @@ class TemplateLearner:
             agreeing[0].locator,
             decisions,
             self.extractor,
-            retired=retired,
+            retired=former.retired if former is not None else 0,
+            forgiven=former.forgiven if former is not None else 0,
             conflicts=conflicts,
             kept_low=min(one.kept for one in agreeing),
             checked=len(agreeing),

@@ -14,6 +14,11 @@ from .lesson import Locator, replay_element
 
 #: The learned format; a selector of another version is never replayed.
 LEARNER_VERSION = 2
+#: A template's selector is retired for good (``unstable``: trafilatura only) after this many retirements
+#: that were not forgiven (:meth:`Selector.retire`).
+MAX_RETIREMENTS = 3
+#: Pages a selector served before its retirement for the retirement to be forgiven (:meth:`Selector.retire`).
+FORGIVEN_AFTER = 100
 
 
 @dataclass(frozen=True)
@@ -26,9 +31,12 @@ class Selector:
     extractor, version or setting is never used. ``state``: ``active`` (replayed, verified by sampling),
     ``retired`` (a verification disagreed: learned again) or ``unstable`` (retired too often: trafilatura
     only). ``served``: pages replayed; ``verified``: replays checked against trafilatura and found to agree;
-    ``retired``: how often the template's selector was retired. ``checked`` and ``missed``: how many pages
-    its replay was compared with trafilatura on (its lessons' own pages, then its checks), and the sum of
-    what each missed of trafilatura's word pairs (``1 - agreement``): :meth:`after_check` reads them.
+    ``retired``: how often the template's selector was retired (it only grows: every process takes the
+    record retired most often), ``forgiven``: how many of those retirements came after the selector had
+    served :data:`FORGIVEN_AFTER` pages (they do not count towards ``unstable``). ``checked`` and
+    ``missed``: how many pages its replay was compared with trafilatura on (its lessons' own pages, then its
+    checks), and the sum of what each missed of trafilatura's word pairs (``1 - agreement``):
+    :meth:`after_check` reads them.
     """
 
     host: str
@@ -44,10 +52,23 @@ class Selector:
     kept_low: float = 0.0
     checked: int = 0
     missed: float = 0.0
+    forgiven: int = 0
 
     @property
     def usable(self) -> bool:
         return self.state == "active"
+
+    def retire(self) -> Selector:
+        """This selector retired: ``unstable`` when :data:`MAX_RETIREMENTS` of its template's retirements
+        were not forgiven. A selector that served :data:`FORGIVEN_AFTER` pages before it was retired held
+        its template through many checks: what retired it was a page it misreads (checks are picked by URL,
+        so each crawl checks that page again) or a change of the template, and learning it again is worth
+        its price. One retired sooner was never sound for long, and three such leave the template to
+        trafilatura."""
+        retired = self.retired + 1
+        forgiven = self.forgiven + (self.served >= FORGIVEN_AFTER)
+        state = "unstable" if retired - forgiven >= MAX_RETIREMENTS else "retired"
+        return replace(self, state=state, retired=retired, forgiven=forgiven)
 
     def after_check(self, agreement: float, bound: float) -> Selector | None:
         """This selector with one more check counted (its replay of a page against trafilatura's text of
@@ -93,6 +114,7 @@ class Selector:
                 "kept_low": self.kept_low,
                 "checked": self.checked,
                 "missed": self.missed,
+                "forgiven": self.forgiven,
             },
             separators=(",", ":"),
             sort_keys=True,
@@ -138,6 +160,8 @@ class Selector:
                 and data["checked"] >= 0
                 and isinstance(data["missed"], (int, float))
                 and 0.0 <= data["missed"] <= data["checked"]
+                and isinstance(data.get("forgiven", 0), int)
+                and 0 <= data.get("forgiven", 0) <= data["retired"]
             )
             if not ok:
                 return None
@@ -155,6 +179,7 @@ class Selector:
                 float(data["kept_low"]),
                 data["checked"],
                 float(data["missed"]),
+                data.get("forgiven", 0),
             )
         except (ValueError, KeyError, TypeError):
             return None
