@@ -261,6 +261,8 @@ class NearDupService:
                 thread.stop()
         if self.store_thread.confident_rules is not None:
             self.report.set("neardup/url_rules/confident", self.store_thread.confident_rules)
+        if self.store_thread.lookup_failures:
+            self.report.set("neardup/store/lookup_failures", self.store_thread.lookup_failures)
         if self.config.soft404:
             self.report.set("neardup/soft404/hosts", self.soft404_answers.hosts_with_answer)
         self.report.log_summary(spider)

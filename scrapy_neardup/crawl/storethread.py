@@ -70,6 +70,9 @@ class StoreThread:
         self.closing = False
         #: How many URL rules were confident when the store closed (``None``: no rules, or not saved).
         self.confident_rules: int | None = None
+        #: Lookups that could not be answered: the store failing, or a fault of the plugin's own.
+        self.lookup_failures = 0
+        self._faults_logged: set[type] = set()
 
     def open(
         self, detector: Detector, guard: TemplateGuard | None, rules: Learner | None, templates: LearnedTemplates | None
@@ -88,7 +91,9 @@ class StoreThread:
 
     async def _run(self, fn: Callable[[Detector], T], failed: T) -> T:
         """``fn`` of the detector, under the lock, here for a local store or on the store thread; ``failed``
-        when the store is closed or ``fn`` raises."""
+        when the store is closed or ``fn`` raises. A failing store is the decisions' to meet and count (a
+        lookup then only logs at DEBUG); any other exception is a fault of the plugin's own, logged with its
+        traceback the first time its kind is met. Both count in :attr:`lookup_failures`."""
 
         def locked() -> T:
             with self._lock:
@@ -96,8 +101,22 @@ class StoreThread:
                     return failed
                 try:
                     return fn(detector)
-                except Exception as exc:  # noqa: BLE001 - the store cannot say; the decisions count failures
+                except StoreError as exc:
+                    self.lookup_failures += 1
                     logger.debug("scrapy-neardup: a store lookup failed: %s", exc)
+                    return failed
+                except Exception as exc:
+                    self.lookup_failures += 1
+                    if type(exc) not in self._faults_logged:
+                        self._faults_logged.add(type(exc))
+                        logger.error(
+                            "scrapy-neardup: a store lookup failed (%s: %s); it is answered as if the store "
+                            "could not say, and further failures of this kind are only counted "
+                            "(neardup/store/lookup_failures)",
+                            type(exc).__name__,
+                            exc,
+                            exc_info=True,
+                        )
                     return failed
 
         thread, detector = self._thread, self.detector

@@ -5,6 +5,7 @@ first, probes, URL rules skipping requests) is tested by real crawls."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 
@@ -166,3 +167,26 @@ def test_the_store_threads_lookups_answer_what_the_decisions_filed(harness):
     assert harness.run(lookups.admitted("http://a.test/1", "http://a.test/print/1", 1)) is True
     harness.close()
     assert harness.run(lookups.known("http://a.test/1")) is None  # closed: the store cannot say
+
+
+def test_a_lookup_that_fails_is_answered_as_if_the_store_could_not_say_and_counted(harness, caplog):
+    """A fault of the plugin's own (here a lookup of no key) is logged with its traceback once for its kind;
+    a failing store (its table gone) only at DEBUG, the decisions meet it; both are counted."""
+    middleware = NearDupDownloaderMiddleware.from_crawler(harness.crawler)
+    check(harness, middleware, "http://a.test/1", article_page(1))
+    lookups = harness.service.store_thread
+    with caplog.at_level(logging.DEBUG, logger="scrapy_neardup"):
+        assert harness.run(lookups.known(None)) is None  # type: ignore[arg-type]
+        assert harness.run(lookups.fetched_now(None)) is None  # type: ignore[arg-type]
+        errors = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(errors) == 1 and errors[0].levelno == logging.ERROR and errors[0].exc_info
+        assert "TypeError" in errors[0].getMessage()
+        caplog.clear()
+        lookups.detector.store.db.execute("DROP TABLE docs")
+        assert harness.run(lookups.known("http://a.test/1")) is None
+        assert harness.run(lookups.fetched_now("http://a.test/1")) is None
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert [r for r in caplog.records if "a store lookup failed" in r.getMessage()]
+    assert lookups.lookup_failures == 4
+    harness.close()
+    assert harness.stats()["neardup/store/lookup_failures"] == 4

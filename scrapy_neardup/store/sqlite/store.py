@@ -227,11 +227,13 @@ class SqliteStore(SqliteFile):
     @translated
     def add_many(self, filings: Sequence[Filing]) -> list[Added]:
         items = filings
-        known = self._known([item[0] for item in items])
+        keys = [item[0] for item in items]
         wanted = [item[3] for item in items if item[3] is not None]
+        filed = self._known(keys + wanted)  # one read for the documents and the canonicals they name
+        known = {key: filed[key] for key in keys if key in filed}
         canonical_ids = {
             key: doc
-            for key, (doc, record) in self._known(wanted).items()
+            for key, (doc, record) in ((k, filed[k]) for k in wanted if k in filed)
             if record.canonical is None and not record.orphaned
         }
         out: list[Added] = []
