@@ -9,7 +9,7 @@ it. Byte-identical responses share one job (:mod:`.bodies`). A page goes with it
 from __future__ import annotations
 
 from concurrent.futures import Future
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -29,6 +29,15 @@ if TYPE_CHECKING:
     from ..settings import Config
     from .reporting import Reporter
     from .templates import LearnedTemplates
+
+
+@dataclass(frozen=True)
+class WorkersRenewed:
+    """Extraction workers renewed in a crawl: ``replaced`` (one died or timed out), ``recycled`` (one
+    retired after ``NEARDUP_WORKER_MAX_TASKS`` pages)."""
+
+    replaced: int = 0
+    recycled: int = 0
 
 
 class Preparer:
@@ -79,17 +88,17 @@ class Preparer:
         extraction = self._extraction
         return extraction.pids() if extraction is not None else []
 
-    def close(self) -> dict[str, int]:
-        """Stop the workers (here, on the reactor, which reads their pipes) or the threads: the workers
-        replaced and recycled during the crawl, by name, for the crawl's stats."""
+    def close(self) -> WorkersRenewed:
+        """Stop the workers (here, on the reactor, which reads their pipes) or the threads: how many workers
+        were renewed during the crawl, for its stats."""
         self.closing = True
         extraction, threads, self._extraction, self._threads = self._extraction, self._threads, None, None
         if threads is not None:
             threads.stop()
         if extraction is None:
-            return {}
+            return WorkersRenewed()
         extraction.close()
-        return {"replaced": extraction.replaced, "recycled": extraction.recycled}
+        return WorkersRenewed(extraction.replaced, extraction.recycled)
 
     async def prepare(self, job: Job, url: str | None = None, relearn: bool = False) -> Prepared | Skip:
         """Extract and fingerprint a document: what was prepared, or why it was not (a lost worker, a

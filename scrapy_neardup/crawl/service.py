@@ -233,7 +233,8 @@ class NearDupService:
             return
         thread = self.store_thread.stop()  # no decision from now on
         try:
-            for name, value in self.preparer.close().items():
+            renewed = self.preparer.close()
+            for name, value in (("replaced", renewed.replaced), ("recycled", renewed.recycled)):
                 if value:
                     self.report.set(f"neardup/workers/{name}", value)
         except Exception:  # the store must still be flushed and closed below
