@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import Any
 
 import mmh3
@@ -52,12 +53,18 @@ def agreement(a: str, b: str | set[tuple[str, ...]]) -> float:
 def path_step(node: Any) -> str:
     """An element's step in a path: its tag, its stable id and its stable classes, in a CSS form."""
     attrs = node.attributes
-    step = node.tag if _TAG.match(node.tag) else "*"  # a namespaced tag (o:p) is no CSS type selector
-    ident = attrs.get("id") or ""
+    return _step(node.tag, attrs.get("id") or "", attrs.get("class") or "")
+
+
+@lru_cache(maxsize=8192)
+def _step(tag: str, ident: str, classes: str) -> str:
+    """:func:`path_step` of an element's tag, id and class attribute: the same few recur on every page of a
+    template."""
+    step = tag if _TAG.match(tag) else "*"  # a namespaced tag (o:p) is no CSS type selector
     if ident and len(ident) <= _MAX_TOKEN and _TOKEN.match(ident):
         step += "#" + ident
-    classes = sorted({c for c in (attrs.get("class") or "").split() if len(c) <= _MAX_TOKEN and _TOKEN.match(c)})
-    return step + "".join("." + c for c in classes)
+    kept = sorted({c for c in classes.split() if len(c) <= _MAX_TOKEN and _TOKEN.match(c)})
+    return step + "".join("." + c for c in kept)
 
 
 def child_elements(node: Any) -> Iterator[Any]:
