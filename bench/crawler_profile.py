@@ -4,8 +4,10 @@
 
 One crawl as ``bench_crawl.py`` runs it (the same local site, settings and order), its crawler process under
 ``cProfile``; printed: the crawl's wall time and CPU, and the self time of the functions grouped by where they
-live (the plugin's modules one by one; Scrapy, Twisted and the rest as a whole). Wall time under the profiler is
-not the crawl's: compare two checkouts (``PYTHONPATH``) with this probe, never with a timing suite.
+live (the plugin's modules one by one; Scrapy, Twisted and the rest as a whole), and the garbage collector's
+CPU in the crawler process by generation with the kinds of objects most numerous when the crawl ends (each full
+collection walks every one of them). Wall time under the profiler is not the crawl's: compare two checkouts
+(``PYTHONPATH``) with this probe, never with a timing suite.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from __future__ import annotations
 import argparse
 import collections
 import cProfile
+import gc
 import json
 import os
 import pstats
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_crawl
@@ -41,7 +45,18 @@ def main() -> int:
     settings = {**bench_crawl.base_settings(workdir), "NEARDUP_ENABLED": not args.off, "NEARDUP_WORKERS": 2}
     crawl = bench_crawl.crawl_child
 
+    collected = out + ".gc.json"
+
     def profiled(*crawl_args):  # type: ignore[no-untyped-def]
+        spent, started = [0.0, 0.0, 0.0], [0.0]
+
+        def timed(phase: str, info: dict) -> None:
+            if phase == "start":
+                started[0] = time.thread_time()
+            else:
+                spent[info["generation"]] += time.thread_time() - started[0]
+
+        gc.callbacks.append(timed)
         profile = cProfile.Profile()
         profile.enable()
         try:
@@ -49,6 +64,20 @@ def main() -> int:
         finally:
             profile.disable()
             profile.dump_stats(out)
+            gc.callbacks.remove(timed)
+            kinds = collections.Counter(
+                f"{getattr(type(o), '__module__', '')}.{type(o).__qualname__}" for o in gc.get_objects()
+            )
+            with open(collected, "w") as f:
+                json.dump(
+                    {
+                        "cpu_seconds_by_generation": [round(t, 3) for t in spent],
+                        "collections_by_generation": [g["collections"] for g in gc.get_stats()],
+                        "objects_at_the_end": sum(kinds.values()),
+                        "most_numerous": kinds.most_common(8),
+                    },
+                    f,
+                )
 
     bench_crawl.crawl_child = profiled  # run_crawls forks a process for it
     try:
@@ -63,6 +92,8 @@ def main() -> int:
         else:
             where["scrapy" if "/scrapy/" in path else "twisted" if "/twisted/" in path else "other"] += self_time
     plugin = sum(t for name, t in where.items() if name.startswith("scrapy_neardup/"))
+    with open(collected) as f:
+        garbage = json.load(f)
     print(
         json.dumps(
             {
@@ -71,6 +102,7 @@ def main() -> int:
                 "crawler_cpu_seconds": round(result["crawler_cpu"], 2),
                 "plugin_self_seconds": round(plugin, 3),
                 "self_seconds": {name: round(t, 3) for name, t in where.most_common(20)},
+                "garbage_collector": garbage,
             },
             indent=1,
         )
