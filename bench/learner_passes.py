@@ -19,6 +19,7 @@ import json
 import os
 import pickle
 import sys
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_crawl
@@ -30,8 +31,22 @@ from scrapy_neardup.offline.evaluation import load_manifest
 from scrapy_neardup.settings import Config
 from scrapy_neardup.workers.tasks import prepare_html
 
+if TYPE_CHECKING:
+    from scrapy_neardup.engine.learned import TemplateLearner
+    from scrapy_neardup.engine.prepare import DocumentPipeline, Prepared
+
 #: Pages of a template a pass may send to trafilatura before they count ("after its first 10").
 FIRST_PAGES = 10
+#: Where the set's pages are served from, as the crawl benchmark's pages are (its port is never opened here).
+BASE, CONTENT_TYPE = "http://127.0.0.1:1", "text/html; charset=utf-8"
+
+
+def learn_from(pipeline: DocumentPipeline, learner: TemplateLearner, body: bytes, url: str) -> tuple[Prepared, str]:
+    """One page as a crawl handles it: extracted with its host's offers, as a worker does, then observed by
+    the crawler process's learner; what was prepared, and what changed (:meth:`TemplateLearner.observe`)."""
+    host = host_of(url)
+    done = prepare_html(pipeline, body, url, CONTENT_TYPE, pickle.dumps(learner.offers(host)))
+    return done, learner.observe(host, done.template, done.learned, done.lesson, done.prekey, done.agreement)
 
 
 def main() -> int:
@@ -45,7 +60,6 @@ def main() -> int:
     manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
     template = {bench_crawl.site_path(r["url"]): template_of(r["url"]) for r in manifest}
     pages = bench_crawl.load_pages(args.dataset, manifest)
-    base, content_type = "http://127.0.0.1:1", "text/html; charset=utf-8"
     passes = []
     for n in range(1, args.passes + 1):
         order = bench_crawl.crawl_orders(manifest, [f"shuffled-{n}"])[f"shuffled-{n}"]
@@ -53,11 +67,10 @@ def main() -> int:
         met: collections.Counter[str] = collections.Counter()
         late, retirements = 0, []
         for path in order:
-            url = base + path
-            host = host_of(url)
-            done = prepare_html(pipeline, pages[path], url, content_type, pickle.dumps(learner.offers(host)))
-            before = next((s for s in learner.selectors() if s.host == host and s.template == done.template), None)
-            change = learner.observe(host, done.template, done.learned, done.lesson, done.prekey, done.agreement)
+            url = BASE + path
+            held = {(s.host, s.template): s for s in learner.selectors()}
+            done, change = learn_from(pipeline, learner, pages[path], url)
+            before = held.get((host_of(url), done.template))
             kind = done.learned or ("trafilatura" if done.template is not None else "unparsed")
             how[kind] += 1
             met[template[path]] += 1

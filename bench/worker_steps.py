@@ -96,6 +96,7 @@ def replayed_steps(dataset: str) -> int:
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import bench_crawl
+    from learner_passes import BASE, CONTENT_TYPE, learn_from
 
     from scrapy_neardup.assembly import build_pipeline, build_template_learner
     from scrapy_neardup.engine.canonical import declared_canonical
@@ -109,11 +110,9 @@ def replayed_steps(dataset: str) -> int:
     manifest = load_manifest(os.path.join(dataset, "manifest.jsonl"))
     pages = bench_crawl.load_pages(dataset, manifest)
     order = bench_crawl.crawl_orders(manifest, ["shuffled-1"])["shuffled-1"]
-    base, content_type = "http://127.0.0.1:1", "text/html; charset=utf-8"
+    base, content_type = BASE, CONTENT_TYPE
     for path in order:  # the crawler process's learner, one page after another
-        url = base + path
-        done = prepare_html(pipeline, pages[path], url, content_type, pickle.dumps(learner.offers(host_of(url))))
-        learner.observe(host_of(url), done.template, done.learned, done.lesson, done.prekey, done.agreement)
+        learn_from(pipeline, learner, pages[path], base + path)
     steps = ("decode", "prekey", "parse", "skeleton_key", "replay", "page_text", "main_fingerprint")
     spent = dict.fromkeys((*steps, "page_fingerprint", "declared_canonical", "whole_task"), 0.0)
     clock, timed = time.process_time, 0
