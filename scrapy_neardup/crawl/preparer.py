@@ -3,13 +3,14 @@
 
 A worker's result is read by the reactor (:class:`.reactor.ReactorIO`) and handed to the page that waits for
 it. Byte-identical responses share one job (:mod:`.bodies`). A page goes with its host's learned selectors
-(:mod:`.templates`).
+(:mod:`.templates`) as they are when a worker takes it, not when it joined the queue of pages waiting for one.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -19,7 +20,7 @@ from twisted.python.threadpool import ThreadPool
 from ..engine.canonical import declared_canonical
 from ..engine.extract import decode_html, quiet_trafilatura
 from ..engine.prepare import Prepared
-from ..workers import IN_PROCESS, ExtractionPool, WorkerLost, WorkerTimeout
+from ..workers import IN_PROCESS, AtSend, ExtractionPool, WorkerLost, WorkerTimeout, made
 from .bodies import IdenticalBodies, body_digest
 from .reactor import pool_reader, reply
 from .screening import Job, Skip
@@ -109,7 +110,7 @@ class Preparer:
         deferred: Deferred = Deferred()
         offers = None
         if self.templates is not None and job.is_html and not relearn:
-            offers = self.templates.offers(url or job.url)
+            offers = AtSend(partial(self.templates.offers, url or job.url))  # as known when a worker takes it
         fn, *args = job.call(offers)
         try:
             if self._extraction is not None:
@@ -187,7 +188,7 @@ class Preparer:
 
     def _analyse_here(self, fn: Any, args: list[Any], deferred: Deferred) -> None:
         try:
-            prepared = IN_PROCESS[fn](self.pipeline, *args)
+            prepared = IN_PROCESS[fn](self.pipeline, *made(args))
         except Exception as exc:  # noqa: BLE001 - a page must never crash the crawl
             reply(deferred, exc)
             return

@@ -11,6 +11,8 @@ from ..workers import analyze_html, analyze_text
 if TYPE_CHECKING:
     from scrapy.http import Response
 
+    from ..workers import AtSend
+
 
 @dataclass(frozen=True)
 class Skip:
@@ -36,10 +38,10 @@ class Job:
     def is_html(self) -> bool:
         return self.body is not None
 
-    def call(self, offers: bytes | None = None) -> tuple[Any, ...]:
+    def call(self, offers: bytes | AtSend | None = None) -> tuple[Any, ...]:
         """The worker function and its arguments (plain values: what crosses to a worker process); ``offers``:
-        the page's host's learned selectors (:mod:`scrapy_neardup.engine.learned`), pickled, when templates
-        are learned."""
+        the page's host's learned selectors (:mod:`scrapy_neardup.engine.learned`), pickled (or made so when
+        a worker takes the page), when templates are learned."""
         if self.body is not None:
             return (analyze_html, self.body, self.url, self.content_type, offers)
         return (analyze_text, self.text)

@@ -89,6 +89,25 @@ _REPLY = struct.Struct("<Q")
 OUT_OF_BAND_BYTES = 16 * 1024
 
 
+class AtSend:
+    """A task's argument made when the task leaves the pool's queue for a worker, not when it is submitted.
+
+    A page may wait in the queue while every worker is busy (in a CPU-bound crawl, most of the concurrent
+    requests wait there); what its caller knows about it can change meanwhile: a crawl's learned selectors
+    (a template learned, or retired, while the page waited) are taken as they are when the page is handed
+    out. ``make`` runs on the thread that hands the page out; its error is the page's error."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+
+
+def made(args: Iterable[Any]) -> tuple[Any, ...]:
+    """A task's arguments with each :class:`AtSend` made (for a caller that runs the task itself)."""
+    return tuple(arg.make() if type(arg) is AtSend else arg for arg in args)
+
+
 class WorkerLost(Exception):
     """The worker process holding a page died (its exit code or signal is in the message)."""
 
@@ -235,7 +254,8 @@ class ExtractionPool:
 
     :meth:`submit` returns a :class:`concurrent.futures.Future` of the task's value, which fails with
     :class:`WorkerLost` or :class:`WorkerTimeout`; its callbacks run where the results are read (``io``
-    of :meth:`start`). ``timeout`` is per page, in seconds (``None``: none); ``max_tasks`` recycles a worker
+    of :meth:`start`). An argument given as :class:`AtSend` is made when the page is handed to a worker.
+    ``timeout`` is per page, in seconds (``None``: none); ``max_tasks`` recycles a worker
     after that many pages (0: never). A page waits in the pool's queue while every worker is busy.
 
     ``fork_first``: a caller that has no thread of its own when it calls :meth:`start` (the ``dedup``
@@ -316,9 +336,10 @@ class ExtractionPool:
         fn, fn_args = args
         buffers: list[pickle.PickleBuffer] = []
         try:
-            pickled = pickle.dumps((fn, tuple(_out_of_band(arg) for arg in fn_args)), 5, buffer_callback=buffers.append)
+            sent = tuple(_out_of_band(arg) for arg in made(fn_args))
+            pickled = pickle.dumps((fn, sent), 5, buffer_callback=buffers.append)
             data = _TASK.pack(next(self._numbers), len(buffers)) + pickled
-        except Exception as exc:  # noqa: BLE001 - arguments that do not pickle: this page's error only
+        except Exception as exc:  # noqa: BLE001 - arguments that cannot be made or pickled: this page's error only
             with self._lock:
                 worker.page = None
             _fail(page, exc)
@@ -594,6 +615,7 @@ def _reap(process: Any) -> None:
 
 __all__ = [
     "IN_PROCESS",
+    "AtSend",
     "OUT_OF_BAND_BYTES",
     "ExtractionPool",
     "PoolIO",
@@ -605,6 +627,7 @@ __all__ = [
     "analyze_text",
     "in_order",
     "init_worker",
+    "made",
     "prepare_html",
     "prepare_text",
     "run_reader_callback",

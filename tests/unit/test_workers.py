@@ -252,6 +252,31 @@ def test_a_worker_killed_while_idle_is_replaced(pool):
     assert page_result(pool, sleepy, 0.02) == 0.02
 
 
+def test_an_argument_made_at_send_is_made_when_a_worker_takes_the_page(pool):
+    """A page waiting for a busy worker goes with what its caller knows when the worker takes it (a crawl's
+    learned selectors change while pages wait), not when it was submitted; an argument that cannot be made
+    fails its own page only."""
+    from helpers.crawlkit import sleepy
+
+    from scrapy_neardup.workers import AtSend
+
+    known = [0.01]
+
+    def broken():
+        raise ValueError("no selectors")
+
+    busy = pool.submit(sleepy, 1.0)
+    waiting = pool.submit(sleepy, AtSend(lambda: known[0]))
+    failing = pool.submit(sleepy, AtSend(broken))
+    after = pool.submit(sleepy, 0.03)
+    known[0] = 0.02  # the one worker is asleep for a second: every page above is still in the queue
+    assert busy.result(timeout=30) == 1.0
+    assert waiting.result(timeout=30) == 0.02
+    with pytest.raises(ValueError, match="no selectors"):
+        failing.result(timeout=30)
+    assert after.result(timeout=30) == 0.03
+
+
 def test_pages_wait_for_a_busy_pool_and_a_death_costs_only_the_page_its_worker_held(pool):
     """One worker, three pages: they queue; the worker is SIGKILLed while it holds the first (a real kill);
     that page fails, naming the signal, and the two waiting pages are extracted by its replacement."""
