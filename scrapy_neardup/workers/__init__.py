@@ -19,12 +19,16 @@ and reads the result on a result thread, which then wakes the reactor: four thre
 each worker has a pipe of its own; a page is written to an idle worker's pipe by the thread that submits it
 (the reactor), and the results are read where the caller says (:class:`PoolIO`): in a crawl, by the
 reactor itself, which watches the pipes like sockets, so a result costs one wake-up. Without a reactor (the
-tests, other callers) a thread of the pool's own reads them.
+tests, other callers) a thread of the pool's own reads them. A second page waits in a busy worker's pipe
+when the pipe has room for it: the worker goes on to it as soon as it has sent its result, instead of
+idling until the reactor, busy with the crawl, reads that result and answers with the next page.
 
 * A worker that dies (SIGSEGV, SIGABRT, SIGKILL, the kernel's out-of-memory killer) closes its pipe: the
-  page it held, the only one (a worker gets its next page when it returns the last), fails with
-  :class:`WorkerLost` naming the signal, and a new worker takes its place. No lock is shared between
-  workers, so a worker killed at any instant cannot block the others (pebble's shared pipe could be).
+  page it was working on fails with :class:`WorkerLost` naming the signal, and a new worker takes its
+  place; a page that waited in its pipe behind that one (never begun: the worker reads a page only after
+  sending its last result, which is read before the pipe's end) goes back to the head of the queue. No
+  lock is shared between workers, so a worker killed at any instant cannot block the others (pebble's
+  shared pipe could be).
 * A page past ``timeout`` has its worker killed by the pool's watchdog thread; it fails with
   :class:`WorkerTimeout` and the worker is replaced.
 * ``max_tasks`` recycles each worker after so many pages, which bounds the memory a long crawl lets a
@@ -51,6 +55,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import socket
 import struct
 import threading
 import time
@@ -87,6 +92,9 @@ _TASK = struct.Struct("<QI")
 _REPLY = struct.Struct("<Q")
 #: ``bytes`` arguments from this size on are sent out of band (pickle protocol 5, PEP 574).
 OUT_OF_BAND_BYTES = 16 * 1024
+#: The send buffer asked for a worker's pipe (the kernel may grant less: ``net.core.wmem_max``), so that a
+#: page of up to half of it can wait there behind the one the worker is on (:meth:`ExtractionPool._next`).
+PIPE_BUFFER = 2 * 2**20
 
 
 class AtSend:
@@ -234,14 +242,17 @@ class ThreadIO:
 
 
 class _Worker:
-    """One worker process, its end of its pipe, and the page it holds (at most one)."""
+    """One worker process, its end of its pipe, the page it works on and the page sent behind it (if any),
+    and how many bytes of arguments a page sent behind another may have (its pipe's room: 0, none)."""
 
-    __slots__ = ("process", "conn", "page", "args", "started", "done", "timed_out", "gone")
+    __slots__ = ("process", "conn", "page", "args", "behind", "room", "started", "done", "timed_out", "gone")
 
-    def __init__(self, process: Any, conn: Connection) -> None:
+    def __init__(self, process: Any, conn: Connection, room: int = 0) -> None:
         self.process, self.conn = process, conn
         self.page: Future | None = None
         self.args: tuple[Any, ...] = ()
+        self.behind: tuple[Future, tuple[Any, ...]] | None = None
+        self.room = room
         self.started = 0.0
         self.done = 0
         self.timed_out = False
@@ -316,7 +327,7 @@ class ExtractionPool:
         return self._add(*self._start_process(self._ctx))
 
     def _add(self, process: Any, ours: Connection) -> _Worker:
-        worker = _Worker(process, ours)
+        worker = _Worker(process, ours, _pipe_room(ours))
         with self._lock:
             closed = self._closed
             if not closed:
@@ -332,7 +343,8 @@ class ExtractionPool:
         return worker
 
     def _send(self, worker: _Worker, page: Future, args: tuple[Any, ...]) -> None:
-        """Hand ``page`` to an idle ``worker`` (marked busy by the caller, under the lock)."""
+        """Hand ``page`` to ``worker`` (marked as its page, or the page behind it, by the caller, under the
+        lock)."""
         fn, fn_args = args
         buffers: list[pickle.PickleBuffer] = []
         try:
@@ -341,7 +353,10 @@ class ExtractionPool:
             data = _TASK.pack(next(self._numbers), len(buffers)) + pickled
         except Exception as exc:  # noqa: BLE001 - arguments that cannot be made or pickled: this page's error only
             with self._lock:
-                worker.page = None
+                if worker.behind is not None and worker.behind[0] is page:
+                    worker.behind = None
+                elif worker.page is page:
+                    worker.page = None
             _fail(page, exc)
             self._next(worker)
             return
@@ -353,13 +368,28 @@ class ExtractionPool:
             pass
 
     def _next(self, worker: _Worker) -> None:
-        """Give an idle worker the next page waiting, if any (the one place a page is handed out)."""
+        """Give a worker the next page waiting, if any (the one place a page is handed out): to work on, if
+        it is idle, and then one to wait in its pipe behind that, if the pipe has room for it (the worker
+        goes on to it without waiting for this process to read its result and answer), unless the worker
+        is to be recycled after the page it has."""
         with self._lock:
-            if self._closed or worker.gone or worker.page is not None or not self._queue:
+            if self._closed or worker.gone or not self._queue:
                 return
-            page, args = self._queue.popleft()
-            worker.page, worker.args, worker.started = page, args, time.monotonic()
+            first = worker.page is None
+            if first:
+                page, args = self._queue.popleft()
+                worker.page, worker.args, worker.started = page, args, time.monotonic()
+            elif (
+                worker.behind is None
+                and _bytes_of(self._queue[0][1]) <= worker.room
+                and not (self.max_tasks and worker.done + 1 >= self.max_tasks)
+            ):
+                page, args = worker.behind = self._queue.popleft()
+            else:
+                return
         self._send(worker, page, args)
+        if first:
+            self._next(worker)
 
     def _readable(self, worker: _Worker) -> None:
         """On the reader's thread: a worker's result, or its death."""
@@ -370,6 +400,9 @@ class ExtractionPool:
             return
         with self._lock:
             page, worker.page, worker.args = worker.page, None, ()
+            if worker.behind is not None:  # the worker went on to it when it sent this result
+                (worker.page, worker.args), worker.behind = worker.behind, None
+                worker.started = time.monotonic()
             worker.done += 1
             retire = bool(self.max_tasks) and worker.done >= self.max_tasks and not self._closed
             if retire:  # out of the pool before its page is answered: no new page may reach it
@@ -377,7 +410,7 @@ class ExtractionPool:
                 self._workers.remove(worker)
                 self._starting += 1  # its successor, started by _retire
         if not retire:
-            self._next(worker)  # first: the worker extracts the next page while this one is decided
+            self._next(worker)  # first: the worker has its next pages while this one is decided
         if page is not None:
             try:
                 ok, value = pickle.loads(memoryview(data)[_REPLY.size :])
@@ -397,15 +430,20 @@ class ExtractionPool:
             if worker.gone:
                 return
             worker.gone = True
-            page, timed_out = worker.page, worker.timed_out
-            worker.page = None
+            page, timed_out, behind = worker.page, worker.timed_out, worker.behind
+            worker.page, worker.behind = None, None
             if worker in self._workers:
                 self._workers.remove(worker)
             closed = self._closed
+            if behind is not None and not closed:  # never begun (its result would have come first): again
+                self._queue.appendleft(behind)
+                behind = None
         assert self._io is not None
         self._io.release(worker.conn)
         worker.process.join(REAP_WAIT_SECS)
         code = worker.process.exitcode
+        if behind is not None:
+            _fail(behind[0], WorkerLost("the extraction pool was stopped"))
         if not closed:
             self.replaced += 1
             self._replace()
@@ -483,7 +521,9 @@ class ExtractionPool:
                 return page
         with self._lock:
             self._queue.append((page, task))
-            idle = next((w for w in self._workers if w.page is None and not w.gone), None)
+            idle = next((w for w in self._workers if w.page is None and not w.gone), None) or next(
+                (w for w in self._workers if w.behind is None and not w.gone), None
+            )
         if idle is not None:
             self._next(idle)
         return page
@@ -509,10 +549,11 @@ class ExtractionPool:
             self._closed = True
             workers, self._workers = list(self._workers), []
             lost = [page for page, _ in self._queue] + [w.page for w in workers if w.page is not None]
+            lost += [w.behind[0] for w in workers if w.behind is not None]
             busy = [w for w in workers if w.page is not None]
             self._queue.clear()
             for worker in workers:
-                worker.gone, worker.page = True, None
+                worker.gone, worker.page, worker.behind = True, None, None
         for worker in workers:
             if worker in busy:
                 worker.process.kill()  # its page is failed below: nothing to wait for
@@ -565,6 +606,31 @@ def run_reader_callback(on_readable: Callable[[], None]) -> None:
         on_readable()
     except Exception:  # the reader serves every worker
         logger.exception("scrapy-neardup: error while reading an extraction worker's pipe")
+
+
+def _bytes_of(args: tuple[Any, ...]) -> int:
+    """The bytes a task's arguments put in a pipe, near enough (its bodies; the rest is small)."""
+    return sum(len(arg) for arg in args[1] if isinstance(arg, (bytes, bytearray, memoryview, str)))
+
+
+def _pipe_room(conn: Connection) -> int:
+    """How many bytes of arguments may wait in a worker's pipe behind the page it works on without the
+    sender ever blocking: half the socket's send buffer (raised to :data:`PIPE_BUFFER` where the system
+    allows it), which also holds what the kernel adds to each message. 0 where the pipe is not a socket."""
+    try:
+        sock = socket.socket(fileno=conn.fileno())
+    except (OSError, ValueError):
+        return 0
+    try:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PIPE_BUFFER)
+        except OSError:  # above the system's limit: the buffer stays as it was
+            pass
+        return sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) // 2
+    except OSError:
+        return 0
+    finally:
+        sock.detach()  # the Connection keeps its descriptor
 
 
 def _out_of_band(arg: Any) -> Any:

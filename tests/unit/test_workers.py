@@ -266,11 +266,13 @@ def test_an_argument_made_at_send_is_made_when_a_worker_takes_the_page(pool):
         raise ValueError("no selectors")
 
     busy = pool.submit(sleepy, 1.0)
+    behind = pool.submit(sleepy, 0.04)  # sent at once, to wait in the worker's pipe
     waiting = pool.submit(sleepy, AtSend(lambda: known[0]))
     failing = pool.submit(sleepy, AtSend(broken))
     after = pool.submit(sleepy, 0.03)
-    known[0] = 0.02  # the one worker is asleep for a second: every page above is still in the queue
+    known[0] = 0.02  # the one worker is asleep for a second: the pages from `waiting` on are in the queue
     assert busy.result(timeout=30) == 1.0
+    assert behind.result(timeout=30) == 0.04
     assert waiting.result(timeout=30) == 0.02
     with pytest.raises(ValueError, match="no selectors"):
         failing.result(timeout=30)
@@ -278,14 +280,17 @@ def test_an_argument_made_at_send_is_made_when_a_worker_takes_the_page(pool):
 
 
 def test_pages_wait_for_a_busy_pool_and_a_death_costs_only_the_page_its_worker_held(pool):
-    """One worker, three pages: they queue; the worker is SIGKILLed while it holds the first (a real kill);
-    that page fails, naming the signal, and the two waiting pages are extracted by its replacement."""
+    """One worker, three pages: the second is sent behind the first, to wait in the worker's pipe, the third
+    waits in the pool's queue; the worker is SIGKILLed while it holds the first (a real kill); that page
+    fails, naming the signal, and the other two (the one in the dead worker's pipe was never begun) are
+    extracted by its replacement."""
     from helpers.crawlkit import sleepy
 
     from scrapy_neardup.workers import WorkerLost
 
     first, second, third = pool.submit(sleepy, 5), pool.submit(sleepy, 0.01), pool.submit(sleepy, 0.02)
     wait_until(lambda: pool.running() and pool.running()[0][2][1] == (5,), timeout=10, what="the first page taken")
+    assert pool._workers[0].behind[0] is second and len(pool._queue) == 1  # the pool's own state: white-box
     (pid,) = pool.pids()
     os.kill(pid, signal.SIGKILL)
     with pytest.raises(WorkerLost, match="SIGKILL"):
@@ -308,9 +313,43 @@ def test_workers_are_recycled_after_max_tasks_and_stop_cleanly():
             assert extraction.submit(sleepy, 0.001 * i).result(timeout=30) == 0.001 * i
             seen.update(extraction.pids())
         assert extraction.recycled == 2 and len(seen) == 3
+        # All at once: no page is sent behind the last page of a worker to be recycled (it would stop first).
+        pages = [extraction.submit(sleepy, 0.01 * i) for i in range(6)]
+        assert [page.result(timeout=60) for page in pages] == [0.01 * i for i in range(6)]
+        assert extraction.recycled == 5
+        seen.update(extraction.pids())
     finally:
         extraction.close()
     assert_no_process_left({"workers": sorted(seen), "parents": [], "crawler": os.getpid()})
+
+
+def test_only_a_page_that_fits_in_its_pipe_waits_behind_another_and_closing_fails_both():
+    """A page waits in a worker's pipe behind the one it works on only if the pipe has room for its bytes (a
+    send into a full pipe would block the reactor for as long as the worker's page takes); a larger one waits
+    in the pool's queue. Closing the pool fails the page in the pipe too."""
+    from helpers.crawlkit import digests, sleepy
+
+    from scrapy_neardup.settings import Config
+    from scrapy_neardup.workers import ExtractionPool, WorkerLost
+
+    extraction = ExtractionPool(Config.from_settings({}), 1)
+    extraction.start()
+    try:
+        (worker,) = extraction._workers  # the pool's own state: white-box
+        assert worker.room > 0
+        running = extraction.submit(sleepy, 1.0)
+        large = extraction.submit(digests, os.urandom(worker.room + 1), "http://a.example/", b"")
+        assert worker.behind is None and len(extraction._queue) == 1
+        assert running.result(timeout=30) == 1.0
+        large.result(timeout=30)
+        running = extraction.submit(sleepy, 5.0)
+        small = extraction.submit(sleepy, 0.01)
+        assert worker.behind is not None and worker.behind[0] is small and not extraction._queue
+    finally:
+        extraction.close()
+    for page in (running, small):
+        with pytest.raises(WorkerLost, match="stopped"):
+            page.result(timeout=30)
 
 
 def test_a_page_past_the_timeout_fails_and_the_worker_is_replaced(pool):
