@@ -41,34 +41,39 @@ bounded: the least recently used groups are forgotten.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from .algorithms.base import Fingerprint
 from .prepare import Prepared, page_sketcher
 
 if TYPE_CHECKING:
-    from .algorithms.base import Algorithm, Fingerprint
+    import numpy as np
+
+    from .algorithms.base import Algorithm
 
 #: Page texts less similar than this (estimated Jaccard of word 2-shingles) are different pages.
 PAGE_TEXTS_DIFFER = 0.25
 
 
-@dataclass
-class _Group:
-    """Pages of one host with one main text, whose page texts differ from each other, with their templates
-    (``None``: not known); the templates the main text was found to be template text of (``None`` among
-    them: of a page whose template was not known)."""
+#: A page counted in a group: ``(key, page sketch, page signature, page buckets, template)``.
+_Member = tuple[str, bytes, bytes, "np.ndarray", "int | None"]
+#: A group: pages of one host with one main text, whose page texts differ from each other (``_Member``), and
+#: the templates the main text was found to be template text of (``None`` among them: of a page whose
+#: template was not known). Both plain tuples of strings, bytes, numbers and arrays, which the garbage
+#: collector stops tracking: the guard keeps up to ``max_groups`` of them, one for nearly every page of a
+#: crawl, and every object it tracked would be visited by each full collection of the crawler process.
+_Group = tuple[tuple[_Member, ...], tuple["int | None", ...]]
+_EMPTY: _Group = ((), ())
 
-    members: list[tuple[str, bytes, Fingerprint, int | None]] = field(default_factory=list)  # key, sketch, fp, template
-    templates: set[int | None] = field(default_factory=set)
 
-    def fired_for(self, template: int | None) -> bool:
-        """Whether the main text is template text for a page of ``template``: it was found so in that
-        template, or either template is not known."""
-        if not self.templates:
-            return False
-        return template is None or None in self.templates or template in self.templates
+def _fired_for(templates: tuple[int | None, ...], template: int | None) -> bool:
+    """Whether a group's main text is template text for a page of ``template``: it was found so in that
+    template, or either template is not known."""
+    if not templates:
+        return False
+    return template is None or None in templates or template in templates
 
 
 def _compatible(a: int | None, b: int | None) -> bool:
@@ -105,25 +110,29 @@ class TemplateGuard:
         group_key = (host, prepared.main_key)
         group = self._groups.get(group_key)
         if group is None:
-            group = self._groups[group_key] = _Group()
+            group = self._groups[group_key] = _EMPTY
             if len(self._groups) > self.max_groups:
                 self._groups.popitem(last=False)
         else:
             self._groups.move_to_end(group_key)
+        members, templates = group
         page, template = prepared.page_fingerprint, prepared.template
-        if group.fired_for(template):
+        if _fired_for(templates, template):
             return (replace(prepared, fingerprint=page, method="template") if page is not None else prepared), []
         if page is None or prepared.page_sketch is None:
             return prepared, []
-        for member_key, sketch, _, _ in group.members:
+        for member_key, sketch, *_ in members:
             if member_key == key or self._sketcher.similarity(prepared.page_sketch, sketch) >= PAGE_TEXTS_DIFFER:
                 return prepared, []  # the same page again, or a copy of one already seen
-        group.members.append((key, prepared.page_sketch, page, template))
-        alike = [m for m in group.members if _compatible(m[3], template)]
+        members += ((key, prepared.page_sketch, page.signature, page.buckets, template),)
+        alike = [m for m in members if _compatible(m[4], template)]
         if len(alike) < self.repeats:
+            self._groups[group_key] = (members, templates)
             return prepared, []
-        group.templates.update(m[3] for m in alike)
         self.fired += 1
-        refile = [(member_key, fp) for member_key, _, fp, _ in alike[:-1]]
-        group.members = [m for m in group.members if m not in alike]
+        self._groups[group_key] = (
+            tuple(m for m in members if not _compatible(m[4], template)),
+            tuple(dict.fromkeys((*templates, *(m[4] for m in alike)))),
+        )
+        refile = [(m[0], Fingerprint(m[2], m[3])) for m in alike[:-1]]
         return replace(prepared, fingerprint=page, method="template"), refile

@@ -149,3 +149,22 @@ def test_crawl_of_copies_on_one_host_finds_every_copy(tmp_path):
     stats = result.neardup_stats()
     assert stats["neardup/duplicate"] == 16
     assert "neardup/extract/template" not in stats
+
+
+def test_groups_are_plain_values_the_garbage_collector_stops_tracking():
+    """The guard keeps a group for nearly every page of a crawl; each object the collector tracks would be
+    visited by every full collection of the crawler process. A group is tuples of strings, bytes, numbers
+    and arrays, which the collector stops tracking once it has seen them."""
+    import gc
+
+    config = Config.from_settings({"NEARDUP_TEMPLATE_REPEATS": 3})
+    pipeline, guard = build_pipeline(config), build_template_guard(config)
+    for i in range(2):
+        url = f"http://site.example/story-{i}"
+        guard.decide(url, url, prepared(pipeline, template_page(i), url))
+    (group,) = guard._groups.values()
+    members, templates = group
+    assert len(members) == 2 and not templates  # two different pages around one block: not yet a template
+    gc.collect()
+    gc.collect()  # a tuple is let go once its items were: the group's own the pass after its members'
+    assert not gc.is_tracked(group) and not any(gc.is_tracked(m) for m in members)
