@@ -245,10 +245,13 @@ class _Worker:
     """One worker process, its end of its pipe, the page it works on and the page sent behind it (if any),
     and how many bytes of arguments a page sent behind another may have (its pipe's room: 0, none)."""
 
-    __slots__ = ("process", "conn", "page", "args", "behind", "room", "started", "done", "timed_out", "gone")
+    __slots__ = ("process", "conn", "page", "args", "behind", "room", "sending", "started", "done", "timed_out", "gone")
 
     def __init__(self, process: Any, conn: Connection, room: int = 0) -> None:
         self.process, self.conn = process, conn
+        #: Held from choosing a page for the worker to writing it: its pages reach its pipe in the order they
+        #: were given to it, which is the order its results are read back in, whichever threads hand them out.
+        self.sending = threading.RLock()
         self.page: Future | None = None
         self.args: tuple[Any, ...] = ()
         self.behind: tuple[Future, tuple[Any, ...]] | None = None
@@ -372,24 +375,25 @@ class ExtractionPool:
         it is idle, and then one to wait in its pipe behind that, if the pipe has room for it (the worker
         goes on to it without waiting for this process to read its result and answer), unless the worker
         is to be recycled after the page it has."""
-        with self._lock:
-            if self._closed or worker.gone or not self._queue:
-                return
-            first = worker.page is None
+        with worker.sending:
+            with self._lock:
+                if self._closed or worker.gone or not self._queue:
+                    return
+                first = worker.page is None
+                if first:
+                    page, args = self._queue.popleft()
+                    worker.page, worker.args, worker.started = page, args, time.monotonic()
+                elif (
+                    worker.behind is None
+                    and _bytes_of(self._queue[0][1]) <= worker.room
+                    and not (self.max_tasks and worker.done + 1 >= self.max_tasks)
+                ):
+                    page, args = worker.behind = self._queue.popleft()
+                else:
+                    return
+            self._send(worker, page, args)
             if first:
-                page, args = self._queue.popleft()
-                worker.page, worker.args, worker.started = page, args, time.monotonic()
-            elif (
-                worker.behind is None
-                and _bytes_of(self._queue[0][1]) <= worker.room
-                and not (self.max_tasks and worker.done + 1 >= self.max_tasks)
-            ):
-                page, args = worker.behind = self._queue.popleft()
-            else:
-                return
-        self._send(worker, page, args)
-        if first:
-            self._next(worker)
+                self._next(worker)
 
     def _readable(self, worker: _Worker) -> None:
         """On the reader's thread: a worker's result, or its death."""

@@ -299,6 +299,34 @@ def test_pages_wait_for_a_busy_pool_and_a_death_costs_only_the_page_its_worker_h
     assert pool.replaced == 1 and pid not in pool.pids()
 
 
+def test_every_result_reaches_its_own_page_while_two_threads_hand_pages_out(pool):
+    """Pages are handed out by the thread that submits them and by the thread that reads results (here the
+    pool's own). A page too large to wait in a pipe is handed out by the reader once the worker is idle; a
+    small page submitted while the reader writes it must reach the pipe after it, whole, or results would
+    be read back for the wrong pages. The reader's write of the large page is slowed down here, and the
+    small page submitted in the middle of it."""
+    from helpers.crawlkit import digests, sleepy
+
+    (worker,) = pool._workers  # the pool's own state: white-box
+    large = (os.urandom(worker.room + 1), "large")
+    send = pool._send
+
+    def slow_send(to, page, args):
+        if threading.current_thread() is not threading.main_thread() and args[1] == large:
+            time.sleep(0.3)
+        send(to, page, args)
+
+    pool._send = slow_send
+    busy = pool.submit(sleepy, 0.5)
+    behind = pool.submit(digests, b"behind")
+    later = pool.submit(digests, *large)  # too large for the pipe: waits for the worker to be idle
+    wait_until(lambda: pool.running() and pool.running()[0][2][1] == large, timeout=30, what="the large page out")
+    small = pool.submit(digests, b"small")  # while the reader is still writing the large page
+    assert busy.result(timeout=30) == 0.5 and behind.result(timeout=30) == digests(b"behind")
+    assert later.result(timeout=30) == digests(*large)
+    assert small.result(timeout=30) == digests(b"small")
+
+
 def test_workers_are_recycled_after_max_tasks_and_stop_cleanly():
     from helpers.crawlkit import sleepy
 
