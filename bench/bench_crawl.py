@@ -42,6 +42,7 @@ fall to different crawls); ``--redis-cluster M`` gives them a real Redis Cluster
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import multiprocessing
 import os
@@ -54,6 +55,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from urllib.parse import unquote, urlsplit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -235,6 +237,57 @@ def _finished(process: multiprocessing.process.BaseProcess, out: str) -> dict:
         raise RuntimeError(f"crawl failed (exit code {process.exitcode})")
     with open(out) as f:
         return json.load(f)
+
+
+def probe_crawl(
+    dataset: str, order: str, settings: dict, wrap: Callable[[Callable[..., None]], Callable[..., None]]
+) -> tuple[dict, float]:
+    """One crawl of ``dataset`` in ``order`` as the timings run it (its own local site, ``settings`` over
+    :func:`base_settings`), the crawler process running ``wrap(crawl_child)`` instead of :func:`crawl_child`,
+    for a probe that watches the crawler from inside: the crawl's result, and the local server's CPU seconds."""
+    global crawl_child
+    manifest = load_manifest(os.path.join(dataset, "manifest.jsonl"))
+    paths = crawl_orders(manifest, [order])[order]
+    base, server = serve(load_pages(dataset, manifest))
+    workdir = tempfile.mkdtemp()
+    crawl = crawl_child
+    crawl_child = wrap(crawl)  # run_crawl forks a process for it
+    try:
+        result = run_crawl(base, paths, {**base_settings(workdir), **settings}, workdir)
+        server_cpu = (_proc_cpu_and_hwm(server.pid) or (0.0, 0))[0]
+    finally:
+        crawl_child = crawl
+        server.terminate()
+    return result, server_cpu
+
+
+class CollectorTimer:
+    """The garbage collector's CPU time in this process by generation, while in a ``with`` block
+    (``gc.callbacks``), and what it found: :meth:`summary`."""
+
+    def __init__(self) -> None:
+        self.spent = [0.0, 0.0, 0.0]
+        self._began = 0.0
+
+    def __enter__(self) -> CollectorTimer:
+        gc.callbacks.append(self._timed)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._timed)
+
+    def _timed(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._began = time.thread_time()
+        else:
+            self.spent[info["generation"]] += time.thread_time() - self._began
+
+    def summary(self) -> dict:
+        return {
+            "cpu_seconds_by_generation": [round(t, 3) for t in self.spent],
+            "collections_by_generation": [g["collections"] for g in gc.get_stats()],
+            "objects_at_the_end": len(gc.get_objects()),
+        }
 
 
 def base_settings(workdir: str) -> dict:

@@ -19,18 +19,14 @@ from __future__ import annotations
 
 import argparse
 import collections
-import gc
 import json
 import os
 import sys
 import tempfile
 import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_crawl
-
-from scrapy_neardup.offline.evaluation import load_manifest
 
 #: How often the states are sampled, in seconds.
 EVERY = 0.005
@@ -44,93 +40,66 @@ def _state(pid: int) -> str:
         return "?"
 
 
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset")
     parser.add_argument("--order", default="shuffled-1")
     parser.add_argument("--off", action="store_true", help="the plugin off")
     args = parser.parse_args()
-    manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
-    pages = bench_crawl.load_pages(args.dataset, manifest)
-    paths = bench_crawl.crawl_orders(manifest, [args.order])[args.order]
-    base, server = bench_crawl.serve(pages)
-    workdir = tempfile.mkdtemp()
-    settings = {
-        **bench_crawl.base_settings(workdir),
-        "NEARDUP_ENABLED": not args.off,
-        "NEARDUP_WORKERS": 2,
-        "NEARDUP_WORKER_MAX_TASKS": 0,
-    }
-    crawl = bench_crawl.crawl_child
-    sampled = os.path.join(workdir, "states.json")
+    sampled = os.path.join(tempfile.mkdtemp(), "states.json")
 
-    def probed(*crawl_args):  # type: ignore[no-untyped-def]
-        from scrapy_neardup import workers
+    def probed(crawl):  # type: ignore[no-untyped-def]
+        def run(*crawl_args):  # type: ignore[no-untyped-def]
+            from scrapy_neardup import workers
 
-        pools: list = []
-        start = workers.ExtractionPool.start
+            pools: list = []
+            start = workers.ExtractionPool.start
 
-        def started(pool, *a, **k):  # type: ignore[no-untyped-def]
-            pools.append(pool)
-            return start(pool, *a, **k)
+            def started(pool, *a, **k):  # type: ignore[no-untyped-def]
+                pools.append(pool)
+                return start(pool, *a, **k)
 
-        workers.ExtractionPool.start = started  # type: ignore[method-assign]
-        states: collections.Counter[tuple[str, int, bool]] = collections.Counter()
-        spent, began = [0.0, 0.0, 0.0], [0.0]
-        done = threading.Event()
+            workers.ExtractionPool.start = started  # type: ignore[method-assign]
+            states: collections.Counter[tuple[str, int, bool]] = collections.Counter()
+            done = threading.Event()
 
-        def timed(phase: str, info: dict) -> None:
-            if phase == "start":
-                began[0] = time.thread_time()
-            else:
-                spent[info["generation"]] += time.thread_time() - began[0]
+            def sample() -> None:
+                reactor = os.getpid()  # the crawler's main thread runs the reactor
+                while not done.wait(EVERY):
+                    pool = pools[0] if pools else None
+                    pids = [w.process.pid for w in list(pool._workers)] if pool is not None else []
+                    running = sum(1 for pid in pids if _state(pid) == "R")
+                    states[(_state(reactor), running, bool(pool is not None and pool._queue))] += 1
 
-        def sample() -> None:
-            reactor = os.getpid()  # the crawler's main thread runs the reactor
-            while not done.wait(EVERY):
-                pool = pools[0] if pools else None
-                pids = [w.process.pid for w in list(pool._workers)] if pool is not None else []
-                running = sum(1 for pid in pids if _state(pid) == "R")
-                states[(_state(reactor), running, bool(pool is not None and pool._queue))] += 1
+            sampler = threading.Thread(target=sample, daemon=True)
+            with bench_crawl.CollectorTimer() as collector:
+                sampler.start()
+                try:
+                    crawl(*crawl_args)
+                finally:
+                    done.set()
+                    total = sum(states.values()) or 1
+                    with open(sampled, "w") as f:
+                        json.dump(
+                            {
+                                "samples": total,
+                                "reactor_runnable": round(
+                                    sum(n for (r, _, _), n in states.items() if r == "R") / total, 3
+                                ),
+                                "workers_runnable": {
+                                    str(k): round(sum(n for (_, w, _), n in states.items() if w == k) / total, 3)
+                                    for k in (0, 1, 2)
+                                },
+                                "pages_queued": round(sum(n for (_, _, q), n in states.items() if q) / total, 3),
+                                "garbage_collector": collector.summary(),
+                            },
+                            f,
+                        )
 
-        sampler = threading.Thread(target=sample, daemon=True)
-        gc.callbacks.append(timed)
-        sampler.start()
-        try:
-            crawl(*crawl_args)
-        finally:
-            done.set()
-            gc.callbacks.remove(timed)
-            total = sum(states.values()) or 1
-            with open(sampled, "w") as f:
-                json.dump(
-                    {
-                        "samples": total,
-                        "reactor_runnable": round(sum(n for (r, _, _), n in states.items() if r == "R") / total, 3),
-                        "workers_runnable": {
-                            str(k): round(sum(n for (_, w, _), n in states.items() if w == k) / total, 3)
-                            for k in (0, 1, 2)
-                        },
-                        "pages_queued": round(sum(n for (_, _, q), n in states.items() if q) / total, 3),
-                        "gc_cpu_seconds_by_generation": [round(t, 3) for t in spent],
-                        "gc_collections_by_generation": [g["collections"] for g in gc.get_stats()],
-                        "gc_objects_at_the_end": len(gc.get_objects()),
-                    },
-                    f,
-                )
+        return run
 
-    bench_crawl.crawl_child = probed  # run_crawl forks a process for it
-    try:
-        result = bench_crawl.run_crawl(base, paths, settings, workdir)
-        server_cpu = _cpu_seconds(server.pid)
-    finally:
-        server.terminate()
+    settings = {"NEARDUP_ENABLED": not args.off, "NEARDUP_WORKERS": 2, "NEARDUP_WORKER_MAX_TASKS": 0}
+    result, server_cpu = bench_crawl.probe_crawl(args.dataset, args.order, settings, probed)
     with open(sampled) as f:
         states = json.load(f)
     print(

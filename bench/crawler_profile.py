@@ -21,12 +21,9 @@ import os
 import pstats
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_crawl
-
-from scrapy_neardup.offline.evaluation import load_manifest
 
 
 def main() -> int:
@@ -36,54 +33,30 @@ def main() -> int:
     parser.add_argument("--off", action="store_true", help="the plugin off")
     parser.add_argument("-o", "--output", help="also keep the profile (pstats) here")
     args = parser.parse_args()
-    manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
-    pages = bench_crawl.load_pages(args.dataset, manifest)
-    paths = bench_crawl.crawl_orders(manifest, [args.order])[args.order]
-    base, server = bench_crawl.serve(pages)
     workdir = tempfile.mkdtemp()
     out = args.output or os.path.join(workdir, "crawler.pstats")
-    settings = {**bench_crawl.base_settings(workdir), "NEARDUP_ENABLED": not args.off, "NEARDUP_WORKERS": 2}
-    crawl = bench_crawl.crawl_child
-
     collected = out + ".gc.json"
 
-    def profiled(*crawl_args):  # type: ignore[no-untyped-def]
-        spent, started = [0.0, 0.0, 0.0], [0.0]
+    def profiled(crawl):  # type: ignore[no-untyped-def]
+        def run(*crawl_args):  # type: ignore[no-untyped-def]
+            profile = cProfile.Profile()
+            with bench_crawl.CollectorTimer() as collector:
+                profile.enable()
+                try:
+                    crawl(*crawl_args)
+                finally:
+                    profile.disable()
+                    profile.dump_stats(out)
+                    kinds = collections.Counter(
+                        f"{getattr(type(o), '__module__', '')}.{type(o).__qualname__}" for o in gc.get_objects()
+                    )
+                    with open(collected, "w") as f:
+                        json.dump({**collector.summary(), "most_numerous": kinds.most_common(8)}, f)
 
-        def timed(phase: str, info: dict) -> None:
-            if phase == "start":
-                started[0] = time.thread_time()
-            else:
-                spent[info["generation"]] += time.thread_time() - started[0]
+        return run
 
-        gc.callbacks.append(timed)
-        profile = cProfile.Profile()
-        profile.enable()
-        try:
-            crawl(*crawl_args)
-        finally:
-            profile.disable()
-            profile.dump_stats(out)
-            gc.callbacks.remove(timed)
-            kinds = collections.Counter(
-                f"{getattr(type(o), '__module__', '')}.{type(o).__qualname__}" for o in gc.get_objects()
-            )
-            with open(collected, "w") as f:
-                json.dump(
-                    {
-                        "cpu_seconds_by_generation": [round(t, 3) for t in spent],
-                        "collections_by_generation": [g["collections"] for g in gc.get_stats()],
-                        "objects_at_the_end": sum(kinds.values()),
-                        "most_numerous": kinds.most_common(8),
-                    },
-                    f,
-                )
-
-    bench_crawl.crawl_child = profiled  # run_crawls forks a process for it
-    try:
-        result = bench_crawl.run_crawl(base, paths, settings, workdir)
-    finally:
-        server.terminate()
+    settings = {"NEARDUP_ENABLED": not args.off, "NEARDUP_WORKERS": 2}
+    result, _ = bench_crawl.probe_crawl(args.dataset, args.order, settings, profiled)
     stats = pstats.Stats(out)
     where: collections.Counter[str] = collections.Counter()
     for (path, _, _), (_, _, self_time, _, _) in stats.stats.items():  # type: ignore[attr-defined]
