@@ -1,7 +1,7 @@
 """Learned templates against trafilatura alone and Resiliparse alone: the share of pages that need no
 trafilatura, the milliseconds a page, and near-duplicate F1, on one labelled set.
 
-    python3 dev.py bench bench/learned_templates.py DATASET [--order shuffled-1] [--repeat 3]
+    python3 dev.py bench bench/learned_templates.py DATASET [--order shuffled-1] [--repeat 3] [--teaches-from N]
 
 DATASET: a folder with ``manifest.jsonl`` (``bench/template_site.py``'s template-rich set, or neardup-dev).
 The pages are taken in one crawl order (``shuffled-N``, or ``manifest``), one process, as a crawl's
@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 from scrapy_neardup.assembly import build_pipeline, build_template_learner
 from scrapy_neardup.engine.extract import Extraction, decode_html
+from scrapy_neardup.engine.learned import learner as learner_module
 from scrapy_neardup.offline.evaluation import decide_pages, load_manifest, read_page, score
 from scrapy_neardup.settings import Config
 
@@ -132,7 +133,15 @@ def main() -> int:
     parser.add_argument("dataset", help="folder with manifest.jsonl")
     parser.add_argument("--order", default="shuffled-1", help="manifest or shuffled-N")
     parser.add_argument("--repeat", type=int, default=3, help="passes; each page's time is their median")
-    print(json.dumps(run(parser.parse_args()), indent=1))
+    parser.add_argument(
+        "--teaches-from",
+        type=int,
+        help="a template's pages parsed before it teaches, plus one (the constant TEACHES_FROM, changed here)",
+    )
+    args = parser.parse_args()
+    if args.teaches_from is not None:
+        learner_module.TEACHES_FROM = args.teaches_from
+    print(json.dumps(run(args), indent=1))
     return 0
 
 

@@ -1,0 +1,193 @@
+"""A probe: what a CPU-bound crawl costs with the plugin on, step by step, with extraction taken away.
+
+    python3 dev.py bench bench/crawl_floor.py DIR [--repeat 3] [--order shuffled-1]
+
+One untimed crawl at the defaults records each page's worker result (its fingerprints and what it taught, as
+the worker sent them). Then, in each round, in alternation, each crawl in a fresh process (``bench_crawl.py``'s
+local site, settings and order; 2 workers, no recycling; tag mode, SQLite):
+
+* ``off``: the plugin off;
+* ``screened``: the plugin on, every response passed on right after the screening (HTML, status, size): no
+  worker, no decision;
+* ``handed``: each response also handed to a worker and its result awaited, then passed on undecided; the
+  worker answers from the record (unpickles the page's arguments, looks the result up, sends it back);
+* ``decided``: the whole path (the soft-404 check, the declared page, the decision in the store, the
+  learned templates' bookkeeping), the worker answering from the record: a crawl whose extraction is free;
+* ``real``: the defaults.
+
+Printed: for each, the median wall time, T / T_off, the crawler's and the workers' CPU ms a page, and how
+many pages the record missed (a missed page is extracted for real). What separates ``decided`` from
+``real`` is the workers' own CPU and what it does to the crawler process (two cores shared, pages waiting
+longer for a worker); what separates ``off``, ``screened``, ``handed`` and ``decided`` is the crawler
+process's own work, on its reactor thread. The steps are swapped in inside the crawl's process (a probe
+that knows the middleware's internals); the worker's record is read from files this probe wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import importlib
+import json
+import os
+import pickle
+import statistics
+import sys
+import tempfile
+import zlib
+from functools import partial
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_crawl
+
+#: The folder of the record, and whether the workers write it or answer from it (set before any worker starts).
+RECORD_ENV, MODE_ENV = "CRAWL_FLOOR_RECORD", "CRAWL_FLOOR_MODE"
+STEPS = ("off", "screened", "handed", "decided", "real")
+
+_record: dict[tuple[int, int, str], tuple[str, tuple]] | None = None
+
+
+def _page_key(body: bytes, url: str) -> tuple[int, int, str]:
+    """A page by its bytes and its path (the local site's port changes from crawl to crawl)."""
+    return len(body), zlib.crc32(body), url.split("/", 3)[-1]
+
+
+def recorded_analysis(body: bytes, url: str, content_type: str | None, offers: Any = None) -> tuple:
+    """The worker task swapped in for ``analyze_html``: the real task, its result appended to this
+    worker's record file (``record``), or the recorded result of the page (``replay``; a page not recorded
+    is extracted for real and counted in a file of misses)."""
+    from scrapy_neardup.workers.tasks import analyze_html
+
+    global _record
+    folder, mode = os.environ[RECORD_ENV], os.environ[MODE_ENV]
+    key = _page_key(body, url)
+    origin = url[: len(url) - len(key[2])]
+    if mode == "record":
+        result = analyze_html(body, url, content_type, offers)
+        with open(os.path.join(folder, f"{os.getpid()}.pk"), "ab") as f:
+            pickle.dump((key, (origin, result)), f)
+        return result
+    if _record is None:
+        _record = {}
+        for name in glob.glob(os.path.join(folder, "*.pk")):
+            with open(name, "rb") as f:  # written by this probe's own recording crawl
+                while True:
+                    try:
+                        recorded_key, result = pickle.load(f)
+                    except EOFError:
+                        break
+                    _record[recorded_key] = result
+    recorded = _record.get(key)
+    if recorded is None:
+        with open(os.path.join(folder, "misses"), "a") as f:
+            f.write(key[2] + "\n")
+        return analyze_html(body, url, content_type, offers)
+    # A declared canonical was resolved against the recording crawl's site, on another port.
+    recorded_origin, result = recorded
+    return tuple(_moved(value, recorded_origin, origin) for value in result)
+
+
+def _moved(value: Any, recorded_origin: str, origin: str) -> Any:
+    if isinstance(value, str) and value.startswith(recorded_origin):
+        return origin + value[len(recorded_origin) :]
+    return value
+
+
+def _stepped(step: str, crawl: Any) -> Any:
+    """``bench_crawl.crawl_child`` with the middleware cut at ``step`` and the worker's task swapped for
+    :func:`recorded_analysis` (by its module's name, which the workers import from this folder)."""
+
+    def run(*crawl_args: Any) -> None:
+        from scrapy_neardup.crawl import screening
+        from scrapy_neardup.crawl.downloader import NearDupDownloaderMiddleware
+        from scrapy_neardup.crawl.screening import Skip, response_job
+
+        task = importlib.import_module("crawl_floor").recorded_analysis
+        call = screening.Job.call
+
+        def recorded_call(job: Any, offers: Any = None) -> tuple:
+            fn, *args = call(job, offers)
+            return (task if fn is screening.analyze_html else fn, *args)
+
+        screening.Job.call = recorded_call  # type: ignore[method-assign,assignment]
+
+        async def screened(self: Any, request: Any, response: Any, key: str, own_key: bool) -> Any:
+            return Skip("probe")
+
+        async def handed(self: Any, request: Any, response: Any, key: str, own_key: bool) -> Any:
+            await self.service.prepare(key, response_job(response, self.config.max_body_size), response.url)
+            return Skip("probe")
+
+        if step in ("screened", "handed"):
+            NearDupDownloaderMiddleware._checked = screened if step == "screened" else handed  # type: ignore[method-assign,assignment]
+        crawl(*crawl_args)
+
+    return run
+
+
+def _wrapped(step: str, crawl: Any) -> Any:
+    return crawl if step in ("off", "real") else _stepped(step, crawl)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dataset")
+    parser.add_argument("--order", default="shuffled-1")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    folder = tempfile.mkdtemp(prefix="crawl-floor-")
+    os.environ[RECORD_ENV] = folder
+    settings = {"NEARDUP_ENABLED": True, "NEARDUP_WORKERS": 2, "NEARDUP_WORKER_MAX_TASKS": 0}
+
+    os.environ[MODE_ENV] = "record"
+    bench_crawl.probe_crawl(args.dataset, args.order, settings, partial(_stepped, "decided"))
+    if not glob.glob(os.path.join(folder, "*.pk")):
+        raise SystemExit("the recording crawl recorded nothing")
+
+    os.environ[MODE_ENV] = "replay"
+    runs: dict[str, list[dict]] = {step: [] for step in STEPS}
+    for round_ in range(args.repeat):
+        for step in STEPS:
+            step_settings = {**settings, "NEARDUP_ENABLED": step != "off"}
+            result, server_cpu = bench_crawl.probe_crawl(
+                args.dataset, args.order, step_settings, partial(_wrapped, step)
+            )
+            result["server_cpu"] = server_cpu
+            runs[step].append(result)
+            print(f"round {round_ + 1} {step}: {result['seconds']:.2f} s", file=sys.stderr, flush=True)
+    misses_file = os.path.join(folder, "misses")
+    misses = 0
+    if os.path.exists(misses_file):
+        with open(misses_file) as f:
+            misses = sum(1 for _ in f)
+    pages = int(runs["off"][0]["stats"].get("downloader/response_count", 0)) or 1
+    off = statistics.median(r["seconds"] for r in runs["off"])
+    rows = {}
+    for step, results in runs.items():
+        seconds = statistics.median(r["seconds"] for r in results)
+        rows[step] = {
+            "median_seconds": round(seconds, 2),
+            "all_seconds": [round(r["seconds"], 2) for r in results],
+            "t_over_t_off": round(seconds / off, 2),
+            "crawler_cpu_ms_per_page": round(1000 * statistics.median(r["crawler_cpu"] for r in results) / pages, 2),
+            "worker_cpu_ms_per_page": round(1000 * statistics.median(r["worker_cpu"] for r in results) / pages, 2),
+            "server_cpu_seconds": round(statistics.median(r["server_cpu"] for r in results), 2),
+        }
+    print(
+        json.dumps(
+            {
+                "command": " ".join(["bench/crawl_floor.py", *sys.argv[1:]]),
+                "pages": pages,
+                "repeat": args.repeat,
+                "record_misses": misses,
+                "rows": rows,
+            },
+            indent=1,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
