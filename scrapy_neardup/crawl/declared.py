@@ -19,7 +19,7 @@ from ..engine.canonical import may_fetch, site_of
 from ..engine.decisions import Declared
 from ..engine.urlrules import same_host
 from .meta import META_DECLARED_BY, META_FOLLOWED_FROM, carried_meta
-from .screening import is_html
+from .screening import Skip, is_html
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from .ownrequests import OwnRequests
     from .service import NearDupService
+    from .storethread import Outcome
 
 #: Responses of declared pages fetched first, kept for the first request of their URL (no second download).
 MAX_KEPT_RESPONSES = 256
@@ -69,21 +70,32 @@ class DeclaredPages:
                 return fetched
         return Declared(declared_url)
 
+    def other_site(self, request: Request, key: str, declared_url: str, outcome: Outcome) -> None:
+        """A copy decided against the page it declares: under ``site``, one that declares a page of another
+        site, neither filed before (a declaration that ``all`` would have fetched first), is counted and
+        said once, with the setting. The decision's own reads tell (no store read of its own)."""
+        if self.policy != "site" or may_fetch(self.policy, request.url, declared_url):
+            return
+        verdict = outcome.result
+        if isinstance(verdict, Skip) or outcome.declared_filed or outcome.again:
+            return
+        if verdict.status == "seen" or verdict.rechecked is not None:  # the copy itself was filed before
+            return
+        report = self.service.report
+        report.count("neardup/canonical/other_site")
+        report.log_once(
+            "canonical_other_site",
+            f"the page {declared_url} that {key} declares canonical is on another site than it "
+            f"({site_of(declared_url)}, not {site_of(key)}), so it is not fetched first and {key} is "
+            "checked on its own (such pages are counted in neardup/canonical/other_site); set "
+            "NEARDUP_CANONICAL_FETCH = 'all' to fetch declared pages of every site",
+        )
+
     async def _fetched(self, request: Request, key: str, declared_url: str) -> Declared | None:
         service = self.service
         report = service.report
         if not may_fetch(self.policy, request.url, declared_url):
-            if self.policy == "site" and await service.store_thread.known(key, declared_url) == [False, False]:
-                # A declaration that would have been fetched first under "all": said once, with the setting.
-                report.count("neardup/canonical/other_site")
-                report.log_once(
-                    "canonical_other_site",
-                    f"the page {declared_url} that {key} declares canonical is on another site than it "
-                    f"({site_of(declared_url)}, not {site_of(key)}), so it is not fetched first and {key} is "
-                    "checked on its own (such pages are counted in neardup/canonical/other_site); set "
-                    "NEARDUP_CANONICAL_FETCH = 'all' to fetch declared pages of every site",
-                )
-            return None
+            return None  # under "site", counted once decided (:meth:`other_site`)
         known = await service.store_thread.known(key, declared_url)
         if known is None or any(known):  # a page filed before (a re-crawl), or the declared one: no fetch
             return None

@@ -42,7 +42,8 @@ class Outcome:
     was not decided (:class:`Skip`: the store failed, or is closing; the page has no text to fingerprint),
     how many earlier pages the template guard re-filed, the decisions made ``before`` it (the declared page
     it brought in), whether it is a page decided ``again`` (brought in earlier by a copy that declared it),
-    and the CPU time the decision took in the crawler process (for the crawl's books)."""
+    the CPU time the decision took in the crawler process (for the crawl's books), and whether the page it
+    declared canonical was filed when it was decided."""
 
     prepared: Prepared
     result: Verdict | Skip
@@ -50,6 +51,7 @@ class Outcome:
     before: tuple[Decision, ...] = ()
     again: bool = False
     cpu_seconds: float = 0.0
+    declared_filed: bool = False
 
 
 class StoreThread:
@@ -161,6 +163,7 @@ class StoreThread:
             tuple(d for d in made[:-1] if not d.again),
             mine.again,
             clock() - cpu,
+            mine.declared_filed,
         )
 
     def _observe(self, made: list[Decision], url: str | None) -> None:

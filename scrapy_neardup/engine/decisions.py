@@ -32,8 +32,10 @@ class Declared:
 @dataclass(frozen=True)
 class Decision:
     """What became of one page: the document it was filed as (its page text instead of its main text when
-    that was its host's template), its verdict, how many earlier pages it made the guard re-file, and
-    ``declared``, the key of the page it declared canonical (decided first when it was had)."""
+    that was its host's template), its verdict, how many earlier pages it made the guard re-file,
+    ``declared``, the key of the page it declared canonical (decided first when it was had), and whether
+    that page was filed when this one came (``declared_filed``: the store read the decision makes anyway,
+    so that a caller need not look again)."""
 
     key: str
     prepared: Prepared
@@ -43,6 +45,7 @@ class Decision:
     #: The page was decided before, in this loop, when a copy that declared it brought it in: this is that
     #: decision again, for its own arrival (counted once, not as *seen*).
     again: bool = False
+    declared_filed: bool = False
 
 
 #: Declared pages decided first whose own arrival is still to come, remembered by a loop.
@@ -55,6 +58,7 @@ class _Waiting:
     prepared: Prepared
     refiled: int
     declared: str | None = None
+    declared_filed: bool = False
 
 
 class DecisionLoop:
@@ -94,10 +98,12 @@ class DecisionLoop:
         if declared is not None and declared.key == key:
             declared = None
         prefer = None  # the group of the declared page, once it is filed (one store read)
+        declared_filed = False
         if declared is not None:
             decided += self.flush()  # the declared page may be waiting still
             self.declarations.note(key, declared.key)
             prefer = self.detector.group_of(declared.key)
+            declared_filed = prefer is not None
             if prefer is None:
                 made = self._declared_first(prepared, declared)
                 decided += made
@@ -115,7 +121,9 @@ class DecisionLoop:
             f.signature for f in (fetched.fingerprint, fetched.page_fingerprint) if f is not None and f is not fp
         )
         check = Check(key, fp.signature, fp.buckets, also, prefer, self.declarations.declarers_of(key))
-        self._waiting.append(_Waiting(check, prepared, refiled, None if declared is None else declared.key))
+        self._waiting.append(
+            _Waiting(check, prepared, refiled, None if declared is None else declared.key, declared_filed)
+        )
         if declared is not None or len(self._waiting) >= self.batch:
             decided += self.flush()
         return decided
@@ -145,5 +153,6 @@ class DecisionLoop:
         waiting, self._waiting = self._waiting, []
         verdicts = self.detector.check_many([w.check for w in waiting])
         return [
-            Decision(w.check.key, w.prepared, verdict, w.refiled, w.declared) for w, verdict in zip(waiting, verdicts)
+            Decision(w.check.key, w.prepared, verdict, w.refiled, w.declared, declared_filed=w.declared_filed)
+            for w, verdict in zip(waiting, verdicts)
         ]

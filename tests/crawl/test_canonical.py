@@ -62,6 +62,8 @@ def canonical_site(port: int) -> dict[str, object]:
         # Syndication: a copy here of an original on another site, with a correct canonical.
         "/syn/f": html(story(9), head=f'<link rel="canonical" href="{other}/f">', chrome="<div>partner</div>"),
         "/f": html(story(9)),
+        # A copy of a page of another site that the crawl never fetches.
+        "/syn/g": html(story(11), head=f'<link rel="canonical" href="{other}/gone">', chrome="<div>partner</div>"),
     }
 
 
@@ -85,6 +87,7 @@ LINKED = [
     "/e3",
     "/syn/f",
     "LOCALHOST/f",
+    "/syn/g",
 ]
 #: Pages that are copies of a page they declare: the original is the one that reaches the spider.
 COPIES = {"/a?utm_source=feed": "/a", "/amp/a": "/a", "/print/a": "/a", "/d-print": "/d"}
@@ -189,6 +192,13 @@ def assert_every_order_and_a_recrawl(tmp_path, store_url_for, only=None) -> None
             assert_one_page_per_group(site, first, order_name)
             stats = first.neardup_stats()
             assert "neardup/seen" not in stats, (order_name, stats)  # nothing is seen before in an empty store
+            # The syndicated copies declare pages of another site, not fetched first: each counted when the
+            # declared page was not filed before it (/f came later, /gone never comes), never again once the
+            # copy itself is filed.
+            syndicated_first = order.index("/syn/f") < order.index("LOCALHOST/f")
+            assert stats.get("neardup/canonical/other_site", 0) == 1 + syndicated_first, (order_name, stats)
+            said = [line for line in first.log.splitlines() if "is on another site than it" in line]
+            assert len(said) == 1 + syndicated_first and "INFO" in said[0], (order_name, said)  # then DEBUG
             # The same site again, the same store, in another order: one page per group again, each group
             # through the page of the first crawl or, when a better copy of it arrived after its first page
             # (bestcopy: /b after /scraped/b), through that copy; the third crawl exactly as the second.
@@ -198,6 +208,7 @@ def assert_every_order_and_a_recrawl(tmp_path, store_url_for, only=None) -> None
             assert moved <= {"/b", "/scraped/b"}, (order_name, moved)
             assert ("/b" in moved) == (first.neardup_stats().get("neardup/repointed", 0) == 1), order_name
             assert "neardup/rechecked/changed" not in second.neardup_stats()
+            assert "neardup/canonical/other_site" not in second.neardup_stats(), order_name
             assert second.stats.get("neardup/unique", 0) == 0, second.neardup_stats()
             if moved:  # a group moved to its better copy: from now on it stays there
                 third = site.crawl(tmp_path, f"{order_name}-3", order, store_url, **more)
