@@ -70,7 +70,7 @@ class DeclaredPages:
                 return fetched
         return Declared(declared_url)
 
-    def other_site(self, request: Request, key: str, declared_url: str, outcome: Outcome) -> None:
+    def count_other_site(self, request: Request, key: str, declared_url: str, outcome: Outcome) -> None:
         """A copy decided against the page it declares: under ``site``, one that declares a page of another
         site, neither filed before (a declaration that ``all`` would have fetched first), is counted and
         said once, with the setting. The decision's own reads tell (no store read of its own)."""
@@ -95,7 +95,7 @@ class DeclaredPages:
         service = self.service
         report = service.report
         if not may_fetch(self.policy, request.url, declared_url):
-            return None  # under "site", counted once decided (:meth:`other_site`)
+            return None  # under "site", counted once decided (:meth:`count_other_site`)
         known = await service.store_thread.known(key, declared_url)
         if known is None or any(known):  # a page filed before (a re-crawl), or the declared one: no fetch
             return None

@@ -121,7 +121,7 @@ class NearDupDownloaderMiddleware:
                 declared = await self.declared.resolve(request, key, declaration.url)
         outcome = await service.decide(key, response.url, prepared, declared)
         if declared is not None:
-            self.declared.other_site(request, key, declared.key, outcome)
+            self.declared.count_other_site(request, key, declared.key, outcome)
         if self.soft404 is not None and not own_key:
             outcome = self.soft404.confirmed(response.url, outcome)
         return service.settle(key, outcome)
