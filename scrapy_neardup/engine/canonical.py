@@ -29,8 +29,10 @@ import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlsplit
+
+import idna
 
 #: Where a declaration came from: the page's head, the response's ``Link`` header, or a field of an input
 #: record (the batch CLI's JSONL ``canonical`` field).
@@ -116,12 +118,67 @@ def link_header_canonical(values: list[str], base: str | None = None) -> str | N
     return None
 
 
+#: Full stops other than "." that separate a host's labels (IDNA 2003, as tldextract reads them).
+_OTHER_DOTS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
+
+
+@dataclass(frozen=True)
+class PublicSuffixes:
+    """The public suffix list (its ICANN and private rules), read as tldextract reads it, kept as two sets of
+    strings: ``paths``, every rule's labels from the right (``jp``, ``kobe.jp``, ``*.kobe.jp``,
+    ``!city.kobe.jp``: the nodes of tldextract's trie), and ``rules``, the rules themselves (the nodes where
+    a suffix ends). Two objects instead of a trie of one object per label, which the garbage collector of a
+    crawler process would visit at each full collection for as long as the crawl lasts."""
+
+    paths: frozenset[str]
+    rules: frozenset[str]
+
+    @classmethod
+    def of(cls, rules: list[str]) -> PublicSuffixes:
+        paths: set[str] = set()
+        for rule in rules:
+            labels = rule.split(".")
+            paths.update(".".join(labels[i:]) for i in range(len(labels)))
+        return cls(frozenset(paths), frozenset(rules))
+
+    def suffix_start(self, labels: list[str]) -> int | None:
+        """Where the public suffix of a host's ``labels`` begins (``None``: it has none), matching labels
+        from the right as tldextract's trie does: the longest rule met, or at a wildcard (``*.kobe.jp``)
+        the next label too, unless an exception (``!city.kobe.jp``) names it."""
+        path, at, start = "", len(labels), None
+        for label in reversed(labels):
+            decoded = _decoded_label(label)
+            longer = f"{decoded}.{path}" if path else decoded
+            if longer in self.paths:
+                path, at = longer, at - 1
+                if longer in self.rules:
+                    start = at
+                continue
+            if (f"*.{path}" if path else "*") in self.paths:
+                return at if (f"!{decoded}.{path}" if path else f"!{decoded}") in self.paths else at - 1
+            break
+        return start
+
+
+def _decoded_label(label: str) -> str:
+    """A label as the suffix list spells it: lower case, and Unicode for an IDNA one (``xn--``)."""
+    lowered = label.lower()
+    if lowered.startswith("xn--"):
+        try:
+            return str(idna.decode(lowered))
+        except (UnicodeError, IndexError):
+            pass
+    return lowered
+
+
 @lru_cache(maxsize=1)
-def _suffixes() -> Any:
+def _suffixes() -> PublicSuffixes:
     import tldextract
 
-    # The public suffix list bundled with tldextract: never fetched from the network.
-    return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True)
+    # The public suffix list bundled with tldextract: never fetched from the network. Its trie is let go.
+    return PublicSuffixes.of(
+        tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True).tlds
+    )
 
 
 def site_of(url: str) -> str:
@@ -147,15 +204,13 @@ def _site_of_host(host: str) -> str:
             return host
         prefix = 16 if address.version == 4 else 48
         return str(ipaddress.ip_network(f"{address}/{prefix}", strict=False))
-    parts = _suffixes()(host)
-    registered = getattr(parts, "top_domain_under_public_suffix", None)
-    if registered is None:  # tldextract before 5.3
-        registered = parts.registered_domain
-    if registered:
-        return str(registered)
-    if not parts.suffix:  # no public suffix: an intranet's name
+    labels = host.strip().translate(_OTHER_DOTS).rstrip(".").split(".")
+    start = _suffixes().suffix_start(labels)
+    if start is None:  # no public suffix: an intranet's name
         return ".".join(host.split(".")[-2:])
-    return host
+    if start == 0 or not labels[start - 1]:  # a public suffix itself
+        return host
+    return ".".join(labels[start - 1 :])
 
 
 def same_site(a: str, b: str) -> bool:
