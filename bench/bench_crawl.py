@@ -369,6 +369,19 @@ def with_selectors(url: str, selectors: dict[str, str]) -> None:
         store.close()
 
 
+def timing_row(results: list[dict], off_seconds: float, pages: int) -> dict:
+    """One crawl's timings over its rounds (:func:`run_crawl` results): its median wall time and each
+    round's, T_on / T_off against ``off_seconds``, and the crawler's and the workers' median CPU ms a page."""
+    seconds = statistics.median(r["seconds"] for r in results)
+    return {
+        "median_seconds": round(seconds, 2),
+        "all_seconds": [round(r["seconds"], 2) for r in results],
+        "t_on_over_t_off": round(seconds / off_seconds, 2),
+        "crawler_cpu_ms_per_page": round(1000 * statistics.median(r["crawler_cpu"] for r in results) / pages, 2),
+        "worker_cpu_ms_per_page": round(1000 * statistics.median(r["worker_cpu"] for r in results) / pages, 2),
+    }
+
+
 def timings(args: argparse.Namespace, base: str, paths: list[str], pages: dict[str, bytes], workdir: str) -> dict:
     cores = os.cpu_count() or 1
     pools = args.pools if args.pools is not None else sorted({0, 1, 2, cores})
@@ -396,14 +409,10 @@ def timings(args: argparse.Namespace, base: str, paths: list[str], pages: dict[s
     off = statistics.median(r["seconds"] for r in runs["off"])
     rows = {}
     for name, results in runs.items():
-        seconds = statistics.median(r["seconds"] for r in results)
+        row = timing_row(results, off, n)
         rows[name] = {
-            "median_seconds": round(seconds, 2),
-            "all_seconds": [round(r["seconds"], 2) for r in results],
-            "t_on_over_t_off": round(seconds / off, 2),
-            "pages_per_sec": round(n / seconds, 1),
-            "crawler_cpu_ms_per_page": round(1000 * statistics.median(r["crawler_cpu"] for r in results) / n, 2),
-            "worker_cpu_ms_per_page": round(1000 * statistics.median(r["worker_cpu"] for r in results) / n, 2),
+            **row,
+            "pages_per_sec": round(n / row["median_seconds"], 1),
             "crawler_peak_rss_mb": round(max(r["crawler_rss"] for r in results) / 2**20, 1),
             "worker_peak_rss_mb": round(max(r["worker_rss"] for r in results) / 2**20, 1),
             "checked": results[-1]["stats"].get("neardup/checked"),

@@ -163,17 +163,13 @@ def main() -> int:
             misses = sum(1 for _ in f)
     pages = int(runs["off"][0]["stats"].get("downloader/response_count", 0)) or 1
     off = statistics.median(r["seconds"] for r in runs["off"])
-    rows = {}
-    for step, results in runs.items():
-        seconds = statistics.median(r["seconds"] for r in results)
-        rows[step] = {
-            "median_seconds": round(seconds, 2),
-            "all_seconds": [round(r["seconds"], 2) for r in results],
-            "t_over_t_off": round(seconds / off, 2),
-            "crawler_cpu_ms_per_page": round(1000 * statistics.median(r["crawler_cpu"] for r in results) / pages, 2),
-            "worker_cpu_ms_per_page": round(1000 * statistics.median(r["worker_cpu"] for r in results) / pages, 2),
+    rows = {
+        step: {
+            **bench_crawl.timing_row(results, off, pages),
             "server_cpu_seconds": round(statistics.median(r["server_cpu"] for r in results), 2),
         }
+        for step, results in runs.items()
+    }
     print(
         json.dumps(
             {
