@@ -68,3 +68,23 @@ def test_level_index_with_32_bit_keys_finds_every_true_key():
     positions, ids = index.lookup(np.array([keys[7], collider], dtype=np.int64))
     assert 7 in ids[positions == 0].tolist()
     assert 0 in ids[positions == 1].tolist()  # a spurious candidate, for the caller to verify
+
+
+def test_level_index_answers_a_page_and_a_batch_alike():
+    """A page's few keys are looked up key by key in the write buffer, a large batch with the buffer made a
+    level: the same pairs either way, whatever part of the index holds them."""
+    rng = np.random.default_rng(5)
+    index = LevelIndex(buffer_pairs=64, key_bits=32)
+    keys = rng.integers(0, 400, size=(1000, 5), dtype=np.int64)  # few distinct keys: many ids a key
+    for doc, page in enumerate(keys):
+        index.add(page, doc)
+        if doc % 97 == 0:  # pages looked up while the buffer holds part of the index
+            one, ids = index.lookup(page)
+            for position, key in enumerate(page.tolist()):
+                assert sorted(ids[one == position].tolist()) == [d for d in range(doc + 1) for k in keys[d].tolist() if k == key]
+    batch = np.arange(0, 400, dtype=np.int64)
+    positions, ids = index.lookup(batch)
+    for position in range(0, 400, 37):
+        single_positions, single_ids = index.lookup(batch[position : position + 1])
+        assert sorted(ids[positions == position].tolist()) == sorted(single_ids.tolist())
+        assert sorted(single_ids.tolist()) == [d for d in range(1000) for k in keys[d].tolist() if k == position]
