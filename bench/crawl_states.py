@@ -8,7 +8,8 @@ crawler's reactor thread and of each worker process (``R``: running or waiting f
 waiting for work) and whether pages wait in the pool's queue, and the garbage collector's CPU time is read
 by generation. Printed: the crawl's time and CPU (crawler, workers, the local server), the share of
 samples the reactor was runnable, the share in which no, one or both workers were, the share with pages
-queued, and the collector's seconds, collections and tracked objects at the end.
+queued, the seconds the reactor thread and the workers waited for a core (runnable, not running: the
+kernel's ``/proc/PID/schedstat``), and the collector's seconds, collections and tracked objects at the end.
 
 A reactor runnable nearly always while workers sleep with pages queued is a crawl the crawler process
 limits: work taken off the workers then buys nothing, work taken off the reactor does. This probe reads the
@@ -40,6 +41,15 @@ def _state(pid: int) -> str:
         return "?"
 
 
+def _run_delay(pid: int) -> float:
+    """Seconds thread ``pid`` has waited for a core (runnable, not running) since it started."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset")
@@ -63,11 +73,16 @@ def main() -> int:
             states: collections.Counter[tuple[str, int, bool]] = collections.Counter()
             done = threading.Event()
 
+            delays: dict[int, float] = {}
+            reactor_delay = _run_delay(os.getpid())
+
             def sample() -> None:
                 reactor = os.getpid()  # the crawler's main thread runs the reactor
                 while not done.wait(EVERY):
                     pool = pools[0] if pools else None
                     pids = [w.process.pid for w in list(pool._workers)] if pool is not None else []
+                    delays.update((pid, _run_delay(pid)) for pid in pids)
+                    delays[reactor] = _run_delay(reactor) - reactor_delay
                     running = sum(1 for pid in pids if _state(pid) == "R")
                     states[(_state(reactor), running, bool(pool is not None and pool._queue))] += 1
 
@@ -91,6 +106,10 @@ def main() -> int:
                                     for k in (0, 1, 2)
                                 },
                                 "pages_queued": round(sum(n for (_, _, q), n in states.items() if q) / total, 3),
+                                "waited_for_a_core_seconds": {
+                                    "reactor": round(delays.get(os.getpid(), 0.0), 2),
+                                    "workers": round(sum(v for k, v in delays.items() if k != os.getpid()), 2),
+                                },
                                 "garbage_collector": collector.summary(),
                             },
                             f,
