@@ -109,7 +109,8 @@ def alone(path: str, pages: int, repeat: int) -> dict[str, Any]:
     pipeline = build_pipeline(config)
     prepared = [pipeline.from_text(text) for text in texts]
     sweep = bytearray(16_000_000)
-    html = "<html><body>" + "".join(f"<div class=a{i}><p>word {i} and more</p></div>" for i in range(300)) + "</body></html>"
+    blocks = "".join(f"<div class=a{i}><p>word {i} and more</p></div>" for i in range(300))
+    html = f"<html><body>{blocks}</body></html>"
 
     def round_us(every: int) -> float:
         store = build_store(config, "probe", tempfile.mkdtemp())
@@ -129,7 +130,8 @@ def alone(path: str, pages: int, repeat: int) -> dict[str, Any]:
         return 1e6 * spent / len(prepared)
 
     rows = {}
-    for name, every in (("warm", 0), ("swept_every_1", 1), ("swept_every_2", 2), ("swept_every_4", 4), ("swept_every_8", 8)):
+    for every in (0, 1, 2, 4, 8):
+        name = f"swept_every_{every}" if every else "warm"
         rounds = [round_us(every) for _ in range(repeat)]
         rows[name] = {"us_a_page": round(statistics.median(rounds)), "rounds": [round(r) for r in rounds]}
     return {"pages": len(prepared), "repeat": repeat, "decisions": rows}

@@ -81,7 +81,8 @@ def test_level_index_answers_a_page_and_a_batch_alike():
         if doc % 97 == 0:  # pages looked up while the buffer holds part of the index
             one, ids = index.lookup(page)
             for position, key in enumerate(page.tolist()):
-                assert sorted(ids[one == position].tolist()) == [d for d in range(doc + 1) for k in keys[d].tolist() if k == key]
+                expected = [d for d in range(doc + 1) for k in keys[d].tolist() if k == key]
+                assert sorted(ids[one == position].tolist()) == expected
     batch = np.arange(0, 400, dtype=np.int64)
     positions, ids = index.lookup(batch)
     for position in range(0, 400, 37):
