@@ -192,8 +192,8 @@ def test_one_threshold_means_the_same_for_simhash_and_minhash_in_a_crawl(site, g
     # 0.83: SimHash finds pages of two articles of this small site 0.75-0.79 alike (the bridge and the library
     # stories, as trafilatura extracts them), MinHash none over 0.6; every copy is at least 0.88 like its
     # original under both. At 0.7 (or 0.6) a SimHash crawl's groups then depended on which of those pages it
-    # met first, which learned templates and a loaded machine can change even one request at a time (CI saw
-    # [2, 0, 1, 1, 1] once); 0.83 sits between, with room on both sides for a replayed text's small changes.
+    # met first, which learned templates and a loaded machine can change even one request at a time; 0.83
+    # sits between, with room on both sides for a replayed text's small changes.
     # One request at a time: both crawls meet the pages in the same order.
     one_at_a_time = {"CONCURRENT_REQUESTS": 1}
     simhash = crawl(site, tmp_path / "s", NEARDUP_ALGORITHM="simhash", NEARDUP_THRESHOLD=0.83, **one_at_a_time)
