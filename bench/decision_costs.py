@@ -10,11 +10,12 @@ check-and-insert, the URL rules and the learned templates' bookkeeping), the che
 (``_select_in``), its writes (``_insert``) and the staged index's lookup (``LevelIndex.lookup``):
 microseconds a call, calls, seconds.
 
-``--texts``: the same decision code (a new SQLite store, the template guard, one page at a time as a crawl
-decides them) over the first ``--pages`` texts of a JSONL of ``{url, text}`` (``../shared/bench/textcorpus.py``
-makes one), fingerprinted first: microseconds a page, back to back (``warm``), and with the CPU's caches
-swept (16 MB written, a small HTML page parsed by lxml) before every 1, 2, 4 and 8 decisions, as a crawl's
-other work sweeps them between its decisions. Medians of ``--repeat`` rounds.
+``--texts``: the same decision code (the decision loop on a new SQLite store, one page at a time as a crawl
+decides them; documents given as text, which the template guard leaves alone) over the first ``--pages``
+texts of a JSONL of ``{url, text}`` (``../shared/bench/textcorpus.py`` makes one), fingerprinted first:
+microseconds a page, back to back (``warm``), and with the CPU's caches swept (16 MB written, a small HTML
+page parsed by lxml) before every 1, 2, 4 and 8 decisions, as a crawl's other work sweeps them between its
+decisions. Medians of ``--repeat`` rounds.
 
 A decision that costs several times more in the crawl than back to back is paying for cold caches, which
 less work per decision (fewer numpy calls, fewer SQL statements) reduces and doing the same work in
