@@ -114,20 +114,21 @@ def alone(path: str, pages: int, repeat: int) -> dict[str, Any]:
     html = f"<html><body>{blocks}</body></html>"
 
     def round_us(every: int) -> float:
-        store = build_store(config, "probe", tempfile.mkdtemp())
-        _, detector, _ = open_detector(config, store)
-        loop = DecisionLoop(detector, build_template_guard(config, detector.algorithm))
-        spent = 0.0
-        try:
-            for i, page in enumerate(prepared):
-                if every and i % every == 0:
-                    sweep[::64] = bytes(len(sweep) // 64 + (len(sweep) % 64 > 0))
-                    lxml.html.fromstring(html)
-                began = time.perf_counter()
-                loop.decide(f"http://probe.example/{i}", f"http://probe.example/{i}", page, None)
-                spent += time.perf_counter() - began
-        finally:
-            detector.close()
+        with tempfile.TemporaryDirectory() as folder:
+            store = build_store(config, "probe", folder)
+            _, detector, _ = open_detector(config, store)
+            loop = DecisionLoop(detector, build_template_guard(config, detector.algorithm))
+            spent = 0.0
+            try:
+                for i, page in enumerate(prepared):
+                    if every and i % every == 0:
+                        sweep[::64] = bytes(len(sweep[::64]))
+                        lxml.html.fromstring(html)
+                    began = time.perf_counter()
+                    loop.decide(f"http://probe.example/{i}", f"http://probe.example/{i}", page, None)
+                    spent += time.perf_counter() - began
+            finally:
+                detector.close()
         return 1e6 * spent / len(prepared)
 
     rows = {}
