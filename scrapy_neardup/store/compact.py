@@ -94,7 +94,10 @@ class LevelIndex:
         self.key_dtype = np.int32 if key_bits == 32 else np.int64
         self.buffer_pairs = buffer_pairs
         self._levels: list[tuple[np.ndarray, np.ndarray]] = []  # largest first
-        self._buffer: dict[int, list[int]] = {}  # the newest pairs, each key's ids in the order added
+        # The newest pairs: a key's id, or its ids in the order added. Ints and tuples, not lists: the garbage
+        # collector never visits an int and stops tracking a tuple of ints, and a crawl's buffer holds
+        # thousands of keys for as long as the crawl runs.
+        self._buffer: dict[int, int | tuple[int, ...]] = {}
         self._buffered = 0
 
     def __len__(self) -> int:
@@ -119,9 +122,9 @@ class LevelIndex:
         for key, doc in zip(keys.tolist(), np.asarray(ids).tolist()):
             got = buffer.get(key)
             if got is None:
-                buffer[key] = [doc]
+                buffer[key] = doc
             else:
-                got.append(doc)
+                buffer[key] = (got, doc) if isinstance(got, int) else (*got, doc)
         self._buffered += len(keys)
         if self._buffered >= self.buffer_pairs:
             self._flush()
@@ -132,9 +135,9 @@ class LevelIndex:
             return
         buffer, self._buffer, self._buffered = self._buffer, {}, 0
         ordered = sorted(buffer)
-        counts = [len(buffer[key]) for key in ordered]
-        keys = np.repeat(np.asarray(ordered, dtype=self.key_dtype), counts)
-        ids = np.fromiter((doc for key in ordered for doc in buffer[key]), dtype=np.int32, count=len(keys))
+        held = [(got,) if isinstance(got, int) else got for got in map(buffer.__getitem__, ordered)]
+        keys = np.repeat(np.asarray(ordered, dtype=self.key_dtype), [len(docs) for docs in held])
+        ids = np.fromiter((doc for docs in held for doc in docs), dtype=np.int32, count=len(keys))
         self._push(keys, ids)
 
     def _push(self, keys: np.ndarray, ids: np.ndarray) -> None:
@@ -180,7 +183,12 @@ class LevelIndex:
             docs: list[int] = []
             for position, key in enumerate(keys.tolist()):
                 got = buffer.get(key)
-                if got is not None:
+                if got is None:
+                    continue
+                if isinstance(got, int):
+                    at.append(position)
+                    docs.append(got)
+                else:
                     at.extend([position] * len(got))
                     docs.extend(got)
             if at:

@@ -89,3 +89,20 @@ def test_level_index_answers_a_page_and_a_batch_alike():
         single_positions, single_ids = index.lookup(batch[position : position + 1])
         assert sorted(ids[positions == position].tolist()) == sorted(single_ids.tolist())
         assert sorted(single_ids.tolist()) == [d for d in range(1000) for k in keys[d].tolist() if k == position]
+
+
+def test_level_index_buffer_leaves_the_collector_nothing_to_visit():
+    """A crawl keeps thousands of keys in the write buffer: once collected, none of them holds an object the
+    garbage collector goes on visiting (an id alone is an int, several a tuple of ints)."""
+    import gc
+
+    index = LevelIndex(buffer_pairs=10_000, key_bits=32)
+    keys = np.random.default_rng(7).integers(0, 3_000, size=(200, 29), dtype=np.int64)  # repeated keys too
+    for doc, page in enumerate(keys):
+        index.add(page, doc)
+    held = list(index._buffer.values())
+    assert any(isinstance(ids, tuple) for ids in held) and any(isinstance(ids, int) for ids in held)
+    gc.collect()
+    assert not any(gc.is_tracked(ids) for ids in held)
+    positions, ids = index.lookup(keys[3])
+    assert 3 in ids.tolist() and len(positions) == len(ids)
