@@ -69,19 +69,22 @@ def test_lessons_that_disagree_on_the_article_element_make_no_selector():
 
 
 def test_a_lesson_falls_back_inside_the_article_element_when_its_blocks_do_not_reproduce_trafilatura():
-    """The article element (a heading over a lead over the body) keeps a mixed block three levels down whole;
+    """The article element (a heading over a lead over the body) keeps a mixed block five levels down whole;
     the element inside it can split that block, and its lesson is the one taken."""
     lead = "A short lead sentence opens this story about the valley orchards"
     first = " ".join(f"orchard{i} grower{i}" for i in range(30))
     second = " ".join(f"harvest{i} cider{i}" for i in range(30))
+    third = " ".join(f"press{i} barrel{i}" for i in range(30))
+    fourth = " ".join(f"blossom{i} frost{i}" for i in range(30))
     junk = " ".join(f"advert{i} promo{i}" for i in range(30))
     page = (
         "<html><body><nav><a href='/'>Home</a> <a href='/n'>News</a></nav>"
         "<div class='wrap'><h1>Valley orchards report</h1>"
-        f"<div class='story'><p>{lead}</p><div class='body'><p>{first}</p>"
-        f"<div class='mixed'><p>{second}</p><div class='promo'>{junk}</div></div></div></div></div></body></html>"
+        f"<div class='story'><p>{lead}</p><div class='body'><p>{first}</p><div class='part'><p>{third}</p>"
+        f"<div class='sub'><p>{fourth}</p><div class='mixed'><p>{second}</p><div class='promo'>{junk}</div>"
+        "</div></div></div></div></div></div></body></html>"
     )
-    main = f"Valley orchards report\n{lead}\n{first}\n{second}"
+    main = f"Valley orchards report\n{lead}\n{first}\n{third}\n{fourth}\n{second}"
     tree = learned.parse(page)
     found = learned.lesson(tree, main)
     assert found is not None
@@ -90,6 +93,34 @@ def test_a_lesson_falls_back_inside_the_article_element_when_its_blocks_do_not_r
     # where no element reaches the bound, the closest is taught (and the learner refuses it), not the outermost
     closest = learned.lesson(tree, main, bound=1.01)
     assert closest is not None and (closest.locator, closest.agreement) == (found.locator, found.agreement)
+
+
+def test_a_block_kept_nearly_whole_is_split_where_trafilatura_dropped_a_box_inside_it():
+    """A pull quote beside the paragraphs, three field wrappers down: its block is over nine tenths in
+    trafilatura's text, and kept whole it would keep the quote trafilatura dropped."""
+    paragraphs = [" ".join(f"river{p}x{i} bank{p}x{i}" for i in range(12)) for p in range(4)]
+    lead = " ".join(f"delta{i} marsh{i}" for i in range(10))
+    quote = "Rivers remember every flood that shaped them"
+    page = (
+        "<html><body><nav><a href='/'>Home</a> <a href='/n'>News</a></nav>"
+        f"<article><h1>The river report</h1><p class='lead'>{lead}</p>"
+        "<div class='field'><div class='items'><div class='item'>"
+        f"<p>{paragraphs[0]}</p><p>{paragraphs[1]}</p><div class='pull-quote'>{quote}</div>"
+        f"<p>{paragraphs[2]}</p><p>{paragraphs[3]}</p></div></div></div>"
+        "<div class='share'>Share this story with your friends on every network</div></article></body></html>"
+    )
+    main = "The river report\n" + lead + "\n" + "\n".join(paragraphs)
+    tree = learned.parse(page)
+    found = learned.lesson(tree, main)
+    assert found is not None and found.locator.css == "body > article" and found.agreement == 1.0
+    assert found.decisions[">div.field>div.items>div.item>div.pull-quote"] is False
+    assert found.decisions[">div.field>div.items>div.item>p"] is True
+    assert ">div.field" not in found.decisions  # split, not kept whole
+    replayed = learned.replay(tree, Offer(0, found.locator, found.decisions, 0.0))
+    assert replayed is not None and "Rivers remember" not in replayed and "Share this" not in replayed
+    # with the quote in trafilatura's text too, nothing under the block was dropped: it stays one decision
+    whole = learned.lesson(tree, main + "\n" + quote)
+    assert whole is not None and whole.decisions.get(">div.field") is True
 
 
 def test_a_disagreeing_check_retires_the_selector_and_three_retirements_leave_the_template_to_trafilatura():

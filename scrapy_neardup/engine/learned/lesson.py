@@ -22,8 +22,9 @@ from .page import (
 
 #: The article element is the deepest that holds at least this share of trafilatura's word pairs.
 COVERS = 0.9
-#: A block whose word pairs are at least this share in trafilatura's text is kept; at most ``DROPPED``, dropped;
-#: in between it is decided by its children (or kept, at ``DECISION_DEPTH``).
+#: A block whose word pairs are at least this share in trafilatura's text is kept (split into its children's
+#: decisions when one of them was dropped); at most ``DROPPED``, dropped; in between it is decided by its
+#: children (or kept, at ``DECISION_DEPTH``).
 KEPT, DROPPED = 0.9, 0.1
 #: A lesson, or a replay checked against trafilatura, must reproduce its text to this word-pair Jaccard.
 AGREEMENT = 0.95
@@ -175,7 +176,10 @@ def _lesson_at(
             if not all_:
                 continue
             share = in_main / all_
-            if share >= KEPT or (depth + 1 >= DECISION_DEPTH and share > DROPPED):
+            last = depth + 1 >= DECISION_DEPTH
+            if share >= KEPT or (last and share > DROPPED):
+                if share < 1.0 and not last and split(child, child_path, depth + 1):
+                    continue
                 _decided(decisions, child_path, True)
             elif share <= DROPPED:
                 _decided(decisions, child_path, False)
@@ -184,6 +188,20 @@ def _lesson_at(
                 decide(child, child_path, depth + 1)
                 if len(decisions) == before:  # a mixed block whose text is its own, not its children's
                     _decided(decisions, child_path, True)
+
+    def split(node: Any, path: str, depth: int) -> bool:
+        """Decide a block trafilatura kept nearly whole by its children, when it dropped one of them: kept
+        whole, the block keeps that child's text, which weighs enough on a short article to take the
+        lesson under the bound. Whether it did is known once they are decided."""
+        nonlocal decisions
+        outer, decisions = decisions, {}
+        decide(node, path, depth)
+        inner, decisions = decisions, outer
+        if all(inner.values()):
+            return False
+        for inner_path, keep in inner.items():
+            _decided(decisions, inner_path, keep)
+        return True
 
     decide(article, "", 0)
     text = replay_element(article, decisions)

@@ -12,8 +12,10 @@ import mmh3
 
 #: Levels below ``<body>`` whose element paths make a page's skeleton (its template key).
 SKELETON_DEPTH = 3
-#: Levels below the article element at which blocks are decided (deeper elements follow their block).
-DECISION_DEPTH = 3
+#: Levels below the article element at which blocks are decided (deeper elements follow their block). A CMS
+#: wraps an article's paragraphs in two or three levels of fields (Drupal's ``field > field-items >
+#: field-item``), and the box trafilatura drops (a pull quote, a donation call) sits beside them.
+DECISION_DEPTH = 5
 #: Class and id tokens longer than this, or with a digit in them, are page-specific (``post-1234``): not kept.
 _MAX_TOKEN = 32
 _TOKEN = re.compile(r"^[A-Za-z_-][A-Za-z_-]*$")

@@ -13,7 +13,7 @@ import mmh3
 from .lesson import Locator, replay_element
 
 #: The learned format; a selector of another version is never replayed.
-LEARNER_VERSION = 2
+LEARNER_VERSION = 3
 #: A template's selector is retired for good (``unstable``: trafilatura only) after this many retirements
 #: that were not forgiven (:meth:`Selector.retire`).
 MAX_RETIREMENTS = 3
