@@ -253,7 +253,7 @@ class DocumentPipeline:
         found = {"prekey": pre, "template": template}
         offer = offers.selectors.get(template)
         if offer is not None and not offer.unstable:
-            text = replay(tree, offer)
+            text = replay(tree, offer, self.learn_agreement)
             if text:
                 if url is not None and sampled(url, offer.share):
                     got = self.text_of(html, url)

@@ -340,17 +340,24 @@ def test_a_replay_refuses_a_page_whose_article_moved_into_a_block_the_template_d
     assert learned.replay(learned.parse(templated_page(0, 41)), offer) is not None
 
 
-def test_a_short_block_at_a_path_lessons_decided_both_ways_is_kept_and_a_long_one_refuses_the_page():
+def test_a_block_at_a_path_lessons_decided_both_ways_is_kept_when_short_or_a_small_share_of_the_text():
+    """Kept, such a block changes the text by at most its words whichever way trafilatura went: a short one
+    always, a longer one while all of them hold at most ``1 - bound`` of the text's words."""
     decisions, conflicts = learned.merge({">p": True, ">h3": True}, frozenset(), {">p": True, ">h3": False})
     assert decisions == {">p": True} and conflicts == {">h3"}
-    body = "<p>" + " ".join(f"word{i}" for i in range(80)) + "</p>"
 
-    def replayed(heading: str) -> str | None:
+    def replayed(heading: str, words: int = 80, bound: float = learned.AGREEMENT) -> str | None:
+        body = "<p>" + " ".join(f"word{i}" for i in range(words)) + "</p>"
         tree = learned.parse(f"<html><body><article><h3>{heading}</h3>{body}</article></body></html>")
-        return learned.replay_element(tree.css_first("article"), decisions, 0.0, conflicts)
+        return learned.replay_element(tree.css_first("article"), decisions, 0.0, conflicts, bound)
 
     assert replayed("A short subheading").startswith("A short subheading word0")
-    assert replayed(" ".join(["long"] * 13)) is None
+    author = "The author teaches bioethics at the medical faculty of the university and sits on national boards"
+    assert len(author.split()) > learned.SHORT_CONFLICT_WORDS
+    assert replayed(author) is None  # 16 words of 96
+    assert replayed(author, words=400).startswith("The author teaches")  # 16 of 416: under 5 %
+    assert replayed(author, words=400, bound=0.98) is None  # the bound the learner holds replays to
+    body = "<p>" + " ".join(f"word{i}" for i in range(80)) + "</p>"
     tree = learned.parse(f"<html><body><article><h3>A short one</h3>{body}</article></body></html>")
     assert learned.replay_element(tree.css_first("article"), decisions) is None  # no conflict known: unknown
 

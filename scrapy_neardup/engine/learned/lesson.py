@@ -233,14 +233,25 @@ def _prefixes(decisions: Mapping[str, bool]) -> set[str]:
 
 
 def replay_element(
-    article: Any, decisions: Mapping[str, bool], kept_low: float = 0.0, conflicts: frozenset[str] = frozenset()
+    article: Any,
+    decisions: Mapping[str, bool],
+    kept_low: float = 0.0,
+    conflicts: frozenset[str] = frozenset(),
+    bound: float = AGREEMENT,
 ) -> str | None:
     """The article element's text with the dropped blocks left out; ``None`` when a block with text is at
-    a path no lesson decided, or at one of ``conflicts`` (lessons decided it both ways) with more than
-    ``SHORT_CONFLICT_WORDS`` words (a shorter one is kept), and when the text keeps less than half of
-    ``kept_low``, the smallest share of the element's words a lesson kept (the article moved into a block
-    the template used to drop)."""
+    a path no lesson decided, when the blocks at ``conflicts`` (paths lessons decided both ways) with more
+    than ``SHORT_CONFLICT_WORDS`` words (a shorter one is kept) hold more than ``1 - bound`` of the text's
+    words, and when the text keeps less than half of ``kept_low``, the smallest share of the element's words
+    a lesson kept (the article moved into a block the template used to drop).
+
+    A block at a conflicting path is one trafilatura keeps on some pages and drops on others (an author's
+    note, a teaser it takes for part of the article when the article is short). Kept, it adds at most its
+    words' pairs to the text that trafilatura might not have: when they are at most ``ε = 1 - bound`` of
+    the text, the replay's Jaccard with trafilatura's text stays at least ``1 / (1 + ε)``, near ``bound``,
+    whichever trafilatura chose; a larger one makes the page trafilatura's."""
     prefixes = _prefixes(decisions)
+    wobbly: list[int] = []
 
     def skip(path: str, element: Any) -> bool | None:
         keep = decisions.get(path)
@@ -251,13 +262,18 @@ def replay_element(
         text = element.text(separator=" ")
         if not WORD.search(text):
             return True
-        if path in conflicts and len(WORD.findall(text)) <= SHORT_CONFLICT_WORDS:
+        if path in conflicts:
+            found = len(WORD.findall(text))
+            if found > SHORT_CONFLICT_WORDS:
+                wobbly.append(found)
             return False
         raise UndecidedBlock(path)
 
     try:
         text = block_text(article, skip)
     except UndecidedBlock:
+        return None
+    if wobbly and sum(wobbly) > (1.0 - bound) * len(WORD.findall(text)):
         return None
     if kept_low and _kept(text, article) < kept_low / 2:
         return None

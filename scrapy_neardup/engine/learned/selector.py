@@ -10,7 +10,7 @@ from typing import Any
 
 import mmh3
 
-from .lesson import Locator, replay_element
+from .lesson import AGREEMENT, Locator, replay_element
 
 #: The learned format; a selector of another version is never replayed.
 LEARNER_VERSION = 3
@@ -232,12 +232,13 @@ def _either(a: bytes, b: bytes) -> bytes:
     return (int.from_bytes(a, "little") | int.from_bytes(b, "little")).to_bytes(len(a), "little")
 
 
-def replay(tree: Any, offer: Offer) -> str | None:
-    """The page's main text by its template's selector; ``None`` when the selector refuses the page."""
+def replay(tree: Any, offer: Offer, bound: float = AGREEMENT) -> str | None:
+    """The page's main text by its template's selector (``bound``: the agreement it is held to); ``None``
+    when the selector refuses the page."""
     article = offer.locator.find(tree)
     if article is None:
         return None
-    return replay_element(article, offer.decisions, offer.kept_low, offer.conflicts)
+    return replay_element(article, offer.decisions, offer.kept_low, offer.conflicts, bound)
 
 
 #: The least share of a selector's pages checked against trafilatura (``NEARDUP_LEARN_CHECK_SHARE``).
