@@ -1,14 +1,19 @@
 """Crawls of one site on one store, as the learned templates see them: the learner of a crawler process fed a
 labelled set page by page, pass after pass (each pass a crawl in another shuffled order), in one process.
 
-    python dev.py bench bench/learner_passes.py DIR [--passes 3]
+    python dev.py bench bench/learner_passes.py DIR [--passes 3] [--orders shuffled-3 ...] [--in-flight 24]
 
 Prints one JSON object: for each pass, how each page was extracted (``replayed``, ``agreed`` and
 ``disagreed`` checks, ``refused``, ``trafilatura`` while a template has no selector or an unstable one,
-``unparsed``: its pre-key not met before), the pages sent to trafilatura after each template's first 10 of the
-pass, and each retirement (the template, the pages its selector served, the check's agreement, whether the
-template became ``unstable``). What a crawl's workers add (their own selectors) and its concurrency change
-when a selector reaches the pages, not what it decides.
+``unparsed``: its pre-key not met before, ``stale``: replayed by a selector retired before the page's result
+came back, extracted again by trafilatura), the pages each pass sent to trafilatura in all
+(``to_trafilatura``: every kind but ``replayed``) and after each template's first 10 of the pass, and each
+retirement (the template, the pages its selector served, the check's agreement, whether the template became
+``unstable``). Pass N takes the pages in the order ``shuffled-N``, or in ``--orders`` (one pass an order).
+``--in-flight N``: a page goes with its host's offers as they are when it is sent and its result reaches
+the learner N pages later, as a crawl's results come back while other pages wait for a worker (about 24 of
+the 32 in flight at the crawl benchmark's concurrency); 0, the default, one page after another. What a
+crawl's workers add (their own selectors) and its timing still change when a selector reaches the pages.
 """
 
 from __future__ import annotations
@@ -41,11 +46,16 @@ FIRST_PAGES = 10
 BASE, CONTENT_TYPE = "http://127.0.0.1:1", "text/html; charset=utf-8"
 
 
+def extract(pipeline: DocumentPipeline, learner: TemplateLearner, body: bytes, url: str) -> Prepared:
+    """One page extracted with its host's offers as they are now, as a worker does."""
+    return prepare_html(pipeline, body, url, CONTENT_TYPE, pickle.dumps(learner.offers(host_of(url))))
+
+
 def learn_from(pipeline: DocumentPipeline, learner: TemplateLearner, body: bytes, url: str) -> tuple[Prepared, str]:
     """One page as a crawl handles it: extracted with its host's offers, as a worker does, then observed by
     the crawler process's learner; what was prepared, and what changed (:meth:`TemplateLearner.observe`)."""
+    done = extract(pipeline, learner, body, url)
     host = host_of(url)
-    done = prepare_html(pipeline, body, url, CONTENT_TYPE, pickle.dumps(learner.offers(host)))
     return done, learner.observe(host, done.template, done.learned, done.lesson, done.prekey, done.agreement)
 
 
@@ -53,6 +63,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dataset")
     parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--orders", nargs="+", help="one pass an order (manifest, copies-first, shuffled-N)")
+    parser.add_argument("--in-flight", type=int, default=0, help="pages whose results are still to come back")
     args = parser.parse_args()
     config = Config.from_settings({"NEARDUP_ENABLED": True})
     pipeline, learner = build_pipeline(config), build_template_learner(config)
@@ -60,18 +72,25 @@ def main() -> int:
     manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
     template = {bench_crawl.site_path(r["url"]): template_of(r["url"]) for r in manifest}
     pages = bench_crawl.load_pages(args.dataset, manifest)
+    names = args.orders or [f"shuffled-{n}" for n in range(1, args.passes + 1)]
+    orders = bench_crawl.crawl_orders(manifest, names)
     passes = []
-    for n in range(1, args.passes + 1):
-        order = bench_crawl.crawl_orders(manifest, [f"shuffled-{n}"])[f"shuffled-{n}"]
+    for n, name in enumerate(names, 1):
         how: collections.Counter[str] = collections.Counter()
         met: collections.Counter[str] = collections.Counter()
         late, retirements = 0, []
-        for path in order:
-            url = BASE + path
-            held = {(s.host, s.template): s for s in learner.selectors()}
-            done, change = learn_from(pipeline, learner, pages[path], url)
-            before = held.get((host_of(url), done.template))
-            kind = done.learned or ("trafilatura" if done.template is not None else "unparsed")
+        flight: collections.deque[tuple[str, str, Prepared]] = collections.deque()
+
+        def land() -> None:
+            nonlocal late
+            path, url, done = flight.popleft()
+            host = host_of(url)
+            if done.learned == "replayed" and not learner.active(host, done.template or 0):
+                kind, change, before = "stale", "", None
+            else:
+                before = next((s for s in learner.selectors() if (s.host, s.template) == (host, done.template)), None)
+                change = learner.observe(host, done.template, done.learned, done.lesson, done.prekey, done.agreement)
+                kind = done.learned or ("trafilatura" if done.template is not None else "unparsed")
             how[kind] += 1
             met[template[path]] += 1
             if kind != "replayed" and met[template[path]] > FIRST_PAGES:
@@ -85,10 +104,20 @@ def main() -> int:
                         "became": change,
                     }
                 )
+
+        for path in orders[name]:
+            url = BASE + path
+            flight.append((path, url, extract(pipeline, learner, pages[path], url)))
+            if len(flight) > args.in_flight:
+                land()
+        while flight:
+            land()
         passes.append(
             {
                 "pass": n,
+                "order": name,
                 "how": dict(sorted(how.items())),
+                "to_trafilatura": sum(v for k, v in how.items() if k != "replayed"),
                 "to_trafilatura_after_first_10": late,
                 "retirements": retirements,
             }
