@@ -167,9 +167,8 @@ def _lesson_at(
     index = next((i for i, m in enumerate(matches) if m.mem_id == article.mem_id), -1)
     if index < 0:
         return None
-    decisions: dict[str, bool] = {}
 
-    def decide(node: Any, path: str, depth: int) -> None:
+    def decide(node: Any, path: str, depth: int, decisions: dict[str, bool]) -> None:
         for child in child_elements(node):
             child_path = path + ">" + path_step(child)
             in_main, all_ = counts.get(child.mem_id, (0, 0))
@@ -178,32 +177,31 @@ def _lesson_at(
             share = in_main / all_
             last = depth + 1 >= DECISION_DEPTH
             if share >= KEPT or (last and share > DROPPED):
-                if share < 1.0 and not last and split(child, child_path, depth + 1):
+                if share < 1.0 and not last and split(child, child_path, depth + 1, decisions):
                     continue
                 _decided(decisions, child_path, True)
             elif share <= DROPPED:
                 _decided(decisions, child_path, False)
             else:
                 before = len(decisions)
-                decide(child, child_path, depth + 1)
+                decide(child, child_path, depth + 1, decisions)
                 if len(decisions) == before:  # a mixed block whose text is its own, not its children's
                     _decided(decisions, child_path, True)
 
-    def split(node: Any, path: str, depth: int) -> bool:
+    def split(node: Any, path: str, depth: int, decisions: dict[str, bool]) -> bool:
         """Decide a block trafilatura kept nearly whole by its children, when it dropped one of them: kept
         whole, the block keeps that child's text, which weighs enough on a short article to take the
         lesson under the bound. Whether it did is known once they are decided."""
-        nonlocal decisions
-        outer, decisions = decisions, {}
-        decide(node, path, depth)
-        inner, decisions = decisions, outer
+        inner: dict[str, bool] = {}
+        decide(node, path, depth, inner)
         if all(inner.values()):
             return False
         for inner_path, keep in inner.items():
             _decided(decisions, inner_path, keep)
         return True
 
-    decide(article, "", 0)
+    decisions: dict[str, bool] = {}
+    decide(article, "", 0, decisions)
     text = replay_element(article, decisions)
     if text is None:
         return None
