@@ -214,17 +214,18 @@ def merge(
 @dataclass(frozen=True)
 class Offers:
     """What a page of a host is sent with: the host's selectors by template, the pre-keys met on the host
-    (a page whose pre-key is not among them is not parsed: :func:`prekey`), and the templates met often
-    enough to teach (:data:`TEACHES_FROM`); both sets as :func:`key_bits`."""
+    (a page whose pre-key is not among them is not parsed: :func:`prekey`; as :func:`key_bits`), and whether
+    the host's templates repeat, so that a parsed page without a selector teaches (:data:`TEACHES_FROM`)."""
 
     selectors: Mapping[int, Offer]
     parse: bytes
-    learn: bytes
+    teach: bool = False
 
     def under(self, other: Offers) -> Offers:
-        """These offers with ``other``'s over them: its selectors first, the sets of both."""
+        """These offers with ``other``'s over them: its selectors first, the pre-keys of both, teaching if
+        either does."""
         return Offers(
-            {**self.selectors, **other.selectors}, _either(self.parse, other.parse), _either(self.learn, other.learn)
+            {**self.selectors, **other.selectors}, _either(self.parse, other.parse), self.teach or other.teach
         )
 
 
