@@ -384,9 +384,13 @@ def test_a_block_at_a_path_lessons_decided_both_ways_is_kept_when_short_or_a_sma
     assert learned.replay_element(tree.css_first("article"), decisions) is None  # no conflict known: unknown
 
 
-def test_a_worker_learns_from_its_own_pages_before_the_crawler_process_has_heard_of_any(monkeypatch):
+def test_a_worker_learns_from_its_own_pages_and_sets_them_aside_for_a_template_the_crawler_process_retired(
+    monkeypatch,
+):
     """A section page's articles reach the workers at once, before any has come back to teach the crawler
-    process: each worker learns from the pages it extracts itself, and says which replays were its own."""
+    process: each worker learns from the pages it extracts itself, and says which replays were its own. Once
+    the crawler process retired the template's selector, the worker's own is not used for it: its pages go to
+    trafilatura and teach, so that the template is learned again (a replay there would be extracted twice)."""
     import pickle
 
     from scrapy_neardup.engine.prepare import Prepared
@@ -411,3 +415,21 @@ def test_a_worker_learns_from_its_own_pages_before_the_crawler_process_has_heard
     by_selector = [p for p in got[7:] if p.learned in ("replayed", "agreed")]
     assert len(by_selector) == 7 and all(p.own_selector for p in by_selector), how
     assert not any(p.own_selector for p in got[:7])
+    key = got[7].template
+    retired_there = pickle.dumps(Offers({}, learned.ALL_KEYS, teach=True, retired=frozenset({key})))
+    after = [
+        Prepared.from_wire(
+            workers.analyze_html(
+                templated_page(0, i).encode(), f"https://site.test/a/{i}", "text/html; charset=utf-8", retired_there
+            )
+        )
+        for i in range(14, 18)
+    ]
+    assert [p.learned for p in after] == ["", "", "", ""] and all(p.lesson is not None for p in after)
+    assert all(p.template == key and not p.own_selector for p in after)
+    still = Prepared.from_wire(
+        workers.analyze_html(
+            templated_page(0, 18).encode(), "https://site.test/a/18", "text/html; charset=utf-8", nothing_offered
+        )
+    )
+    assert still.learned in ("replayed", "agreed") and still.own_selector  # nothing retired: its own again

@@ -54,6 +54,7 @@ class TemplateLearner:
         if cached is not None:
             return cached
         met = self._hosts.get(host) or _Host()
+        known = self._selectors.get(host, {})
         selectors = {
             template: Offer(
                 template,
@@ -64,13 +65,14 @@ class TemplateLearner:
                 selector.kept_low,
                 selector.conflicts,
             )
-            for template, selector in self._selectors.get(host, {}).items()
+            for template, selector in known.items()
             if selector.state in ("active", "unstable")
         }
-        if met.repeats or any(selector.usable for selector in self._selectors.get(host, {}).values()):
-            cached = Offers(selectors, ALL_KEYS, teach=True)
+        retired = frozenset(template for template, selector in known.items() if selector.state == "retired")
+        if met.repeats or any(selector.usable for selector in known.values()):
+            cached = Offers(selectors, ALL_KEYS, True, retired)
         else:
-            cached = Offers(selectors, bytes(met.parse_bits), teach=False)
+            cached = Offers(selectors, bytes(met.parse_bits), False, retired)
         self._offers[host] = cached
         return cached
 
