@@ -13,9 +13,11 @@ Timings: each round crawls the whole site once with the plugin off and once per 
 default 0, 1, 2 and the core count), in alternation, each crawl in a fresh process, ``CONCURRENT_REQUESTS``
 32, tag mode, the default SQLite store in a fresh file. Printed: the median wall time of each, T_on / T_off,
 pages/s, CPU seconds per page in the crawler process and in its extraction workers (read from /proc while
-they run), the crawler's peak RSS and the largest worker's peak RSS. The floor: the crawl's own CPU per page
-with the plugin off, plus the extraction and fingerprint CPU per page measured alone in one process over the
-pages with distinct bodies (byte-identical copies reuse their first copy's job), divided by the cores.
+they run), the crawler's peak RSS and the largest worker's peak RSS, and the last round's
+``neardup/learned/*`` stats (where its pages' main text came from: replayed, checked, sent to trafilatura).
+The floor: the crawl's own CPU per page with the plugin off, plus the extraction and fingerprint CPU per page
+measured alone in one process over the pages with distinct bodies (byte-identical copies reuse their first
+copy's job), divided by the cores.
 
 The pages keep their real ``<link rel="canonical">`` declarations, made local: a declared URL that is a page
 of the set is rewritten to that page's path on the one site (a syndicated copy then declares another
@@ -417,6 +419,9 @@ def timings(args: argparse.Namespace, base: str, paths: list[str], pages: dict[s
             "worker_peak_rss_mb": round(max(r["worker_rss"] for r in results) / 2**20, 1),
             "checked": results[-1]["stats"].get("neardup/checked"),
             "reused": results[-1]["stats"].get("neardup/extract/reused", 0),
+            "learned_last_round": {
+                k.split("/")[-1]: int(v) for k, v in results[-1]["stats"].items() if k.startswith("neardup/learned/")
+            },
         }
     extract_ms = 1000 * extraction_floor(pages, base, args.floor_pages)
     crawl_off_ms = rows["off"]["crawler_cpu_ms_per_page"]
