@@ -20,7 +20,6 @@ from .algorithms.base import Algorithm, Fingerprint, NoWords
 from .canonical import declared_canonical
 from .extract import TEMPLATE_MAX_SHARE, Extraction, decode_html, extract
 from .learned import (
-    ALL_KEYS,
     Lesson,
     Offers,
     agreement,
@@ -241,16 +240,15 @@ class DocumentPipeline:
         """The page's text by its template's selector (checked against trafilatura on a sampled share of
         pages), or by trafilatura with the lesson it teaches; and what to record of it in :class:`Prepared`.
         Without ``offers`` (or templates not learned): trafilatura's text. A page whose :func:`~.learned.prekey`
-        its host has not met before is not parsed for its template (on a host whose pages are all parsed, no
-        pre-key is read)."""
+        its host has not met before is not parsed for its template."""
         if not self.learn or offers is None:
             return self.text_of(html, url), {}
-        pre = None if offers.parse == ALL_KEYS else prekey(html)
-        if pre is not None and not in_bits(offers.parse, pre):
+        pre = prekey(html)
+        if not in_bits(offers.parse, pre):
             return self.text_of(html, url), {"prekey": pre}
         tree = parse(html)
-        if tree is None:  # counted with the pages not parsed
-            return self.text_of(html, url), {"prekey": prekey(html) if pre is None else pre}
+        if tree is None:
+            return self.text_of(html, url), {"prekey": pre}
         template = skeleton_key(tree)
         found = {"prekey": pre, "template": template}
         offer = offers.selectors.get(template)
@@ -266,7 +264,7 @@ class DocumentPipeline:
         got = self.text_of(html, url)
         if offer is not None and offer.unstable:
             return got, found
-        teaches = offer is not None or offers.teach
+        teaches = offer is not None or in_bits(offers.learn, template)
         taught = lesson(tree, got.text, self.learn_agreement) if teaches and got.method == "main" else None
         return got, {**found, "learned": "refused" if offer is not None else "", "lesson": taught}
 

@@ -16,7 +16,7 @@ from scrapy_neardup.engine.template import TemplateGuard
 
 EXTRACTOR = "trafilatura test favor=recall fast=0 learner=1"
 #: Every page parsed for its template, nothing learned yet.
-PARSE_ALL = Offers({}, learned.ALL_KEYS)
+PARSE_ALL = Offers({}, bytes([255]) * (learned.KEY_BITS // 8), bytes(learned.KEY_BITS // 8))
 
 
 def taught(page: str) -> learned.Lesson:
@@ -193,7 +193,7 @@ def test_a_check_retires_on_a_replay_far_off_or_when_the_mean_miss_passes_the_bo
     )
 
 
-def test_a_page_is_parsed_once_its_pre_key_was_met_and_a_host_teaches_once_a_template_repeats():
+def test_a_page_is_parsed_once_its_pre_key_was_met_and_a_template_teaches_from_its_fourth_page():
     learner = TemplateLearner(EXTRACTOR)
     first, other = learned.prekey(templated_page(0, 1)), learned.prekey(templated_page(1, 1))
     assert first == learned.prekey(templated_page(0, 2)) != other  # read without a parse
@@ -202,23 +202,10 @@ def test_a_page_is_parsed_once_its_pre_key_was_met_and_a_host_teaches_once_a_tem
     offers = learner.offers("site.test")
     assert learned.in_bits(offers.parse, first) and not learned.in_bits(offers.parse, other)
     for met in range(learned.TEACHES_FROM - 1):
-        assert not learner.offers("site.test").teach
+        assert not learned.in_bits(learner.offers("site.test").learn, 7)
         learner.observe("site.test", 7, "", None, first)
-    offers = learner.offers("site.test")  # one template met often enough: the host's templates repeat
-    assert offers.teach and offers.parse == learned.ALL_KEYS and learned.in_bits(offers.parse, other)
+    assert learned.in_bits(learner.offers("site.test").learn, 7)  # its next page teaches
     assert learner.offers("other.test").selectors == {} and not any(learner.offers("other.test").parse)
-    assert not learner.offers("other.test").teach
-
-
-def test_a_host_with_a_selector_in_use_has_every_page_parsed_and_teaching():
-    teacher, key = learnt()
-    fresh = TemplateLearner(EXTRACTOR)
-    assert not fresh.offers("site.test").teach
-    assert fresh.adopt(teacher.selectors()) == 1  # a second crawl, or another process, starts with it
-    offers = fresh.offers("site.test")
-    assert offers.teach and offers.parse == learned.ALL_KEYS and key in offers.selectors
-    fresh.observe("site.test", key, "disagreed", None)  # retired: the host's pages are no longer vouched for
-    assert not fresh.offers("site.test").teach
 
 
 def test_checks_thin_out_as_a_selector_serves_and_are_decided_by_the_url():
@@ -271,10 +258,12 @@ def test_a_retirement_another_process_saved_is_taken():
     mine.take_changes()
     assert mine.adopt(theirs.take_changes()) == 1
     assert not mine.active("site.test", key)
+    offers = mine.offers("site.test")  # a page goes to a worker with it: the worker's own is set aside
+    assert key not in offers.selectors and offers.retired == {key}
 
 
-def offered(*selectors: Offer, parse: tuple[int, ...] = (), teach: bool = False) -> Offers:
-    return Offers({o.template: o for o in selectors}, learned.key_bits(parse), teach)
+def offered(*selectors: Offer, parse: tuple[int, ...] = (), learn: tuple[int, ...] = ()) -> Offers:
+    return Offers({o.template: o for o in selectors}, learned.key_bits(parse), learned.key_bits(learn))
 
 
 def test_the_pipeline_replays_checks_a_sampled_share_and_teaches_without_a_selector():
@@ -286,7 +275,7 @@ def test_the_pipeline_replays_checks_a_sampled_share_and_teaches_without_a_selec
     assert unmet.prekey == pre and unmet.template is None and unmet.lesson is None  # not parsed
     met = pipeline.from_html(page, "https://site.test/a/55", offered(parse=(pre,)))
     assert met.template == key and met.learned == "" and met.lesson is None  # parsed, counted, not teaching
-    first = pipeline.from_html(page, "https://site.test/a/55", offered(parse=(pre,), teach=True))
+    first = pipeline.from_html(page, "https://site.test/a/55", offered(parse=(pre,), learn=(key,)))
     assert first.template == key and first.learned == "" and first.lesson is not None
     offer = learner.offers("site.test").selectors[key]
     replayed = pipeline.from_html(
@@ -301,15 +290,6 @@ def test_the_pipeline_replays_checks_a_sampled_share_and_teaches_without_a_selec
     assert checked.fingerprint.signature == first.fingerprint.signature  # trafilatura's text was filed
     similarity = pipeline.algorithm.similarity(replayed.fingerprint.signature, first.fingerprint.signature)
     assert similarity >= 0.9
-
-
-def test_on_a_host_whose_pages_are_all_parsed_no_pre_key_is_read():
-    pipeline = DocumentPipeline(MinHashLSH(threshold=0.8), learn=True)
-    page = templated_page(0, 55)
-    every = pipeline.from_html(page, "https://site.test/a/55", Offers({}, learned.ALL_KEYS, teach=True))
-    assert every.prekey is None and every.template is not None and every.lesson is not None
-    some = pipeline.from_html(page, "https://site.test/a/55", offered(parse=(learned.prekey(page),)))
-    assert some.prekey == learned.prekey(page) and some.template == every.template and some.lesson is None
 
 
 def test_the_guard_takes_one_article_in_two_templates_for_an_article_and_a_repeated_block_for_a_template():
@@ -400,7 +380,7 @@ def test_a_worker_learns_from_its_own_pages_and_sets_them_aside_for_a_template_t
     monkeypatch.setattr(workers, "_pipeline", None)
     monkeypatch.setattr(workers, "_local", None)
     workers.init_worker(Config.from_settings({"NEARDUP_ENABLED": True}), in_worker=False, learn_locally=True)
-    nothing_offered = pickle.dumps(Offers({}, learned.key_bits([])))
+    nothing_offered = pickle.dumps(Offers({}, learned.key_bits([]), learned.key_bits([])))
     got = [
         Prepared.from_wire(
             workers.analyze_html(
@@ -416,7 +396,8 @@ def test_a_worker_learns_from_its_own_pages_and_sets_them_aside_for_a_template_t
     assert len(by_selector) == 7 and all(p.own_selector for p in by_selector), how
     assert not any(p.own_selector for p in got[:7])
     key = got[7].template
-    retired_there = pickle.dumps(Offers({}, learned.ALL_KEYS, teach=True, retired=frozenset({key})))
+    all_keys = bytes([255]) * (learned.KEY_BITS // 8)
+    retired_there = pickle.dumps(Offers({}, all_keys, all_keys, frozenset({key})))
     after = [
         Prepared.from_wire(
             workers.analyze_html(

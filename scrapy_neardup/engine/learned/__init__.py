@@ -35,7 +35,6 @@ Nothing of a page is executed: lexbor parses it; only the selector's own data (p
 from .learner import TEACHES_FROM, TemplateLearner
 from .lesson import AGREEMENT, COVERS, DECISION_DEPTH, SHORT_CONFLICT_WORDS, Lesson, Locator, lesson, replay_element
 from .page import (
-    ALL_KEYS,
     KEY_BITS,
     PREKEY_CHARS,
     SKELETON_DEPTH,
@@ -69,7 +68,6 @@ __all__ = [
     "COVERS",
     "DECISION_DEPTH",
     "FORGIVEN_AFTER",
-    "ALL_KEYS",
     "KEY_BITS",
     "LEARNER_VERSION",
     "MAX_RETIREMENTS",

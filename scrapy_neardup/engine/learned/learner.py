@@ -6,16 +6,14 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
 from .lesson import AGREEMENT, Lesson
-from .page import ALL_KEYS, KEY_BITS, set_bit
+from .page import KEY_BITS, set_bit
 from .selector import MIN_CHECK_SHARE, Offer, Offers, Selector, merge, verify_share
 
 #: Hosts, and templates (and pre-keys) a host, remembered as met (the least recently met forgotten first).
 MAX_SEEN_HOSTS, MAX_SEEN_TEMPLATES = 100_000, 4096
-#: A host's templates teach once one of them was parsed ``TEACHES_FROM - 1`` times, and a page is parsed for
-#: its template only when its pre-key was met before on its host: most templates of a broad crawl are met
-#: once or twice, and parsing a page costs a twentieth of trafilatura's time, a lesson a quarter. A host
-#: past that point, or with a selector in use, serves its pages from templates that repeat (Bar-Yossef &
-#: Rajagopalan 2002: a site's pages are built from a few templates): every page of it is parsed and teaches.
+#: A template teaches once its pages were parsed ``TEACHES_FROM - 1`` times, and a page is parsed for its
+#: template only when its pre-key was met before on its host: most templates of a broad crawl are met once
+#: or twice, and parsing a page costs a twentieth of trafilatura's time, a lesson a quarter.
 TEACHES_FROM = 4
 
 
@@ -69,11 +67,7 @@ class TemplateLearner:
             if selector.state in ("active", "unstable")
         }
         retired = frozenset(template for template, selector in known.items() if selector.state == "retired")
-        if met.repeats or any(selector.usable for selector in known.values()):
-            cached = Offers(selectors, ALL_KEYS, True, retired)
-        else:
-            cached = Offers(selectors, bytes(met.parse_bits), False, retired)
-        self._offers[host] = cached
+        cached = self._offers[host] = Offers(selectors, bytes(met.parse_bits), bytes(met.learn_bits), retired)
         return cached
 
     def _met(self, host: str, prekey: int | None, template: int | None) -> _Host:
@@ -97,8 +91,8 @@ class TemplateLearner:
             if len(met.templates) > MAX_SEEN_TEMPLATES:
                 met.lessons.pop(next(iter(met.templates)), None)
                 met.templates.popitem(last=False)
-            if n >= TEACHES_FROM - 1 and not met.repeats:
-                met.repeats = True
+            if n == TEACHES_FROM - 1:
+                set_bit(met.learn_bits, template)
                 self._offers.pop(host, None)
         return met
 
@@ -236,11 +230,11 @@ class TemplateLearner:
 @dataclass
 class _Host:
     """What the learner remembers of a host: the pre-keys of its pages (and as :func:`.page.key_bits`), its
-    templates met (key -> pages), whether one of them was met often enough for its templates to teach
-    (:data:`TEACHES_FROM`), and the lessons gathered for those without a selector."""
+    templates met (key -> pages; those met often enough to teach as bits too), and the lessons gathered for
+    those without a selector."""
 
     prekeys: set[int] = field(default_factory=set)
     parse_bits: bytearray = field(default_factory=lambda: bytearray(KEY_BITS // 8))
-    repeats: bool = False
+    learn_bits: bytearray = field(default_factory=lambda: bytearray(KEY_BITS // 8))
     templates: OrderedDict[int, int] = field(default_factory=OrderedDict)
     lessons: dict[int, list[Lesson]] = field(default_factory=dict)

@@ -153,8 +153,6 @@ def prekey(html: str) -> int:
 #: Bits of the sets of keys a host's pages are sent with (:class:`Offers`): a few false positives (a parse, a
 #: lesson more) for a fixed size, whatever the number of templates a host has.
 KEY_BITS = 8192
-#: The set of every key (a host whose templates repeat has all its pages parsed).
-ALL_KEYS = b"\xff" * (KEY_BITS // 8)
 
 
 def key_bits(keys: Iterator[int] | set[int] | list[int]) -> bytes:

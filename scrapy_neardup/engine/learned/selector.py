@@ -214,24 +214,24 @@ def merge(
 @dataclass(frozen=True)
 class Offers:
     """What a page of a host is sent with: the host's selectors by template, the pre-keys met on the host
-    (a page whose pre-key is not among them is not parsed: :func:`prekey`; as :func:`key_bits`), whether
-    the host's templates repeat, so that a parsed page without a selector teaches (:data:`TEACHES_FROM`),
+    (a page whose pre-key is not among them is not parsed: :func:`prekey`), the templates whose pages teach
+    (those met before on a host whose templates repeat: :data:`TEACHES_FROM`), both sets as :func:`key_bits`,
     and the templates whose selector was retired (learned again from the lessons of their next pages)."""
 
     selectors: Mapping[int, Offer]
     parse: bytes
-    teach: bool = False
+    learn: bytes
     retired: frozenset[int] = frozenset()
 
     def under(self, other: Offers) -> Offers:
         """These offers (a worker's own) with ``other``'s (the deciding process's) over them: its selectors
         first, none of ours for a template it retired (its pages teach instead of being replayed by a
-        selector the deciding process no longer vouches for), the pre-keys of both, teaching if either does."""
+        selector the deciding process no longer vouches for), the sets of both."""
         ours = {template: offer for template, offer in self.selectors.items() if template not in other.retired}
         return Offers(
             {**ours, **other.selectors},
             _either(self.parse, other.parse),
-            self.teach or other.teach,
+            _either(self.learn, other.learn),
             self.retired | other.retired,
         )
 
