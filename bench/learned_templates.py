@@ -136,7 +136,7 @@ def main() -> int:
     parser.add_argument(
         "--teaches-from",
         type=int,
-        help="a host's template parses before its templates teach, plus one (the constant TEACHES_FROM, changed here)",
+        help="a template's pages parsed before it teaches, plus one (the constant TEACHES_FROM, changed here)",
     )
     args = parser.parse_args()
     if args.teaches_from is not None:

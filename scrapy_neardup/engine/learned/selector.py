@@ -214,9 +214,9 @@ def merge(
 @dataclass(frozen=True)
 class Offers:
     """What a page of a host is sent with: the host's selectors by template, the pre-keys met on the host
-    (a page whose pre-key is not among them is not parsed: :func:`prekey`), the templates whose pages teach
-    (those met before on a host whose templates repeat: :data:`TEACHES_FROM`), both sets as :func:`key_bits`,
-    and the templates whose selector was retired (learned again from the lessons of their next pages)."""
+    (a page whose pre-key is not among them is not parsed: :func:`prekey`), the templates met often enough
+    to teach (:data:`TEACHES_FROM`), both sets as :func:`key_bits`, and the templates whose selector was
+    retired (learned again from the lessons of their next pages)."""
 
     selectors: Mapping[int, Offer]
     parse: bytes
