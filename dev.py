@@ -4,7 +4,9 @@
     python3 dev.py example     # serve the demo site on 127.0.0.1 and crawl it twice with scrapy-neardup
     python3 dev.py test        # the test suite, a pytest worker a core (4 at most); args go to pytest
     python3 dev.py test --fast # the fast layer: every test but the end-to-end crawls (marked slow)
+    python3 dev.py test --extended # the long crawl series (marked extended): a step of CI of its own
     python3 dev.py test --spark # the real Spark jobs (marked spark; they need Java 17): a step of CI of its own
+    python3 dev.py test --all  # the suite and the extended series, not the Spark jobs
     python3 dev.py lint        # ruff (lint, import order, format) and mypy, as CI runs them before the tests
     python3 dev.py oldest      # the crawl tests on the oldest Scrapy line supported (2.13), in .venv-oldest
     python3 dev.py bench ...   # a benchmark script from bench/, with the peer libraries installed
@@ -118,13 +120,22 @@ def main(argv: list[str]) -> int:
     if command == "example":
         return subprocess.call([PYTHON, os.path.join(ROOT, "example_project", "run_example.py"), *rest])
     if command == "test":
-        if "--fast" in rest:
-            rest = [arg for arg in rest if arg != "--fast"] + ["-m", "not slow"]
-        elif "--spark" in rest:
-            rest = [arg for arg in rest if arg != "--spark"] + ["-m", "spark"]
+        layers = {
+            "--fast": "not slow",
+            "--extended": "extended and not spark",
+            "--spark": "spark",
+            "--all": "not spark",
+        }
+        chosen = [arg for arg in rest if arg in layers]
+        if len(chosen) > 1:
+            print(f"dev.py test: one of {', '.join(layers)} at a time, not {' and '.join(chosen)}")
+            return 2
+        if chosen:
+            rest = [arg for arg in rest if arg not in layers] + ["-m", layers[chosen[0]]]
         elif not any(arg == "-m" or arg.startswith("-m") for arg in rest):
-            # The Spark jobs need a JVM that python3 alone does not give: a step of CI of their own.
-            rest = [*rest, "-m", "not spark"]
+            # The Spark jobs need a JVM that python3 alone does not give, and the extended crawl series would
+            # take the suite past ten minutes on two cores: each is a step of CI of its own.
+            rest = [*rest, "-m", "not spark and not extended"]
         if not any(arg == "-n" or arg.startswith(("-n", "--numprocesses")) for arg in rest):
             # One pytest worker a core, four at most (pytest-xdist): a crawl test mostly waits on its processes,
             # and each starts extraction workers of its own. "-n 0" to run in one process.

@@ -219,6 +219,7 @@ def test_one_page_per_group_reaches_the_spider_in_any_order_and_a_recrawl_keeps_
     assert_every_order_and_a_recrawl(tmp_path, lambda name, n: f"sqlite:///{tmp_path}/{name}.sqlite3")
 
 
+@pytest.mark.extended
 @one_server_kind()
 def test_the_same_on_redis(tmp_path, redis_server):
     """Copies first and shuffled on each server kind (every order runs on SQLite above)."""
@@ -227,6 +228,7 @@ def test_the_same_on_redis(tmp_path, redis_server):
     )
 
 
+@pytest.mark.extended
 @one_server_kind()
 def test_the_same_on_a_redis_cluster(tmp_path, shared_cluster):
     assert_every_order_and_a_recrawl(tmp_path, lambda name, n: shared_cluster.url, only=("copies-first", "shuffled-1"))

@@ -111,6 +111,7 @@ def assert_parts_keep_what_one_process_keeps(site, tmp_path, store_url, processe
     assert len(kept) == len(single.items)
 
 
+@pytest.mark.extended
 def test_four_processes_sharing_redis_keep_what_one_process_keeps(site, redis_server, tmp_path):
     assert_parts_keep_what_one_process_keeps(
         site, tmp_path, redis_server.url, 4, "p", NEARDUP_REDIS_KEY="multi4:{%(spider)s}"
@@ -185,6 +186,7 @@ def test_redis_faults_mid_crawl_leave_no_page_unchecked_and_lose_nothing_acknowl
     }
 
 
+@pytest.mark.extended
 def test_a_redis_restarted_without_persistence_mid_crawl_leaves_no_page_unchecked(site, redis_server, tmp_path):
     """Killed and started again with nothing on disk: the index is gone, and the crawl checks every page
     after it in an empty one (no store error, the scripts loaded again)."""
@@ -214,6 +216,7 @@ def test_a_redis_restarted_without_persistence_mid_crawl_leaves_no_page_unchecke
 
 
 # The client's retries and timeouts are under test, not the server: one server kind.
+@pytest.mark.extended
 @one_server_kind()
 def test_a_redis_paused_longer_than_the_retries_costs_the_pages_met_meanwhile_only(site, redis_server, tmp_path):
     """A server that answers nothing for longer than the retries last: the pages met meanwhile pass on
@@ -346,6 +349,7 @@ def test_second_process_on_one_sqlite_file_gets_a_clear_error(site, tmp_path):
 
 # The same protocol as four processes on one server (run on each kind), across shards: one kind;
 # each kind's cluster is under test in the failover test.
+@pytest.mark.extended
 @one_server_kind()
 def test_three_processes_on_a_redis_cluster_keep_what_one_process_keeps(site, shared_cluster, tmp_path):
     assert_parts_keep_what_one_process_keeps(
@@ -353,6 +357,7 @@ def test_three_processes_on_a_redis_cluster_keep_what_one_process_keeps(site, sh
     )
 
 
+@pytest.mark.extended
 def test_a_cluster_master_killed_mid_crawl_is_replaced_and_the_crawl_goes_on(site, redis_cluster, tmp_path):
     from redis.cluster import ClusterNode, RedisCluster
 
@@ -465,6 +470,7 @@ def one_redis_server(tmp_path):
     server.stop()
 
 
+@pytest.mark.extended
 def test_the_scrapy_redis_example_shares_the_crawl_and_the_index_and_recrawls(site, one_redis_server, tmp_path):
     """example_project's RedisSpider, as docs/scaling.md runs it: two processes share the queue and the index
     and keep together what one process keeps; after the dupefilter key is deleted, a re-crawl finds every page

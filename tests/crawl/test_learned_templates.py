@@ -153,6 +153,7 @@ def test_three_processes_on_one_redis_learn_one_selector_a_template_and_the_next
     three_processes_share_selectors(tmp_path, redis_server.url, "redis")
 
 
+@pytest.mark.extended
 @one_server_kind()
 def test_three_processes_on_a_redis_cluster_share_their_selectors(tmp_path, shared_cluster):
     three_processes_share_selectors(tmp_path, shared_cluster.url, "cluster")

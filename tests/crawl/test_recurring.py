@@ -172,6 +172,7 @@ def test_store_command_refuses_what_it_cannot_do_in_one_line(tmp_path):
     assert code == 1 and "is not an ISO 8601 date" in err
 
 
+@pytest.mark.extended
 @one_server_kind()
 def test_store_command_on_a_redis_store_of_a_crawl(tmp_path, redis_server):
     pytest.importorskip("redis")

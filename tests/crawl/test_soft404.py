@@ -53,9 +53,9 @@ def crawl(tmp_path, urls, name, **settings):
 @pytest.mark.parametrize(
     ("order", "size"),
     [
-        ("dead links first", "long"),
+        pytest.param("dead links first", "long", marks=pytest.mark.extended),
         ("shuffled", "long"),
-        ("articles first", "long"),
+        pytest.param("articles first", "long", marks=pytest.mark.extended),
         ("shuffled", "short"),
     ],
 )

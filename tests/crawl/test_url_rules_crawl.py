@@ -173,6 +173,7 @@ def cli(*args: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.extended
 @one_server_kind()
 def test_processes_sharing_a_redis_store_add_up_their_counts(tmp_path, redis_server):
     """Two crawl processes at once on one Redis server (each a half of the site, each in learn mode): the

@@ -87,6 +87,7 @@ def _certificates(folder) -> dict[str, str]:
 TLS_KINDS = [k.name for k in server_kinds() if _supports_tls(k)]
 
 
+@pytest.mark.extended
 @pytest.mark.parametrize(
     "redis_kind",
     TLS_KINDS
@@ -162,6 +163,7 @@ def test_a_missing_certificate_file_fails_at_start_up_in_one_line(tmp_path):
     assert "the path of a readable file" in result.log and "Traceback" not in result.log
 
 
+@pytest.mark.extended
 def test_an_acl_user_restricted_to_the_spiders_keys_crawls_and_another_is_refused(tmp_path, redis_server):
     """The ACL rules of docs/scaling.md: the store's own keys (``neardup:{paths}:*``) and its groups'
     (``{neardup:paths:*``), the commands of the read, write and scripting categories."""
