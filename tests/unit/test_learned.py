@@ -208,6 +208,27 @@ def test_a_page_is_parsed_once_its_pre_key_was_met_and_a_template_teaches_from_i
     assert learner.offers("other.test").selectors == {} and not any(learner.offers("other.test").parse)
 
 
+def test_a_host_of_ever_new_templates_keeps_teaching_only_the_templates_it_remembers():
+    """Templates forgotten (beyond ``MAX_SEEN_TEMPLATES`` a host) take their bits of the teaching set along:
+    left set, the bits of a host of ever new templates would all be set, and every page would teach."""
+    from scrapy_neardup.engine.learned.learner import MAX_SEEN_TEMPLATES
+
+    learner = TemplateLearner(EXTRACTOR)
+    kept_warm = 0xC0FFEE
+    templates = [(i * 0x9E3779B97F4A7C15) % 2**64 for i in range(1, 5 * MAX_SEEN_TEMPLATES)]
+    for i, template in enumerate(templates):
+        for _ in range(learned.TEACHES_FROM - 1):
+            learner.observe("big.test", template, "", None)
+        if i % 100 == 0:
+            learner.observe("big.test", kept_warm, "", None)
+    teaching = learner.offers("big.test").learn
+    set_bits = sum(bin(byte).count("1") for byte in teaching)
+    assert 0 < set_bits <= MAX_SEEN_TEMPLATES  # at most the templates remembered
+    assert learned.in_bits(teaching, templates[-1]) and learned.in_bits(teaching, kept_warm)
+    never_met = [(i * 0xD1B54A32D192ED03) % 2**64 for i in range(1, 2001)]
+    assert sum(learned.in_bits(teaching, t) for t in never_met) / len(never_met) < 0.5
+
+
 def test_checks_thin_out_as_a_selector_serves_and_are_decided_by_the_url():
     assert (
         learned.verify_share(0) == 0.25

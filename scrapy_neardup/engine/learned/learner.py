@@ -88,11 +88,11 @@ class TemplateLearner:
         if template is not None:
             n = met.templates.pop(template, 0) + 1
             met.templates[template] = n
-            if len(met.templates) > MAX_SEEN_TEMPLATES:
-                met.lessons.pop(next(iter(met.templates)), None)
-                met.templates.popitem(last=False)
             if n == TEACHES_FROM - 1:
                 set_bit(met.learn_bits, template)
+                self._offers.pop(host, None)
+            if len(met.templates) > MAX_SEEN_TEMPLATES:
+                met.forget_oldest_templates()
                 self._offers.pop(host, None)
         return met
 
@@ -238,3 +238,16 @@ class _Host:
     learn_bits: bytearray = field(default_factory=lambda: bytearray(KEY_BITS // 8))
     templates: OrderedDict[int, int] = field(default_factory=OrderedDict)
     lessons: dict[int, list[Lesson]] = field(default_factory=dict)
+
+    def forget_oldest_templates(self) -> None:
+        """Forget the least recently met half of the templates, with their lessons, and make the bits of
+        those that teach again from the rest: a forgotten template's bit, left set, would make the pages of
+        every template on the same bit teach (on a host of ever new templates, in the end every page). Half
+        at a time, so that the bits are made again once for every ``MAX_SEEN_TEMPLATES // 2`` templates."""
+        for _ in range(len(self.templates) - MAX_SEEN_TEMPLATES // 2):
+            template, _count = self.templates.popitem(last=False)
+            self.lessons.pop(template, None)
+        self.learn_bits[:] = bytes(len(self.learn_bits))
+        for template, count in self.templates.items():
+            if count >= TEACHES_FROM - 1:
+                set_bit(self.learn_bits, template)
