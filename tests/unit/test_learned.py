@@ -417,8 +417,7 @@ def test_a_worker_learns_from_its_own_pages_and_sets_them_aside_for_a_template_t
     assert len(by_selector) == 7 and all(p.own_selector for p in by_selector), how
     assert not any(p.own_selector for p in got[:7])
     key = got[7].template
-    all_keys = bytes([255]) * (learned.KEY_BITS // 8)
-    retired_there = pickle.dumps(Offers({}, all_keys, all_keys, frozenset({key})))
+    retired_there = pickle.dumps(Offers({}, PARSE_ALL.parse, PARSE_ALL.parse, frozenset({key})))
     after = [
         Prepared.from_wire(
             workers.analyze_html(

@@ -6,7 +6,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
 from .lesson import AGREEMENT, Lesson
-from .page import KEY_BITS, set_bit
+from .page import KEY_BITS, key_bits, set_bit
 from .selector import MIN_CHECK_SHARE, Offer, Offers, Selector, merge, verify_share
 
 #: Hosts, and templates (and pre-keys) a host, remembered as met (the least recently met forgotten first).
@@ -247,7 +247,4 @@ class _Host:
         for _ in range(len(self.templates) - MAX_SEEN_TEMPLATES // 2):
             template, _count = self.templates.popitem(last=False)
             self.lessons.pop(template, None)
-        self.learn_bits[:] = bytes(len(self.learn_bits))
-        for template, count in self.templates.items():
-            if count >= TEACHES_FROM - 1:
-                set_bit(self.learn_bits, template)
+        self.learn_bits[:] = key_bits(t for t, count in self.templates.items() if count >= TEACHES_FROM - 1)
