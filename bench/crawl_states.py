@@ -1,6 +1,6 @@
 """A probe: which process holds a CPU-bound crawl back, the crawler or its extraction workers.
 
-    python3 dev.py bench bench/crawl_states.py DIR [--order shuffled-1] [--off]
+    python3 dev.py bench bench/crawl_states.py DIR [--order shuffled-1] [--off] [--census]
 
 One crawl as ``bench_crawl.py`` runs it (the same local site, settings and order, 2 workers, no recycling),
 with no profiler: a thread of the crawler process samples, every 5 ms, the scheduler's state of the
@@ -11,6 +11,10 @@ samples the reactor was runnable, the share in which no, one or both workers wer
 queued, the seconds the reactor thread and the workers waited for a core (runnable, not running: the
 kernel's ``/proc/PID/schedstat``), and the collector's seconds, collections and tracked objects at the end.
 
+``--census`` also counts, at every tenth generation-1 collection, the objects the collector walks (its
+generations 0 and 1) by type, and the live asyncio tasks by the coroutine they run: what makes the
+collector's work (the counting adds to the crawl's time).
+
 A reactor runnable nearly always while workers sleep with pages queued is a crawl the crawler process
 limits: work taken off the workers then buys nothing, work taken off the reactor does. This probe reads the
 pool's internals (its queue and workers).
@@ -19,7 +23,10 @@ pool's internals (its queue and workers).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
+import contextlib
+import gc
 import json
 import os
 import sys
@@ -50,11 +57,61 @@ def _run_delay(pid: int) -> float:
         return 0.0
 
 
+class YoungCensus:
+    """At every ``every``-th generation-1 collection, the objects of generations 0 and 1 by type, and the
+    asyncio tasks among them by their coroutine (``gc.callbacks``); :meth:`summary` gives means a census."""
+
+    def __init__(self, every: int = 10) -> None:
+        self.every = every
+        self.collections = 0
+        self.censuses = 0
+        self.objects = 0
+        self.types: collections.Counter[str] = collections.Counter()
+        self.tasks: collections.Counter[str] = collections.Counter()
+
+    def __enter__(self) -> YoungCensus:
+        gc.callbacks.append(self._count)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._count)
+
+    def _count(self, phase: str, info: dict) -> None:
+        if phase != "start" or info["generation"] != 1:
+            return
+        self.collections += 1
+        if self.collections % self.every:
+            return
+        young = gc.get_objects(0) + gc.get_objects(1)
+        self.censuses += 1
+        self.objects += len(young)
+        for obj in young:
+            kind = type(obj)
+            self.types[f"{kind.__module__}.{kind.__qualname__}"] += 1
+            if isinstance(obj, asyncio.Task):
+                coro = obj.get_coro()
+                code = getattr(coro, "cr_code", None)
+                name = getattr(code, "co_qualname", None) or getattr(code, "co_name", type(coro).__qualname__)
+                self.tasks[name] += 1
+
+    def summary(self) -> dict:
+        n = self.censuses or 1
+        return {
+            "censuses": self.censuses,
+            "young_objects": round(self.objects / n),
+            "by_type": {k: round(v / n) for k, v in self.types.most_common(12)},
+            "asyncio_tasks_by_coroutine": {k: round(v / n) for k, v in self.tasks.most_common(6)},
+        }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset")
     parser.add_argument("--order", default="shuffled-1")
     parser.add_argument("--off", action="store_true", help="the plugin off")
+    parser.add_argument(
+        "--census", action="store_true", help="count the objects the collector walks, by type (slows the crawl)"
+    )
     args = parser.parse_args()
     sampled = os.path.join(tempfile.mkdtemp(), "states.json")
 
@@ -87,7 +144,8 @@ def main() -> int:
                     states[(_state(reactor), running, bool(pool is not None and pool._queue))] += 1
 
             sampler = threading.Thread(target=sample, daemon=True)
-            with bench_crawl.CollectorTimer() as collector:
+            census = YoungCensus() if args.census else None
+            with bench_crawl.CollectorTimer() as collector, census or contextlib.nullcontext():
                 sampler.start()
                 try:
                     crawl(*crawl_args)
@@ -111,6 +169,7 @@ def main() -> int:
                                     "workers": round(sum(v for k, v in delays.items() if k != os.getpid()), 2),
                                 },
                                 "garbage_collector": collector.summary(),
+                                **({"young_census": census.summary()} if census is not None else {}),
                             },
                             f,
                         )
