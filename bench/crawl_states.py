@@ -13,7 +13,7 @@ kernel's ``/proc/PID/schedstat``), and the collector's seconds, collections and 
 
 ``--census`` also counts, at every tenth generation-1 collection, the objects the collector walks (its
 generations 0 and 1) by type, and the live asyncio tasks by the coroutine they run: what makes the
-collector's work (the counting adds to the crawl's time).
+collector's work (the counting adds to the crawl's time, not to the collector's).
 
 A reactor runnable nearly always while workers sleep with pages queued is a crawl the crawler process
 limits: work taken off the workers then buys nothing, work taken off the reactor does. This probe reads the
@@ -59,7 +59,8 @@ def _run_delay(pid: int) -> float:
 
 class YoungCensus:
     """At every ``every``-th generation-1 collection, the objects of generations 0 and 1 by type, and the
-    asyncio tasks among them by their coroutine (``gc.callbacks``); :meth:`summary` gives means a census."""
+    asyncio tasks among them by their coroutine (``gc.callbacks``); :meth:`summary`: the means over the
+    censuses."""
 
     def __init__(self, every: int = 10) -> None:
         self.every = every
@@ -145,7 +146,8 @@ def main() -> int:
 
             sampler = threading.Thread(target=sample, daemon=True)
             census = YoungCensus() if args.census else None
-            with bench_crawl.CollectorTimer() as collector, census or contextlib.nullcontext():
+            # The census first: its counting is done before the collector's clock starts.
+            with census or contextlib.nullcontext(), bench_crawl.CollectorTimer() as collector:
                 sampler.start()
                 try:
                     crawl(*crawl_args)
