@@ -58,6 +58,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from typing import TypeVar
 from urllib.parse import unquote, urlsplit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -263,22 +264,33 @@ def probe_crawl(
     return result, server_cpu
 
 
-class CollectorTimer:
-    """The garbage collector's CPU time in this process by generation, while in a ``with`` block
-    (``gc.callbacks``), and what it found: :meth:`summary`."""
+class CollectorWatch:
+    """Called at the start and the stop of each of the garbage collector's collections in this process
+    (:meth:`collection`, a ``gc.callbacks`` entry) while in a ``with`` block."""
+
+    def __enter__(self: W) -> W:
+        gc.callbacks.append(self.collection)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self.collection)
+
+    def collection(self, phase: str, info: dict) -> None:
+        raise NotImplementedError
+
+
+W = TypeVar("W", bound=CollectorWatch)
+
+
+class CollectorTimer(CollectorWatch):
+    """The garbage collector's CPU time in this process by generation, while in a ``with`` block, and what
+    it found: :meth:`summary`."""
 
     def __init__(self) -> None:
         self.spent = [0.0, 0.0, 0.0]
         self._began = 0.0
 
-    def __enter__(self) -> CollectorTimer:
-        gc.callbacks.append(self._timed)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        gc.callbacks.remove(self._timed)
-
-    def _timed(self, phase: str, info: dict) -> None:
+    def collection(self, phase: str, info: dict) -> None:
         if phase == "start":
             self._began = time.thread_time()
         else:

@@ -57,10 +57,9 @@ def _run_delay(pid: int) -> float:
         return 0.0
 
 
-class YoungCensus:
+class YoungCensus(bench_crawl.CollectorWatch):
     """At every ``every``-th generation-1 collection, the objects of generations 0 and 1 by type, and the
-    asyncio tasks among them by their coroutine (``gc.callbacks``); :meth:`summary`: the means over the
-    censuses."""
+    asyncio tasks among them by their coroutine; :meth:`summary`: the means over the censuses."""
 
     def __init__(self, every: int = 10) -> None:
         self.every = every
@@ -70,14 +69,7 @@ class YoungCensus:
         self.types: collections.Counter[str] = collections.Counter()
         self.tasks: collections.Counter[str] = collections.Counter()
 
-    def __enter__(self) -> YoungCensus:
-        gc.callbacks.append(self._count)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        gc.callbacks.remove(self._count)
-
-    def _count(self, phase: str, info: dict) -> None:
+    def collection(self, phase: str, info: dict) -> None:
         if phase != "start" or info["generation"] != 1:
             return
         self.collections += 1
