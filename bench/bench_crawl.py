@@ -174,7 +174,9 @@ def crawl_child(base: str, paths: list[str], settings: dict, out: str) -> None:
 
         try:
             pids = NearDupService.for_crawler(crawler).worker_pids()
-        except NotConfigured:  # the crawl with the plugin off
+        except NotConfigured:  # the crawl with the plugin off: no service is built, so stop asking
+            if loops and loops[0].running:
+                loops[0].stop()
             return
         for pid in pids:
             reading = _proc_cpu_and_hwm(pid)
