@@ -3,14 +3,14 @@
     python3 dev.py bench bench/replay_fidelity.py DIR [--order shuffled-1] [--below 0.95]
 
 DIR: a template-rich set (``bench/template_site.py``). The pages are read once in one crawl order by the
-learner as a crawler process runs it (one process: its selectors learned, checked, retired; each check that
-disagreed is listed). Then every page whose template has an active selector at the end is replayed by it
-and compared with trafilatura's text of it by the learner's own ``agreement`` (the share of trafilatura's
-word pairs the replay holds). Printed: one JSON object: for each template (``bench/learned_templates.py``'s
-``template_of``) its pages replayed, the share below ``--below`` (the learner's bound by default) and below
-0.98, the mean and the least agreement, its pages not replayed (refused, or no active selector); and the pages of
-least agreement with both texts' lengths. A check samples 1 page in 32 at the least, so this shows what
-the checks see only in part.
+learner as a crawler process runs it (``learner_passes.learn_from``, under the crawl benchmark's URLs: its
+selectors learned, checked, retired; each check that disagreed is listed). Then every page whose template
+has an active selector at the end is replayed by it and compared with trafilatura's text of it by the
+learner's own ``agreement`` (the share of trafilatura's word pairs the replay holds). Printed: one JSON
+object: for each template (``bench/learned_templates.py``'s ``template_of``) its pages replayed, the share
+below ``--below`` (the learner's bound by default) and below 0.98, the mean and the least agreement, its
+pages not replayed (refused, or no active selector); and the pages of least agreement with both texts'
+lengths. A check samples 1 page in 32 at the least, so this shows what the checks see only in part.
 """
 
 from __future__ import annotations
@@ -18,63 +18,56 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import statistics
 import sys
 from collections import Counter, defaultdict
-from urllib.parse import urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_crawl
 from learned_templates import template_of
+from learner_passes import BASE, CONTENT_TYPE, learn_from
 
 from scrapy_neardup.assembly import build_pipeline, build_template_learner
 from scrapy_neardup.engine.extract import decode_html
 from scrapy_neardup.engine.learned import AGREEMENT, agreement, parse, replay, skeleton_key
-from scrapy_neardup.offline.evaluation import load_manifest, read_page
+from scrapy_neardup.engine.urlrules import host_of
+from scrapy_neardup.offline.evaluation import load_manifest
 from scrapy_neardup.settings import Config
 
 
 def run(args: argparse.Namespace) -> dict:
     manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
-    order = list(range(len(manifest)))
-    if args.order.startswith("shuffled-"):
-        random.Random(int(args.order.split("-", 1)[1])).shuffle(order)
+    template = {bench_crawl.site_path(r["url"]): template_of(r["url"]) for r in manifest}
+    pages = bench_crawl.load_pages(args.dataset, manifest)
+    order = bench_crawl.crawl_orders(manifest, [args.order])[args.order]
     config = Config.from_settings({"NEARDUP_ENABLED": True, "NEARDUP_TEMPLATE_REPEATS": 0})
-    learner = build_template_learner(config)
+    pipeline, learner = build_pipeline(config), build_template_learner(config)
     assert learner is not None
-    pipeline = build_pipeline(config)
-    htmls = {i: decode_html(read_page(os.path.join(args.dataset, manifest[i]["file"]))) for i in order}
     how: Counter[str] = Counter()
     disagreed = []
-    for n, i in enumerate(order):
-        url = manifest[i]["url"]
-        host = urlsplit(url).hostname or ""
-        _, found = pipeline.learned_text(htmls[i], url, learner.offers(host))
-        learned = found.get("learned", "")
-        how[learned or "trafilatura"] += 1
-        change = learner.observe(
-            host, found.get("template"), learned, found.get("lesson"), found.get("prekey"), found.get("agreement")
-        )
-        if learned == "disagreed":
+    for n, path in enumerate(order):  # the crawler process's learner, one page after another
+        done, change = learn_from(pipeline, learner, pages[path], BASE + path)
+        how[done.learned or ("trafilatura" if done.template is not None else "unparsed")] += 1
+        if done.learned == "disagreed":
             disagreed.append(
-                {"page": n, "template": template_of(url), "agreement": round(found["agreement"], 3), "then": change}
+                {"page": n, "template": template[path], "agreement": round(done.agreement, 3), "then": change}
             )
     agreements: dict[str, list[float]] = defaultdict(list)
     without: Counter[str] = Counter()
     least = []
-    for i in order:
-        url = manifest[i]["url"]
-        name = template_of(url)
-        tree = parse(htmls[i])
-        offer = None if tree is None else learner.offers(urlsplit(url).hostname or "").selectors.get(skeleton_key(tree))
+    for path in order:
+        url, name = BASE + path, template[path]
+        html = decode_html(pages[path], CONTENT_TYPE)
+        tree = parse(html)
+        offer = None if tree is None else learner.offers(host_of(url)).selectors.get(skeleton_key(tree))
         text = None if offer is None or offer.unstable else replay(tree, offer, AGREEMENT)
         if not text:
             without[name] += 1
             continue
-        reference = pipeline.text_of(htmls[i], url)
+        reference = pipeline.text_of(html, url)
         agreed = agreement(text, reference.text) if reference.method == "main" else 0.0
         agreements[name].append(agreed)
-        least.append((agreed, name, len(text), len(reference.text), url))
+        least.append((agreed, name, len(text), len(reference.text), path))
     least.sort()
     every = [a for values in agreements.values() for a in values]
     return {
@@ -99,8 +92,8 @@ def run(args: argparse.Namespace) -> dict:
         },
         "templates_not_replayed": {k: v for k, v in sorted(without.items()) if k not in agreements},
         "least_agreement": [
-            {"agreement": round(a, 3), "template": t, "replay_chars": r, "trafilatura_chars": f, "url": u}
-            for a, t, r, f, u in least[: args.show]
+            {"agreement": round(a, 3), "template": t, "replay_chars": r, "trafilatura_chars": f, "path": p}
+            for a, t, r, f, p in least[: args.show]
         ],
     }
 
