@@ -244,6 +244,15 @@ def _finished(process: multiprocessing.process.BaseProcess, out: str) -> dict:
         return json.load(f)
 
 
+def add_to_result(out: str, **fields: object) -> None:
+    """Fields a probe's wrapped :func:`crawl_child` adds to the crawl's result at ``out``."""
+    with open(out) as f:
+        result = json.load(f)
+    result.update(fields)
+    with open(out, "w") as f:
+        json.dump(result, f)
+
+
 def probe_crawl(
     dataset: str, order: str, settings: dict, wrap: Callable[[Callable[..., None]], Callable[..., None]]
 ) -> tuple[dict, float]:

@@ -72,11 +72,7 @@ def collected(crawl: Callable[..., None]) -> Callable[..., None]:
     def run(base: str, paths: list[str], settings: dict, out: str) -> None:
         with bench_crawl.CollectorTimer() as collector:
             crawl(base, paths, settings, out)
-        with open(out) as f:
-            result = json.load(f)
-        result["collector_cpu"] = sum(collector.spent)
-        with open(out, "w") as f:
-            json.dump(result, f)
+        bench_crawl.add_to_result(out, collector_cpu=sum(collector.spent))
 
     return run
 

@@ -60,11 +60,9 @@ def counted(crawl: Callable[..., None]) -> Callable[..., None]:
         scraper.Scraper.handle_spider_output_async = counted_handle  # type: ignore[method-assign]
         scraper._parallel_asyncio = timed_parallel
         crawl(base, paths, settings, out)
-        with open(out) as f:
-            result = json.load(f)
-        result["loop"] = {"turns": turns[0], "entered": list(entered.values()), "lives": dict(lives)}
-        with open(out, "w") as f:
-            json.dump(result, f)
+        bench_crawl.add_to_result(
+            out, loop={"turns": turns[0], "entered": list(entered.values()), "lives": dict(lives)}
+        )
 
     return run
 
