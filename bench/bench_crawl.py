@@ -13,11 +13,11 @@ Timings: each round crawls the whole site once with the plugin off and once per 
 default 0, 1, 2 and the core count), in alternation, each crawl in a fresh process, ``CONCURRENT_REQUESTS``
 32, tag mode, the default SQLite store in a fresh file. Printed: the median wall time of each, T_on / T_off,
 pages/s, CPU seconds per page in the crawler process and in its extraction workers (read from /proc while
-they run), the crawler's peak RSS and the largest worker's peak RSS, and the last round's
-``neardup/learned/*`` stats (where its pages' main text came from: replayed, checked, sent to trafilatura).
-The floor: the crawl's own CPU per page with the plugin off, plus the extraction and fingerprint CPU per page
-measured alone in one process over the pages with distinct bodies (byte-identical copies reuse their first
-copy's job), divided by the cores.
+they run, by the bench's own process: the crawler only names its workers), the crawler's peak RSS and the
+largest worker's peak RSS, and the last round's ``neardup/learned/*`` stats (where its pages' main text came
+from: replayed, checked, sent to trafilatura). The floor: the crawl's own CPU per page with the plugin off,
+plus the extraction and fingerprint CPU per page measured alone in one process over the pages with distinct
+bodies (byte-identical copies reuse their first copy's job), divided by the cores.
 
 The pages keep their real ``<link rel="canonical">`` declarations, made local: a declared URL that is a page
 of the set is rewritten to that page's path on the one site (a syndicated copy then declares another
@@ -165,9 +165,11 @@ def crawl_child(base: str, paths: list[str], settings: dict, out: str) -> None:
     items_path = out + ".items.jsonl"
     process = CrawlerProcess({**settings, "FEEDS": {items_path: {"format": "jsonlines", "overwrite": True}}})
     crawler = process.create_crawler(SiteSpider)
-    workers: dict[int, tuple[float, int]] = {}
+    noted: set[int] = set()
 
-    def sample() -> None:
+    def note_workers() -> None:
+        """Append the crawl's worker pids not noted yet to the pids file, where the bench's own process reads
+        their CPU (:class:`WorkerWatch`): here only the pool is asked, which costs the reactor next to nothing."""
         from scrapy.exceptions import NotConfigured
 
         from scrapy_neardup.crawl.service import NearDupService
@@ -178,21 +180,22 @@ def crawl_child(base: str, paths: list[str], settings: dict, out: str) -> None:
             if loops and loops[0].running:
                 loops[0].stop()
             return
-        for pid in pids:
-            reading = _proc_cpu_and_hwm(pid)
-            if reading is not None:
-                workers[pid] = reading
+        new = [pid for pid in pids if pid not in noted]
+        if new:
+            noted.update(new)
+            with open(out + PIDS_SUFFIX, "a") as f:
+                f.write("".join(f"{pid}\n" for pid in new))
 
     loops: list = []
 
     def opened(spider: object) -> None:
         from twisted.internet import task  # built once the crawl's reactor is installed
 
-        loops.append(task.LoopingCall(sample))
+        loops.append(task.LoopingCall(note_workers))
         loops[0].start(0.05)
 
     def closed(spider: object, reason: str) -> None:
-        sample()
+        note_workers()
         if loops and loops[0].running:
             loops[0].stop()
 
@@ -211,9 +214,6 @@ def crawl_child(base: str, paths: list[str], settings: dict, out: str) -> None:
                 "seconds": seconds,
                 "crawler_cpu": usage.ru_utime + usage.ru_stime,
                 "crawler_rss": usage.ru_maxrss * 1024,
-                "worker_cpu": sum(c for c, _ in workers.values()),
-                "worker_rss": max((h for _, h in workers.values()), default=0),
-                "workers": len(workers),
                 "items": items_path,
                 "stats": {k: str(v) for k, v in stats.items()},
             },
@@ -226,14 +226,62 @@ def run_crawl(base: str, paths: list[str], settings: dict, workdir: str) -> dict
 
 
 def run_crawls(base: str, parts: list[list[str]], settings: dict, workdir: str) -> list[dict]:
-    """One crawl per part of the paths, all at once, each in a process of its own; their results."""
+    """One crawl per part of the paths, all at once, each in a process of its own; their results, with their
+    workers' CPU and peak RSS (:class:`WorkerWatch`)."""
     started = []
     for paths in parts:
         out = tempfile.mktemp(dir=workdir, suffix=".json")
         process = multiprocessing.get_context("fork").Process(target=crawl_child, args=(base, paths, settings, out))
         process.start()
         started.append((process, out))
-    return [_finished(process, out) for process, out in started]
+    watch = WorkerWatch([out for _, out in started])
+    while any(process.is_alive() for process, _ in started):
+        watch.read()
+        time.sleep(WATCH_SECONDS)
+    return [{**_finished(process, out), **watch.fields(out)} for process, out in started]
+
+
+#: Beside a crawl's result file: the pids of its extraction workers, one a line, as the crawl meets them.
+PIDS_SUFFIX = ".pids"
+#: How often the bench's own process reads the workers' CPU and peak RSS.
+WATCH_SECONDS = 0.05
+
+
+class WorkerWatch:
+    """The CPU seconds and peak RSS of each crawl's extraction workers, read from /proc every
+    :data:`WATCH_SECONDS` by the bench's own process while the crawls run, so that the reading costs the
+    crawler process (whose CPU the crawl is timed on) nothing. Each crawl names its workers in its pids file
+    (:data:`PIDS_SUFFIX`); a worker's last reading stands after it ends (the pool recycles workers), and a
+    pid is not read again once its process is gone (the kernel may give the number to another)."""
+
+    def __init__(self, outs: list[str]) -> None:
+        self.readings: dict[str, dict[int, tuple[float, int]]] = {out: {} for out in outs}
+        self.gone: set[int] = set()
+
+    def read(self) -> None:
+        for out, readings in self.readings.items():
+            try:
+                with open(out + PIDS_SUFFIX) as f:
+                    lines = f.read().split("\n")[:-1]  # a line still being written has no newline yet
+            except FileNotFoundError:
+                continue
+            for pid in map(int, lines):
+                if pid in self.gone:
+                    continue
+                reading = _proc_cpu_and_hwm(pid)
+                if reading is None:
+                    self.gone.add(pid)
+                else:
+                    readings[pid] = reading
+
+    def fields(self, out: str) -> dict:
+        """The result's worker fields: CPU seconds in all, the largest peak RSS, how many workers."""
+        readings = self.readings[out].values()
+        return {
+            "worker_cpu": sum(cpu for cpu, _ in readings),
+            "worker_rss": max((rss for _, rss in readings), default=0),
+            "workers": len(readings),
+        }
 
 
 def _finished(process: multiprocessing.process.BaseProcess, out: str) -> dict:
