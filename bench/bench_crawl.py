@@ -301,6 +301,18 @@ def add_to_result(out: str, **fields: object) -> None:
         json.dump(result, f)
 
 
+def collected(crawl: Callable[..., None]) -> Callable[..., None]:
+    """``crawl_child`` that also writes the garbage collector's CPU seconds in the crawler process beside its
+    result (``collector_cpu``, :class:`CollectorTimer`)."""
+
+    def run(base: str, paths: list[str], settings: dict, out: str) -> None:
+        with CollectorTimer() as collector:
+            crawl(base, paths, settings, out)
+        add_to_result(out, collector_cpu=sum(collector.spent))
+
+    return run
+
+
 def probe_crawl(
     dataset: str, order: str, settings: dict, wrap: Callable[[Callable[..., None]], Callable[..., None]]
 ) -> tuple[dict, float]:

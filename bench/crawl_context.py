@@ -27,7 +27,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_crawl
@@ -66,17 +65,6 @@ def spin_forever(stop: multiprocessing.synchronize.Event) -> None:
             pass
 
 
-def collected(crawl: Callable[..., None]) -> Callable[..., None]:
-    """``crawl_child`` that also writes the collector's CPU seconds in the crawler beside its result."""
-
-    def run(base: str, paths: list[str], settings: dict, out: str) -> None:
-        with bench_crawl.CollectorTimer() as collector:
-            crawl(base, paths, settings, out)
-        bench_crawl.add_to_result(out, collector_cpu=sum(collector.spent))
-
-    return run
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset")
@@ -88,7 +76,7 @@ def main() -> int:
     pages = bench_crawl.load_pages(args.dataset, manifest)
     base, server = bench_crawl.serve(pages)
     workdir = tempfile.mkdtemp()
-    bench_crawl.crawl_child = collected(bench_crawl.crawl_child)  # run_crawl forks a process for it
+    bench_crawl.crawl_child = bench_crawl.collected(bench_crawl.crawl_child)  # run_crawl forks a process for it
     rounds: dict[str, list[dict]] = {name: [] for name, *_ in KINDS}
     try:
         for number in range(1, args.repeat + 1):

@@ -15,12 +15,13 @@ local site, settings and order; 2 workers, no recycling; tag mode, SQLite):
   learned templates' bookkeeping), the worker answering from the record: a crawl whose extraction is free;
 * ``real``: the defaults.
 
-Printed: for each, the median wall time, T / T_off, the crawler's and the workers' CPU ms a page, and how
-many pages the record missed (a missed page is extracted for real). What separates ``decided`` from
-``real`` is the workers' own CPU and what it does to the crawler process (two cores shared, pages waiting
-longer for a worker); what separates ``off``, ``screened``, ``handed`` and ``decided`` is the crawler
-process's own work, on its reactor thread. The steps are swapped in inside the crawl's process (a probe
-that knows the middleware's internals); the worker's record is read from files this probe wrote.
+Printed: for each, the median wall time, T / T_off, the crawler's and the workers' CPU ms a page, the
+garbage collector's CPU seconds in the crawler process, and how many pages the record missed (a missed page
+is extracted for real). What separates ``decided`` from ``real`` is the workers' own CPU and what it does to
+the crawler process (two cores shared, pages waiting longer for a worker); what separates ``off``,
+``screened``, ``handed`` and ``decided`` is the crawler process's own work, on its reactor thread. The steps
+are swapped in inside the crawl's process (a probe that knows the middleware's internals); the worker's
+record is read from files this probe wrote.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def _stepped(step: str, crawl: Any) -> Any:
 
 
 def _wrapped(step: str, crawl: Any) -> Any:
-    return crawl if step in ("off", "real") else _stepped(step, crawl)
+    return bench_crawl.collected(crawl if step in ("off", "real") else _stepped(step, crawl))
 
 
 def main() -> int:
@@ -167,6 +168,7 @@ def main() -> int:
         step: {
             **bench_crawl.timing_row(results, off, pages),
             "server_cpu_seconds": round(statistics.median(r["server_cpu"] for r in results), 2),
+            "collector_cpu_seconds": round(statistics.median(r["collector_cpu"] for r in results), 2),
         }
         for step, results in runs.items()
     }
