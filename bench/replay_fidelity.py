@@ -9,8 +9,9 @@ has an active selector at the end is replayed by it and compared with trafilatur
 learner's own ``agreement`` (the share of trafilatura's word pairs the replay holds). Printed: one JSON
 object: for each template (``bench/learned_templates.py``'s ``template_of``) its pages replayed, the share
 below ``--below`` (the learner's bound by default) and below 0.98, the mean and the least agreement, its
-pages not replayed (refused, or no active selector); and the pages of least agreement with both texts'
-lengths. A check samples 1 page in 32 at the least, so this shows what the checks see only in part.
+pages not replayed (refused, or no active selector); the same shares by the replay's length in words; and
+the pages of least agreement with both texts' lengths. A check samples 1 page in 32 at the least, so this
+shows what the checks see only in part.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ from scrapy_neardup.engine.urlrules import host_of
 from scrapy_neardup.offline.evaluation import load_manifest
 from scrapy_neardup.settings import Config
 
+#: The replays' lengths in words, by upper bound, for the agreement by length.
+WORD_BINS = (60, 100, 150, 200, 300, 500, 800, float("inf"))
+
 
 def run(args: argparse.Namespace) -> dict:
     manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
@@ -53,6 +57,7 @@ def run(args: argparse.Namespace) -> dict:
                 {"page": n, "template": template[path], "agreement": round(done.agreement, 3), "then": change}
             )
     agreements: dict[str, list[float]] = defaultdict(list)
+    by_words: dict[float, list[float]] = defaultdict(list)
     without: Counter[str] = Counter()
     least = []
     for path in order:
@@ -68,6 +73,7 @@ def run(args: argparse.Namespace) -> dict:
         agreed = agreement(text, reference.text) if reference.method == "main" else 0.0
         agreements[name].append(agreed)
         least.append((agreed, name, len(text), len(reference.text), path))
+        by_words[next(b for b in WORD_BINS if len(text.split()) < b)].append(agreed)
     least.sort()
     every = [a for values in agreements.values() for a in values]
     return {
@@ -89,6 +95,15 @@ def run(args: argparse.Namespace) -> dict:
                 "not_replayed": without.get(name, 0),
             }
             for name, values in sorted(agreements.items())
+        },
+        "by_replay_words": {
+            (f"under {bound:g}" if bound < WORD_BINS[-1] else f"{WORD_BINS[-2]:g} or more"): {
+                "replayed": len(values),
+                "share_below": round(sum(a < args.below for a in values) / len(values), 3),
+                "share_below_0.98": round(sum(a < 0.98 for a in values) / len(values), 3),
+                "mean": round(statistics.mean(values), 4),
+            }
+            for bound, values in sorted(by_words.items())
         },
         "templates_not_replayed": {k: v for k, v in sorted(without.items()) if k not in agreements},
         "least_agreement": [
