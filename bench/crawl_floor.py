@@ -1,6 +1,6 @@
 """A probe: what a CPU-bound crawl costs with the plugin on, step by step, with extraction taken away.
 
-    python3 dev.py bench bench/crawl_floor.py DIR [--repeat 3] [--order shuffled-1]
+    python3 dev.py bench bench/crawl_floor.py DIR [--repeat 3] [--order shuffled-1] [--steps off screened sent handed]
 
 One untimed crawl at the defaults records each page's worker result (its fingerprints and what it taught, as
 the worker sent them). Then, in each round, in alternation, each crawl in a fresh process (``bench_crawl.py``'s
@@ -11,6 +11,8 @@ local site, settings and order; 2 workers, no recycling; tag mode, SQLite):
   worker, no decision;
 * ``handed``: each response also handed to a worker and its result awaited, then passed on undecided; the
   worker answers from the record (unpickles the page's arguments, looks the result up, sends it back);
+* ``sent`` (with ``--steps``): handed to a worker as in ``handed``, but passed on at once, its result read
+  by the reactor when it comes and not awaited: what the trip costs when the response does not wait for it;
 * ``decided``: the whole path (the soft-404 check, the declared page, the decision in the store, the
   learned templates' bookkeeping), the worker answering from the record: a crawl whose extraction is free;
 * ``real``: the defaults.
@@ -27,6 +29,7 @@ record is read from files this probe wrote.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import glob
 import importlib
 import json
@@ -45,6 +48,8 @@ import bench_crawl
 #: The folder of the record, and whether the workers write it or answer from it (set before any worker starts).
 RECORD_ENV, MODE_ENV = "CRAWL_FLOOR_RECORD", "CRAWL_FLOOR_MODE"
 STEPS = ("off", "screened", "handed", "decided", "real")
+#: Steps run only when asked for (``--steps``).
+OPTIONAL_STEPS = ("sent",)
 
 _record: dict[tuple[int, int, str], tuple[str, tuple]] | None = None
 
@@ -120,8 +125,18 @@ def _stepped(step: str, crawl: Any) -> Any:
             await self.service.prepare(key, response_job(response, self.config.max_body_size), response.url)
             return Skip("probe")
 
-        if step in ("screened", "handed"):
-            NearDupDownloaderMiddleware._checked = screened if step == "screened" else handed  # type: ignore[method-assign,assignment]
+        unawaited: set[asyncio.Future] = set()
+
+        async def sent(self: Any, request: Any, response: Any, key: str, own_key: bool) -> Any:
+            job = response_job(response, self.config.max_body_size)
+            trip = asyncio.ensure_future(self.service.prepare(key, job, response.url))
+            unawaited.add(trip)  # held until it is done: the loop keeps only weak references to tasks
+            trip.add_done_callback(unawaited.discard)
+            return Skip("probe")
+
+        if step in ("screened", "handed", "sent"):
+            cut = {"screened": screened, "handed": handed, "sent": sent}[step]
+            NearDupDownloaderMiddleware._checked = cut  # type: ignore[method-assign,assignment]
         crawl(*crawl_args)
 
     return run
@@ -136,6 +151,9 @@ def main() -> int:
     parser.add_argument("dataset")
     parser.add_argument("--order", default="shuffled-1")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--steps", nargs="+", choices=STEPS + OPTIONAL_STEPS, default=list(STEPS), help="the steps, in this order"
+    )
     args = parser.parse_args()
     folder = tempfile.mkdtemp(prefix="crawl-floor-")
     os.environ[RECORD_ENV] = folder
@@ -147,9 +165,11 @@ def main() -> int:
         raise SystemExit("the recording crawl recorded nothing")
 
     os.environ[MODE_ENV] = "replay"
-    runs: dict[str, list[dict]] = {step: [] for step in STEPS}
+    if "off" not in args.steps:
+        parser.error("--steps needs off: every step is divided by it")
+    runs: dict[str, list[dict]] = {step: [] for step in args.steps}
     for round_ in range(args.repeat):
-        for step in STEPS:
+        for step in args.steps:
             step_settings = {**settings, "NEARDUP_ENABLED": step != "off"}
             result, server_cpu = bench_crawl.probe_crawl(
                 args.dataset, args.order, step_settings, partial(_wrapped, step)
