@@ -155,6 +155,8 @@ def main() -> int:
         "--steps", nargs="+", choices=STEPS + OPTIONAL_STEPS, default=list(STEPS), help="the steps, in this order"
     )
     args = parser.parse_args()
+    if "off" not in args.steps:
+        parser.error("--steps needs off: every step is divided by it")
     folder = tempfile.mkdtemp(prefix="crawl-floor-")
     os.environ[RECORD_ENV] = folder
     settings = {"NEARDUP_ENABLED": True, "NEARDUP_WORKERS": 2, "NEARDUP_WORKER_MAX_TASKS": 0}
@@ -165,8 +167,6 @@ def main() -> int:
         raise SystemExit("the recording crawl recorded nothing")
 
     os.environ[MODE_ENV] = "replay"
-    if "off" not in args.steps:
-        parser.error("--steps needs off: every step is divided by it")
     runs: dict[str, list[dict]] = {step: [] for step in args.steps}
     for round_ in range(args.repeat):
         for step in args.steps:
