@@ -87,22 +87,16 @@ def run(args: argparse.Namespace) -> dict:
         "share_below_0.98": round(sum(a < 0.98 for a in every) / max(1, len(every)), 4),
         "templates": {
             name: {
-                "replayed": len(values),
-                "share_below": round(sum(a < args.below for a in values) / len(values), 3),
-                "share_below_0.98": round(sum(a < 0.98 for a in values) / len(values), 3),
-                "mean": round(statistics.mean(values), 4),
+                **_agreements(values, args.below),
                 "least": round(min(values), 3),
                 "not_replayed": without.get(name, 0),
             }
             for name, values in sorted(agreements.items())
         },
         "by_replay_words": {
-            (f"under {bound:g}" if bound < WORD_BINS[-1] else f"{WORD_BINS[-2]:g} or more"): {
-                "replayed": len(values),
-                "share_below": round(sum(a < args.below for a in values) / len(values), 3),
-                "share_below_0.98": round(sum(a < 0.98 for a in values) / len(values), 3),
-                "mean": round(statistics.mean(values), 4),
-            }
+            (f"under {bound:g}" if bound < WORD_BINS[-1] else f"{WORD_BINS[-2]:g} or more"): _agreements(
+                values, args.below
+            )
             for bound, values in sorted(by_words.items())
         },
         "templates_not_replayed": {k: v for k, v in sorted(without.items()) if k not in agreements},
@@ -110,6 +104,16 @@ def run(args: argparse.Namespace) -> dict:
             {"agreement": round(a, 3), "template": t, "replay_chars": r, "trafilatura_chars": f, "path": p}
             for a, t, r, f, p in least[: args.show]
         ],
+    }
+
+
+def _agreements(values: list[float], below: float) -> dict:
+    """A group of replays' agreements summed up: how many, the shares under ``below`` and 0.98, the mean."""
+    return {
+        "replayed": len(values),
+        "share_below": round(sum(a < below for a in values) / len(values), 3),
+        "share_below_0.98": round(sum(a < 0.98 for a in values) / len(values), 3),
+        "mean": round(statistics.mean(values), 4),
     }
 
 
