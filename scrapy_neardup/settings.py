@@ -428,6 +428,14 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("NEARDUP_WORKER_MAX_TASKS", "int", 1000, "pages per worker process before it is renewed; 0: never", low=0),
     Setting(
+        "NEARDUP_WORKER_NICE",
+        "int",
+        10,
+        "how much lower than the crawler's the extraction workers' CPU priority is (POSIX niceness); 0: the same",
+        low=0,
+        high=19,
+    ),
+    Setting(
         "NEARDUP_WORKER_TIMEOUT",
         "float",
         60.0,
@@ -523,6 +531,7 @@ class Config:
     url_rules_prior_hosts: int
     url_rules_prior_support: int
     worker_max_tasks: int
+    worker_nice: int
     worker_timeout: float | None
     workers: int | None
     #: The index parameters of an existing store this configuration adopted (JSON of name -> value), when

@@ -70,7 +70,11 @@ class Preparer:
         config = self.config
         if self.workers:
             self._extraction = ExtractionPool(
-                config, self.workers, timeout=config.worker_timeout, max_tasks=config.worker_max_tasks
+                config,
+                self.workers,
+                timeout=config.worker_timeout,
+                max_tasks=config.worker_max_tasks,
+                nice=config.worker_nice,
             )
             self._extraction.start(pool_reader())
             if config.body_cache_size:

@@ -19,14 +19,21 @@ and reads the result on a result thread, which then wakes the reactor: four thre
 each worker has a pipe of its own; a page is written to an idle worker's pipe by the thread that submits it
 (the reactor), and the results are read where the caller says (:class:`PoolIO`): in a crawl, by the
 reactor itself, which watches the pipes like sockets, so a result costs one wake-up. Without a reactor (the
-tests, other callers) a thread of the pool's own reads them. A second page waits in a busy worker's pipe
-when the pipe has room for it: the worker goes on to it as soon as it has sent its result, instead of
-idling until the reactor, busy with the crawl, reads that result and answers with the next page.
+tests, other callers) a thread of the pool's own reads them. Up to :data:`PAGES_AHEAD` more pages wait in a
+busy worker's pipe when the pipe has room for them: the worker goes on to the next as soon as it has sent
+its result, instead of idling until the reactor, busy with the crawl, reads that result and answers with
+the next page.
+
+A crawl's workers may run at a lower CPU priority than the crawler (``nice``, POSIX niceness added in each
+worker). On a machine whose cores the crawl fills, the reactor is the crawl's critical path: every page
+passes through it, and a reactor kept waiting for a core while a worker runs holds back the pages the
+workers would work on next. With the workers below it, the reactor runs whenever it has work, and the
+pages already waiting in their pipes keep the workers busy whenever it has none.
 
 * A worker that dies (SIGSEGV, SIGABRT, SIGKILL, the kernel's out-of-memory killer) closes its pipe: the
   page it was working on fails with :class:`WorkerLost` naming the signal, and a new worker takes its
-  place; a page that waited in its pipe behind that one (never begun: the worker reads a page only after
-  sending its last result, which is read before the pipe's end) goes back to the head of the queue. No
+  place; the pages that waited in its pipe behind that one (never begun: the worker reads a page only after
+  sending its last result, which is read before the pipe's end) go back to the head of the queue. No
   lock is shared between workers, so a worker killed at any instant cannot block the others (pebble's
   shared pipe could be).
 * A page past ``timeout`` has its worker killed by the pool's watchdog thread; it fails with
@@ -95,6 +102,10 @@ OUT_OF_BAND_BYTES = 16 * 1024
 #: The send buffer asked for a worker's pipe (the kernel may grant less: ``net.core.wmem_max``), so that a
 #: page of up to half of it can wait there behind the one the worker is on (:meth:`ExtractionPool._next`).
 PIPE_BUFFER = 2 * 2**20
+#: Pages that may wait in a worker's pipe behind the one it works on (as the pipe's room allows): enough
+#: that a worker seldom idles while the reactor finishes a turn of the crawl's work before reading its
+#: results; few, because a page handed out early carries the learned selectors of that moment.
+PAGES_AHEAD = 3
 
 
 class AtSend:
@@ -128,10 +139,11 @@ class WorkerError(Exception):
     """A task failed in its worker with an error that could not be sent back as it was."""
 
 
-def serve(conn: Connection, config: Config) -> None:
+def serve(conn: Connection, config: Config, nice: int = 0) -> None:
     """A worker's life: a task in (``(function, arguments)``, pickled, then its out-of-band arguments), its
     result out (the task's number, then ``(True, value)`` or ``(False, exception)``, pickled), one at a time,
-    until its pipe closes."""
+    until its pipe closes. ``nice``: how much to lower its CPU priority first (POSIX niceness)."""
+    lower_priority(nice)
     init_worker(config)
     while True:
         try:
@@ -155,6 +167,16 @@ def serve(conn: Connection, config: Config) -> None:
             conn.send_bytes(_REPLY.pack(number) + data)
         except OSError:  # the pool closed the pipe: it is done with this worker
             return
+
+
+def lower_priority(nice: int) -> None:
+    """Add ``nice`` to this process's niceness, where the system has it (raising it never needs a privilege;
+    a system that refuses leaves the worker as it is)."""
+    if nice > 0 and hasattr(os, "nice"):
+        try:
+            os.nice(nice)
+        except OSError:  # pragma: no cover - a sandbox that forbids it: the worker runs at the crawler's priority
+            pass
 
 
 def _context() -> Any:
@@ -242,10 +264,14 @@ class ThreadIO:
 
 
 class _Worker:
-    """One worker process, its end of its pipe, the page it works on and the page sent behind it (if any),
-    and how many bytes of arguments a page sent behind another may have (its pipe's room: 0, none)."""
+    """One worker process, its end of its pipe, the page it works on and the pages sent behind it (oldest
+    first), and how many bytes of arguments the pages sent behind another may have in all (its pipe's room:
+    0, none) and have."""
 
-    __slots__ = ("process", "conn", "page", "args", "behind", "room", "sending", "started", "done", "timed_out", "gone")
+    __slots__ = (
+        "process", "conn", "page", "args", "behind", "behind_bytes", "room", "sending", "started", "done",
+        "timed_out", "gone",
+    )  # fmt: skip
 
     def __init__(self, process: Any, conn: Connection, room: int = 0) -> None:
         self.process, self.conn = process, conn
@@ -254,7 +280,8 @@ class _Worker:
         self.sending = threading.RLock()
         self.page: Future | None = None
         self.args: tuple[Any, ...] = ()
-        self.behind: tuple[Future, tuple[Any, ...]] | None = None
+        self.behind: deque[tuple[Future, tuple[Any, ...]]] = deque()
+        self.behind_bytes = 0
         self.room = room
         self.started = 0.0
         self.done = 0
@@ -279,7 +306,13 @@ class ExtractionPool:
     """
 
     def __init__(
-        self, config: Config, workers: int, timeout: float | None = None, max_tasks: int = 0, fork_first: bool = False
+        self,
+        config: Config,
+        workers: int,
+        timeout: float | None = None,
+        max_tasks: int = 0,
+        fork_first: bool = False,
+        nice: int = 0,
     ) -> None:
         if workers < 1:
             raise ValueError("an extraction pool needs at least one worker")
@@ -287,6 +320,7 @@ class ExtractionPool:
         self.workers = workers
         self.timeout = timeout
         self.max_tasks = max_tasks
+        self.nice = nice
         self.replaced = 0  # workers that died or timed out and were replaced
         self.recycled = 0  # workers retired after max_tasks pages
         self._lock = threading.RLock()
@@ -321,7 +355,9 @@ class ExtractionPool:
     # -- workers -----------------------------------------------------------------------------------
     def _start_process(self, ctx: Any) -> tuple[Any, Connection]:
         ours, theirs = multiprocessing.Pipe(duplex=True)
-        process = ctx.Process(target=serve, args=(theirs, self.config), name="scrapy-neardup-worker", daemon=True)
+        process = ctx.Process(
+            target=serve, args=(theirs, self.config, self.nice), name="scrapy-neardup-worker", daemon=True
+        )
         process.start()
         theirs.close()  # the worker's end lives in the worker only: its death closes the pipe
         return process, ours
@@ -346,8 +382,8 @@ class ExtractionPool:
         return worker
 
     def _send(self, worker: _Worker, page: Future, args: tuple[Any, ...]) -> None:
-        """Hand ``page`` to ``worker`` (marked as its page, or the page behind it, by the caller, under the
-        lock)."""
+        """Hand ``page`` to ``worker`` (marked as its page, or among the pages behind it, by the caller, under
+        the lock)."""
         fn, fn_args = args
         buffers: list[pickle.PickleBuffer] = []
         try:
@@ -356,10 +392,10 @@ class ExtractionPool:
             data = _TASK.pack(next(self._numbers), len(buffers)) + pickled
         except Exception as exc:  # noqa: BLE001 - arguments that cannot be made or pickled: this page's error only
             with self._lock:
-                if worker.behind is not None and worker.behind[0] is page:
-                    worker.behind = None
-                elif worker.page is page:
+                if worker.page is page:
                     worker.page = None
+                else:
+                    _forget_behind(worker, page)
             _fail(page, exc)
             self._next(worker)
             return
@@ -371,29 +407,30 @@ class ExtractionPool:
             pass
 
     def _next(self, worker: _Worker) -> None:
-        """Give a worker the next page waiting, if any (the one place a page is handed out): to work on, if
-        it is idle, and then one to wait in its pipe behind that, if the pipe has room for it (the worker
-        goes on to it without waiting for this process to read its result and answer), unless the worker
-        is to be recycled after the page it has."""
+        """Give a worker the pages waiting (the one place a page is handed out): one to work on, if it is
+        idle, and then up to :data:`PAGES_AHEAD` to wait in its pipe behind that, as far as the pipe has room
+        for them (the worker goes on to each without waiting for this process to read its result and
+        answer), none beyond the page after which the worker is to be recycled."""
         with worker.sending:
-            with self._lock:
-                if self._closed or worker.gone or not self._queue:
-                    return
-                first = worker.page is None
-                if first:
-                    page, args = self._queue.popleft()
-                    worker.page, worker.args, worker.started = page, args, time.monotonic()
-                elif (
-                    worker.behind is None
-                    and _bytes_of(self._queue[0][1]) <= worker.room
-                    and not (self.max_tasks and worker.done + 1 >= self.max_tasks)
-                ):
-                    page, args = worker.behind = self._queue.popleft()
-                else:
-                    return
-            self._send(worker, page, args)
-            if first:
-                self._next(worker)
+            while True:
+                with self._lock:
+                    if self._closed or worker.gone or not self._queue:
+                        return
+                    if worker.page is None:
+                        page, args = self._queue.popleft()
+                        worker.page, worker.args, worker.started = page, args, time.monotonic()
+                    else:
+                        size = _bytes_of(self._queue[0][1])
+                        if (
+                            len(worker.behind) >= PAGES_AHEAD
+                            or worker.behind_bytes + size > worker.room
+                            or (self.max_tasks and worker.done + 1 + len(worker.behind) >= self.max_tasks)
+                        ):
+                            return
+                        page, args = self._queue.popleft()
+                        worker.behind.append((page, args))
+                        worker.behind_bytes += size
+                self._send(worker, page, args)
 
     def _readable(self, worker: _Worker) -> None:
         """On the reader's thread: a worker's result, or its death."""
@@ -404,8 +441,9 @@ class ExtractionPool:
             return
         with self._lock:
             page, worker.page, worker.args = worker.page, None, ()
-            if worker.behind is not None:  # the worker went on to it when it sent this result
-                (worker.page, worker.args), worker.behind = worker.behind, None
+            if worker.behind:  # the worker went on to the next when it sent this result
+                worker.page, worker.args = worker.behind.popleft()
+                worker.behind_bytes -= _bytes_of(worker.args)
                 worker.started = time.monotonic()
             worker.done += 1
             retire = bool(self.max_tasks) and worker.done >= self.max_tasks and not self._closed
@@ -434,20 +472,22 @@ class ExtractionPool:
             if worker.gone:
                 return
             worker.gone = True
-            page, timed_out, behind = worker.page, worker.timed_out, worker.behind
-            worker.page, worker.behind = None, None
+            page, timed_out, behind = worker.page, worker.timed_out, list(worker.behind)
+            worker.page = None
+            worker.behind.clear()
+            worker.behind_bytes = 0
             if worker in self._workers:
                 self._workers.remove(worker)
             closed = self._closed
-            if behind is not None and not closed:  # never begun (its result would have come first): again
-                self._queue.appendleft(behind)
-                behind = None
+            if behind and not closed:  # never begun (their results would have come first): again, in order
+                self._queue.extendleft(reversed(behind))
+                behind = []
         assert self._io is not None
         self._io.release(worker.conn)
         worker.process.join(REAP_WAIT_SECS)
         code = worker.process.exitcode
-        if behind is not None:
-            _fail(behind[0], WorkerLost("the extraction pool was stopped"))
+        for waiting, _ in behind:
+            _fail(waiting, WorkerLost("the extraction pool was stopped"))
         if not closed:
             self.replaced += 1
             self._replace()
@@ -526,7 +566,7 @@ class ExtractionPool:
         with self._lock:
             self._queue.append((page, task))
             idle = next((w for w in self._workers if w.page is None and not w.gone), None) or next(
-                (w for w in self._workers if w.behind is None and not w.gone), None
+                (w for w in self._workers if len(w.behind) < PAGES_AHEAD and not w.gone), None
             )
         if idle is not None:
             self._next(idle)
@@ -553,11 +593,12 @@ class ExtractionPool:
             self._closed = True
             workers, self._workers = list(self._workers), []
             lost = [page for page, _ in self._queue] + [w.page for w in workers if w.page is not None]
-            lost += [w.behind[0] for w in workers if w.behind is not None]
+            lost += [waiting for w in workers for waiting, _ in w.behind]
             busy = [w for w in workers if w.page is not None]
             self._queue.clear()
             for worker in workers:
-                worker.gone, worker.page, worker.behind = True, None, None
+                worker.gone, worker.page = True, None
+                worker.behind.clear()
         for worker in workers:
             if worker in busy:
                 worker.process.kill()  # its page is failed below: nothing to wait for
@@ -610,6 +651,15 @@ def run_reader_callback(on_readable: Callable[[], None]) -> None:
         on_readable()
     except Exception:  # the reader serves every worker
         logger.exception("scrapy-neardup: error while reading an extraction worker's pipe")
+
+
+def _forget_behind(worker: _Worker, page: Future) -> None:
+    """Take ``page`` out of the pages sent behind ``worker``'s (one that could not be sent)."""
+    for at, (waiting, args) in enumerate(worker.behind):
+        if waiting is page:
+            del worker.behind[at]
+            worker.behind_bytes -= _bytes_of(args)
+            return
 
 
 def _bytes_of(args: tuple[Any, ...]) -> int:
@@ -685,6 +735,7 @@ def _reap(process: Any) -> None:
 
 __all__ = [
     "IN_PROCESS",
+    "PAGES_AHEAD",
     "AtSend",
     "OUT_OF_BAND_BYTES",
     "ExtractionPool",

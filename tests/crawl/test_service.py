@@ -139,6 +139,27 @@ def test_a_worker_killed_under_a_page_costs_that_page_only(tmp_path):
         running.close()
 
 
+@pytest.mark.parametrize("nice", [None, 0, 3])
+def test_the_crawls_workers_run_below_the_crawler_by_neardup_worker_nice(tmp_path, nice):
+    """The crawl's workers, read back from the kernel after a real page: at the crawler's niceness plus
+    ``NEARDUP_WORKER_NICE`` (its default when unset)."""
+    from scrapy_neardup.settings import default_of
+
+    given = {} if nice is None else {"NEARDUP_WORKER_NICE": nice}
+    running = InProcess(NEARDUP_STORE_URL=f"sqlite:///{tmp_path / 's.sqlite3'}", NEARDUP_WORKERS=1, **given, **QUIET)
+    try:
+        middleware = NearDupDownloaderMiddleware.from_crawler(running.crawler)
+        _, meta = check(running, middleware, "http://a.test/1", article_page(1))
+        assert meta["status"] == "unique"
+        (pid,) = running.service.worker_pids()
+        expected = min(
+            19, os.getpriority(os.PRIO_PROCESS, 0) + (default_of("NEARDUP_WORKER_NICE") if nice is None else nice)
+        )
+        assert os.getpriority(os.PRIO_PROCESS, pid) == expected
+    finally:
+        running.close()
+
+
 def test_the_item_pipeline_checks_an_items_text_through_the_same_three_steps(tmp_path):
     running = InProcess(NEARDUP_STORE_URL="memory://", NEARDUP_WORKERS=0, NEARDUP_ITEM_FIELD="body", **QUIET)
     try:

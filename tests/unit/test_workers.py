@@ -258,7 +258,7 @@ def test_an_argument_made_at_send_is_made_when_a_worker_takes_the_page(pool):
     fails its own page only."""
     from helpers.crawlkit import sleepy
 
-    from scrapy_neardup.workers import AtSend
+    from scrapy_neardup.workers import PAGES_AHEAD, AtSend
 
     known = [0.01]
 
@@ -266,13 +266,13 @@ def test_an_argument_made_at_send_is_made_when_a_worker_takes_the_page(pool):
         raise ValueError("no selectors")
 
     busy = pool.submit(sleepy, 1.0)
-    behind = pool.submit(sleepy, 0.04)  # sent at once, to wait in the worker's pipe
+    behind = [pool.submit(sleepy, 0.04) for _ in range(PAGES_AHEAD)]  # sent at once, to wait in the worker's pipe
     waiting = pool.submit(sleepy, AtSend(lambda: known[0]))
     failing = pool.submit(sleepy, AtSend(broken))
     after = pool.submit(sleepy, 0.03)
     known[0] = 0.02  # the one worker is asleep for a second: the pages from `waiting` on are in the queue
     assert busy.result(timeout=30) == 1.0
-    assert behind.result(timeout=30) == 0.04
+    assert [page.result(timeout=30) for page in behind] == [0.04] * PAGES_AHEAD
     assert waiting.result(timeout=30) == 0.02
     with pytest.raises(ValueError, match="no selectors"):
         failing.result(timeout=30)
@@ -280,22 +280,26 @@ def test_an_argument_made_at_send_is_made_when_a_worker_takes_the_page(pool):
 
 
 def test_pages_wait_for_a_busy_pool_and_a_death_costs_only_the_page_its_worker_held(pool):
-    """One worker, three pages: the second is sent behind the first, to wait in the worker's pipe, the third
-    waits in the pool's queue; the worker is SIGKILLed while it holds the first (a real kill); that page
-    fails, naming the signal, and the other two (the one in the dead worker's pipe was never begun) are
-    extracted by its replacement."""
+    """One worker, a page it holds, ``PAGES_AHEAD`` pages sent behind it to wait in the worker's pipe, and one
+    more waiting in the pool's queue; the worker is SIGKILLed while it holds the first (a real kill); that
+    page fails, naming the signal, and the others (those in the dead worker's pipe were never begun) are
+    extracted by its replacement, in the order they were submitted."""
     from helpers.crawlkit import sleepy
 
-    from scrapy_neardup.workers import WorkerLost
+    from scrapy_neardup.workers import PAGES_AHEAD, WorkerLost
 
-    first, second, third = pool.submit(sleepy, 5), pool.submit(sleepy, 0.01), pool.submit(sleepy, 0.02)
+    first = pool.submit(sleepy, 5)
+    ahead = [pool.submit(sleepy, 0.01 * (i + 1)) for i in range(PAGES_AHEAD)]
+    last = pool.submit(sleepy, 0.5)
     wait_until(lambda: pool.running() and pool.running()[0][2][1] == (5,), timeout=10, what="the first page taken")
-    assert pool._workers[0].behind[0] is second and len(pool._queue) == 1  # the pool's own state: white-box
+    worker = pool._workers[0]  # the pool's own state: white-box
+    assert [page for page, _ in worker.behind] == ahead and [page for page, _ in pool._queue] == [last]
     (pid,) = pool.pids()
     os.kill(pid, signal.SIGKILL)
     with pytest.raises(WorkerLost, match="SIGKILL"):
         first.result(timeout=30)
-    assert second.result(timeout=30) == 0.01 and third.result(timeout=30) == 0.02
+    assert [page.result(timeout=30) for page in ahead] == [0.01 * (i + 1) for i in range(PAGES_AHEAD)]
+    assert last.result(timeout=30) == 0.5
     assert pool.replaced == 1 and pid not in pool.pids()
 
 
@@ -351,15 +355,17 @@ def test_workers_are_recycled_after_max_tasks_and_stop_cleanly():
     assert_no_process_left({"workers": sorted(seen), "parents": [], "crawler": os.getpid()})
 
 
-def test_only_a_page_that_fits_in_its_pipe_waits_behind_another_and_closing_fails_both():
-    """A page waits in a worker's pipe behind the one it works on only if the pipe has room for its bytes (a
-    send into a full pipe would block the reactor for as long as the worker's page takes); a larger one waits
-    in the pool's queue. Closing the pool fails the page in the pipe too."""
+def test_only_pages_that_fit_in_its_pipe_wait_behind_another_and_closing_fails_them():
+    """Pages wait in a worker's pipe behind the one it works on only as far as the pipe has room for their
+    bytes in all (a send into a full pipe would block the reactor for as long as the worker's page takes);
+    the others wait in the pool's queue, and are sent as the pipe empties. Closing the pool fails the pages in
+    the pipe too."""
     from helpers.crawlkit import digests, sleepy
 
     from scrapy_neardup.settings import Config
-    from scrapy_neardup.workers import ExtractionPool, WorkerLost
+    from scrapy_neardup.workers import PAGES_AHEAD, ExtractionPool, WorkerLost
 
+    assert PAGES_AHEAD >= 2
     extraction = ExtractionPool(Config.from_settings({}), 1)
     extraction.start()
     try:
@@ -367,17 +373,58 @@ def test_only_a_page_that_fits_in_its_pipe_waits_behind_another_and_closing_fail
         assert worker.room > 0
         running = extraction.submit(sleepy, 1.0)
         large = extraction.submit(digests, os.urandom(worker.room + 1), "http://a.example/", b"")
-        assert worker.behind is None and len(extraction._queue) == 1
+        assert not worker.behind and len(extraction._queue) == 1
         assert running.result(timeout=30) == 1.0
         large.result(timeout=30)
+        running = extraction.submit(sleepy, 2.0)
+        half = worker.room // 2 - 64  # with its URL, two fit in the room and three do not
+        halves = [extraction.submit(digests, os.urandom(half), f"http://a.example/{i}", b"") for i in range(3)]
+        assert [page for page, _ in worker.behind] == halves[:2] and 2 * half < worker.behind_bytes <= worker.room
+        assert [page for page, _ in extraction._queue] == [halves[2]]
+        assert running.result(timeout=30) == 2.0
+        for page in halves:
+            page.result(timeout=30)
         running = extraction.submit(sleepy, 5.0)
-        small = extraction.submit(sleepy, 0.01)
-        assert worker.behind is not None and worker.behind[0] is small and not extraction._queue
+        small = [extraction.submit(sleepy, 0.01) for _ in range(PAGES_AHEAD + 1)]
+        assert [page for page, _ in worker.behind] == small[:PAGES_AHEAD]
+        assert [page for page, _ in extraction._queue] == small[PAGES_AHEAD:]
     finally:
         extraction.close()
-    for page in (running, small):
+    for page in (running, *small):
         with pytest.raises(WorkerLost, match="stopped"):
             page.result(timeout=30)
+
+
+def test_workers_run_at_the_niceness_they_are_given():
+    """A crawl's workers run below the crawler's CPU priority (``NEARDUP_WORKER_NICE``): read back from the
+    kernel for each worker process, the one that replaces a dead worker included; 0 leaves them as the
+    crawler is."""
+    from helpers.crawlkit import sleepy
+
+    from scrapy_neardup.settings import Config
+    from scrapy_neardup.workers import ExtractionPool, WorkerLost
+
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    for nice in (0, 7):
+        extraction = ExtractionPool(Config.from_settings({}), 2, nice=nice)
+        extraction.start()
+        try:
+            both = [extraction.submit(sleepy, 0.2) for _ in range(2)]  # one each: both idle, so both answer
+            assert [page.result(timeout=30) for page in both] == [0.2, 0.2]
+            pids = extraction.pids()
+            assert len(pids) == 2
+            assert [os.getpriority(os.PRIO_PROCESS, pid) for pid in pids] == [min(19, own + nice)] * 2
+            held = extraction.submit(sleepy, 5)
+            wait_until(lambda: extraction.running(), timeout=10, what="a page taken")
+            os.kill(extraction.running()[0][0], signal.SIGKILL)
+            with pytest.raises(WorkerLost):
+                held.result(timeout=30)
+            wait_until(lambda: len(extraction.pids()) == 2, timeout=30, what="the replacement")
+            both = [extraction.submit(sleepy, 0.2) for _ in range(2)]  # one each: both idle, so both answer
+            assert [page.result(timeout=30) for page in both] == [0.2, 0.2]
+            assert [os.getpriority(os.PRIO_PROCESS, pid) for pid in extraction.pids()] == [min(19, own + nice)] * 2
+        finally:
+            extraction.close()
 
 
 def test_a_page_past_the_timeout_fails_and_the_worker_is_replaced(pool):
