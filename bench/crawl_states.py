@@ -1,6 +1,6 @@
 """A probe: which process holds a CPU-bound crawl back, the crawler or its extraction workers.
 
-    python3 dev.py bench bench/crawl_states.py DIR [--order shuffled-1] [--off] [--census]
+    python3 dev.py bench bench/crawl_states.py DIR [--order shuffled-1] [--off] [--census] [-s NAME=VALUE ...]
 
 One crawl as ``bench_crawl.py`` runs it (the same local site, settings and order, 2 workers, no recycling),
 with no profiler: a thread of the crawler process samples, every 5 ms, the scheduler's state of the
@@ -105,6 +105,9 @@ def main() -> int:
     parser.add_argument(
         "--census", action="store_true", help="count the objects the collector walks, by type (slows the crawl)"
     )
+    parser.add_argument(
+        "-s", "--set", action="append", default=[], metavar="NAME=VALUE", help="a setting of the crawl (as scrapy -s)"
+    )
     args = parser.parse_args()
     sampled = os.path.join(tempfile.mkdtemp(), "states.json")
 
@@ -171,6 +174,9 @@ def main() -> int:
         return run
 
     settings = {"NEARDUP_ENABLED": not args.off, "NEARDUP_WORKERS": 2, "NEARDUP_WORKER_MAX_TASKS": 0}
+    for given in args.set:
+        name, _, value = given.partition("=")
+        settings[name] = value
     result, server_cpu = bench_crawl.probe_crawl(args.dataset, args.order, settings, probed)
     with open(sampled) as f:
         states = json.load(f)
