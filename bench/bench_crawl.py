@@ -424,7 +424,7 @@ VARIANTS = {
     "warm": {},
     "noextract": {"NEARDUP_EXTRACT": False},
     "nocache": {"NEARDUP_BODY_CACHE_SIZE": 0},
-    "samepriority": {"NEARDUP_WORKER_NICE": 0},
+    "nice10": {"NEARDUP_WORKER_NICE": 10},
     **{f"ext-{name}": {"NEARDUP_EXTRACTOR": name} for name in EXTRACTOR_NAMES if name != "trafilatura"},
 }
 

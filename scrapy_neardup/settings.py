@@ -430,7 +430,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "NEARDUP_WORKER_NICE",
         "int",
-        10,
+        0,
         "how much lower than the crawler's the extraction workers' CPU priority is (POSIX niceness); 0: the same",
         low=0,
         high=19,

@@ -28,7 +28,9 @@ A crawl's workers may run at a lower CPU priority than the crawler (``nice``, PO
 worker). On a machine whose cores the crawl fills, the reactor is the crawl's critical path: every page
 passes through it, and a reactor kept waiting for a core while a worker runs holds back the pages the
 workers would work on next. With the workers below it, the reactor runs whenever it has work, and the
-pages already waiting in their pipes keep the workers busy whenever it has none.
+pages already waiting in their pipes keep the workers busy whenever it has none. On a machine shared with
+other busy processes the workers then get little CPU at all, so a crawl keeps them at its own priority
+unless told otherwise.
 
 * A worker that dies (SIGSEGV, SIGABRT, SIGKILL, the kernel's out-of-memory killer) closes its pipe: the
   page it was working on fails with :class:`WorkerLost` naming the signal, and a new worker takes its
