@@ -140,7 +140,7 @@ def test_a_worker_killed_under_a_page_costs_that_page_only(tmp_path):
 
 
 @pytest.mark.parametrize("nice", [None, 10])
-def test_the_crawls_workers_run_below_the_crawler_by_neardup_worker_nice(tmp_path, nice):
+def test_the_crawls_workers_run_at_the_niceness_neardup_worker_nice_gives(tmp_path, nice):
     """The crawl's workers, read back from the kernel after a real page: at the crawler's niceness plus
     ``NEARDUP_WORKER_NICE`` (its default when unset)."""
     from scrapy_neardup.settings import default_of
