@@ -270,10 +270,7 @@ class _Worker:
     first), and how many bytes of arguments the pages sent behind another may have in all (its pipe's room:
     0, none) and have."""
 
-    __slots__ = (
-        "process", "conn", "page", "args", "behind", "behind_bytes", "room", "sending", "started", "done",
-        "timed_out", "gone",
-    )  # fmt: skip
+    __slots__ = ("process", "conn", "page", "args", "behind", "room", "sending", "started", "done", "timed_out", "gone")
 
     def __init__(self, process: Any, conn: Connection, room: int = 0) -> None:
         self.process, self.conn = process, conn
@@ -283,12 +280,16 @@ class _Worker:
         self.page: Future | None = None
         self.args: tuple[Any, ...] = ()
         self.behind: deque[tuple[Future, tuple[Any, ...]]] = deque()
-        self.behind_bytes = 0
         self.room = room
         self.started = 0.0
         self.done = 0
         self.timed_out = False
         self.gone = False
+
+    @property
+    def behind_bytes(self) -> int:
+        """The bytes of arguments of the pages sent behind the one it works on (at most :data:`PAGES_AHEAD`)."""
+        return sum(_bytes_of(args) for _, args in self.behind)
 
 
 class ExtractionPool:
@@ -431,7 +432,6 @@ class ExtractionPool:
                             return
                         page, args = self._queue.popleft()
                         worker.behind.append((page, args))
-                        worker.behind_bytes += size
                 self._send(worker, page, args)
 
     def _readable(self, worker: _Worker) -> None:
@@ -445,7 +445,6 @@ class ExtractionPool:
             page, worker.page, worker.args = worker.page, None, ()
             if worker.behind:  # the worker went on to the next when it sent this result
                 worker.page, worker.args = worker.behind.popleft()
-                worker.behind_bytes -= _bytes_of(worker.args)
                 worker.started = time.monotonic()
             worker.done += 1
             retire = bool(self.max_tasks) and worker.done >= self.max_tasks and not self._closed
@@ -477,7 +476,6 @@ class ExtractionPool:
             page, timed_out, behind = worker.page, worker.timed_out, list(worker.behind)
             worker.page = None
             worker.behind.clear()
-            worker.behind_bytes = 0
             if worker in self._workers:
                 self._workers.remove(worker)
             closed = self._closed
@@ -657,10 +655,9 @@ def run_reader_callback(on_readable: Callable[[], None]) -> None:
 
 def _forget_behind(worker: _Worker, page: Future) -> None:
     """Take ``page`` out of the pages sent behind ``worker``'s (one that could not be sent)."""
-    for at, (waiting, args) in enumerate(worker.behind):
+    for at, (waiting, _) in enumerate(worker.behind):
         if waiting is page:
             del worker.behind[at]
-            worker.behind_bytes -= _bytes_of(args)
             return
 
 
