@@ -418,6 +418,8 @@ def distinct_bodies(pages: dict[str, bytes]) -> dict[str, bytes]:
 #: ``ext-<name>``: another main-content extractor (NEARDUP_EXTRACTOR); ``nolearn``: trafilatura on every
 #: page, no learned templates (NEARDUP_LEARN_TEMPLATES); ``warm``: the defaults, on a store that holds the
 #: selectors an earlier crawl of the site learned (and no fingerprint): a crawl that starts warm.
+#: ``roundtrip``: the plugin off, each body sent to one of the workers and a 300-byte reply awaited by a
+#: middleware of its own (``roundtrip_probe.py``, where the plugin's sits): the trip alone, its workers' CPU not read.
 VARIANTS = {
     "noguard": {"NEARDUP_TEMPLATE_REPEATS": 0},
     "nolearn": {"NEARDUP_LEARN_TEMPLATES": False},
@@ -425,6 +427,11 @@ VARIANTS = {
     "noextract": {"NEARDUP_EXTRACT": False},
     "nocache": {"NEARDUP_BODY_CACHE_SIZE": 0},
     "nice10": {"NEARDUP_WORKER_NICE": 10},
+    "roundtrip": {
+        "ADDONS": {},
+        "NEARDUP_ENABLED": False,
+        "DOWNLOADER_MIDDLEWARES": {"roundtrip_probe.RoundTripMiddleware": 540},
+    },
     **{f"ext-{name}": {"NEARDUP_EXTRACTOR": name} for name in EXTRACTOR_NAMES if name != "trafilatura"},
 }
 
@@ -846,7 +853,8 @@ def main() -> int:
         default=None,
         help="also time these variants at the core count (no name: all): the template guard "
         "off, main-content extraction off, the body cache off, another extractor (ext-NAME), no learned "
-        "templates (nolearn), a store that starts with the selectors a crawl of the site learned (warm)",
+        "templates (nolearn), a store that starts with the selectors a crawl of the site learned (warm), the "
+        "trip of each body to a worker and back alone, the plugin off (roundtrip)",
     )
     parser.add_argument("--quality", action="store_true", help="score a crawl and the CLI on the same pages")
     parser.add_argument(
