@@ -419,7 +419,8 @@ def distinct_bodies(pages: dict[str, bytes]) -> dict[str, bytes]:
 #: page, no learned templates (NEARDUP_LEARN_TEMPLATES); ``warm``: the defaults, on a store that holds the
 #: selectors an earlier crawl of the site learned (and no fingerprint): a crawl that starts warm.
 #: ``roundtrip``: the plugin off, each body sent to one of the workers and a 300-byte reply awaited by a
-#: middleware of its own (``roundtrip_probe.py``, where the plugin's sits): the trip alone, its workers' CPU not read.
+#: middleware of its own (``roundtrip_probe.py``, where the plugin's sits): the trip alone, its workers' CPU not read;
+#: ``roundtrip5``: the same trip, each page's worker spending 5 ms of CPU on it (about what the plugin's spend).
 VARIANTS = {
     "noguard": {"NEARDUP_TEMPLATE_REPEATS": 0},
     "nolearn": {"NEARDUP_LEARN_TEMPLATES": False},
@@ -431,6 +432,12 @@ VARIANTS = {
         "ADDONS": {},
         "NEARDUP_ENABLED": False,
         "DOWNLOADER_MIDDLEWARES": {"roundtrip_probe.RoundTripMiddleware": 540},
+    },
+    "roundtrip5": {
+        "ADDONS": {},
+        "NEARDUP_ENABLED": False,
+        "DOWNLOADER_MIDDLEWARES": {"roundtrip_probe.RoundTripMiddleware": 540},
+        "ROUNDTRIP_WORKER_MS": 5,
     },
     **{f"ext-{name}": {"NEARDUP_EXTRACTOR": name} for name in EXTRACTOR_NAMES if name != "trafilatura"},
 }
@@ -854,7 +861,8 @@ def main() -> int:
         help="also time these variants at the core count (no name: all): the template guard "
         "off, main-content extraction off, the body cache off, another extractor (ext-NAME), no learned "
         "templates (nolearn), a store that starts with the selectors a crawl of the site learned (warm), the "
-        "trip of each body to a worker and back alone, the plugin off (roundtrip)",
+        "trip of each body to a worker and back alone, the plugin off (roundtrip; roundtrip5: 5 ms of the "
+        "worker's CPU a page)",
     )
     parser.add_argument("--quality", action="store_true", help="score a crawl and the CLI on the same pages")
     parser.add_argument(
