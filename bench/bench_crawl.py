@@ -413,6 +413,13 @@ def distinct_bodies(pages: dict[str, bytes]) -> dict[str, bytes]:
     return {path: body for body, path in first.items()}
 
 
+#: The plugin off, and ``roundtrip_probe.py``'s middleware where the plugin's sits (variants ``roundtrip*``).
+_ROUNDTRIP = {
+    "ADDONS": {},
+    "NEARDUP_ENABLED": False,
+    "DOWNLOADER_MIDDLEWARES": {"roundtrip_probe.RoundTripMiddleware": 540},
+}
+
 #: ``--variants``: what a user can trade for speed, at the core count (name suffix: the settings changed);
 #: ``nocache``: every byte-identical copy extracted again, as before ``NEARDUP_BODY_CACHE_SIZE``.
 #: ``ext-<name>``: another main-content extractor (NEARDUP_EXTRACTOR); ``nolearn``: trafilatura on every
@@ -428,17 +435,8 @@ VARIANTS = {
     "noextract": {"NEARDUP_EXTRACT": False},
     "nocache": {"NEARDUP_BODY_CACHE_SIZE": 0},
     "nice10": {"NEARDUP_WORKER_NICE": 10},
-    "roundtrip": {
-        "ADDONS": {},
-        "NEARDUP_ENABLED": False,
-        "DOWNLOADER_MIDDLEWARES": {"roundtrip_probe.RoundTripMiddleware": 540},
-    },
-    "roundtrip5": {
-        "ADDONS": {},
-        "NEARDUP_ENABLED": False,
-        "DOWNLOADER_MIDDLEWARES": {"roundtrip_probe.RoundTripMiddleware": 540},
-        "ROUNDTRIP_WORKER_MS": 5,
-    },
+    "roundtrip": _ROUNDTRIP,
+    "roundtrip5": {**_ROUNDTRIP, "ROUNDTRIP_WORKER_MS": 5},
     **{f"ext-{name}": {"NEARDUP_EXTRACTOR": name} for name in EXTRACTOR_NAMES if name != "trafilatura"},
 }
 

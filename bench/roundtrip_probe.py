@@ -1,10 +1,11 @@
 """The plugin's trip to a worker and back, without the plugin: ``bench_crawl.py --variants roundtrip``.
 
-A downloader middleware (the plugin itself off) that sends each response's body to one of two worker
-processes of the plugin's own pool (:class:`~scrapy_neardup.workers.ExtractionPool`, its results read by the
-reactor as in a crawl) and waits for a reply of 300 bytes, about the size of a page's fingerprints, before it
-passes the response on. What the crawler process pays for that trip is the part of the plugin's cost that no
-work on extraction or on the decision can take away while each page goes to a worker and back.
+A downloader middleware (the plugin itself off) that sends each response's body to one of the worker
+processes (``NEARDUP_WORKERS``, two in the bench) of the plugin's own pool
+(:class:`~scrapy_neardup.workers.ExtractionPool`, its results read by the reactor as in a crawl) and waits for
+a reply of 300 bytes, about the size of a page's fingerprints, before it passes the response on. What the
+crawler process pays for that trip is the part of the plugin's cost that no work on extraction or on the
+decision can take away while each page goes to a worker and back.
 
 ``ROUNDTRIP_WORKER_MS`` (a setting of this probe's, default 0): the worker spends that many milliseconds of CPU
 on each page before it replies, as the plugin's workers spend theirs on extraction and fingerprints: what the

@@ -268,7 +268,7 @@ class ThreadIO:
 class _Worker:
     """One worker process, its end of its pipe, the page it works on and the pages sent behind it (oldest
     first), and how many bytes of arguments the pages sent behind another may have in all (its pipe's room:
-    0, none) and have."""
+    0, none)."""
 
     __slots__ = ("process", "conn", "page", "args", "behind", "room", "sending", "started", "done", "timed_out", "gone")
 
