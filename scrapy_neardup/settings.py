@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .engine.algorithms import DEFAULT_ALGORITHM, MINHASH_SKETCH_NAMES, algorithm_names
 from .engine.canonical import CANONICAL_FETCH_POLICIES
 from .engine.extract import EXTRACTOR_NAMES, TRAFILATURA_FAVORS
+from .engine.learned import AGREEMENT, LESSONS, MIN_CHECK_SHARE
 from .store import STORE_SCHEMES, redact_url
 
 if TYPE_CHECKING:
@@ -280,7 +281,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "NEARDUP_LEARN_AGREEMENT",
         "float",
-        0.95,
+        AGREEMENT,
         "word-pair Jaccard a learned template's text must reach against trafilatura's (below it: retired)",
         low=0.5,
         high=1.0,
@@ -288,7 +289,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "NEARDUP_LEARN_CHECK_SHARE",
         "float",
-        1 / 32,
+        MIN_CHECK_SHARE,
         "least share of a learned template's pages also extracted by trafilatura to check it",
         low=0.0,
         high=1.0,
@@ -296,7 +297,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "NEARDUP_LEARN_LESSONS",
         "int",
-        3,
+        LESSONS,
         "pages of a template that must agree before its selector is used",
         low=1,
         high=1000,

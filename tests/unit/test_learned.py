@@ -233,7 +233,7 @@ def test_checks_thin_out_as_a_selector_serves_and_are_decided_by_the_url():
     assert (
         learned.verify_share(0) == 0.25
         and learned.verify_share(0, floor=0.5) == 0.5
-        and learned.verify_share(10_000) == 1 / 32
+        and learned.verify_share(10_000) == learned.MIN_CHECK_SHARE == 1 / 64
     )
     urls = [f"https://site.test/a/{i}" for i in range(4000)]
     assert 0.2 < sum(learned.sampled(u, 0.25) for u in urls) / len(urls) < 0.3
@@ -412,11 +412,12 @@ def test_a_worker_learns_from_its_own_pages_and_sets_them_aside_for_a_template_t
     ]
     how = [p.learned for p in got]
     assert how[:4] == ["", "", "", ""] and got[0].template is None  # unparsed, then three pages counted
-    assert all(p.lesson is not None for p in got[4:7])  # then three teach
-    by_selector = [p for p in got[7:] if p.learned in ("replayed", "agreed")]
-    assert len(by_selector) == 7 and all(p.own_selector for p in by_selector), how
-    assert not any(p.own_selector for p in got[:7])
-    key = got[7].template
+    learned_at = 4 + learned.LESSONS  # then the lessons the defaults ask for
+    assert all(p.lesson is not None for p in got[4:learned_at])
+    by_selector = [p for p in got[learned_at:] if p.learned in ("replayed", "agreed")]
+    assert len(by_selector) == 14 - learned_at and all(p.own_selector for p in by_selector), how
+    assert not any(p.own_selector for p in got[:learned_at])
+    key = got[learned_at].template
     retired_there = pickle.dumps(Offers({}, PARSE_ALL.parse, PARSE_ALL.parse, frozenset({key})))
     after = [
         Prepared.from_wire(

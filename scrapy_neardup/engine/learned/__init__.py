@@ -32,7 +32,7 @@ a verdict only for a pair whose similarity is within ``ε`` of the threshold.
 Nothing of a page is executed: lexbor parses it; only the selector's own data (paths, decisions) is kept.
 """
 
-from .learner import TEACHES_FROM, TemplateLearner
+from .learner import LESSONS, TEACHES_FROM, TemplateLearner
 from .lesson import AGREEMENT, COVERS, DECISION_DEPTH, SHORT_CONFLICT_WORDS, Lesson, Locator, lesson, replay_element
 from .page import (
     KEY_BITS,
@@ -70,6 +70,7 @@ __all__ = [
     "FORGIVEN_AFTER",
     "KEY_BITS",
     "LEARNER_VERSION",
+    "LESSONS",
     "MAX_RETIREMENTS",
     "MIN_CHECK_SHARE",
     "PREKEY_CHARS",

@@ -15,6 +15,10 @@ MAX_SEEN_HOSTS, MAX_SEEN_TEMPLATES = 100_000, 4096
 #: template only when its pre-key was met before on its host: most templates of a broad crawl are met once
 #: or twice, and parsing a page costs a twentieth of trafilatura's time, a lesson a quarter.
 TEACHES_FROM = 4
+#: Lessons that must agree on where a template's article sits before its selector is used
+#: (``NEARDUP_LEARN_LESSONS``). Each lesson already reproduced trafilatura's text on its own page, and a young
+#: selector is checked on a quarter, a sixth, an eighth ... of its first pages (:func:`.selector.verify_share`).
+LESSONS = 2
 
 
 class TemplateLearner:
@@ -31,7 +35,7 @@ class TemplateLearner:
     def __init__(
         self,
         extractor: str,
-        lessons: int = 3,
+        lessons: int = LESSONS,
         agreement_bound: float = AGREEMENT,
         check_share: float = MIN_CHECK_SHARE,
     ) -> None:

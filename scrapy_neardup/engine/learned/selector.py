@@ -249,8 +249,9 @@ def replay(tree: Any, offer: Offer, bound: float = AGREEMENT) -> str | None:
     return replay_element(article, offer.decisions, offer.kept_low, offer.conflicts, bound)
 
 
-#: The least share of a selector's pages checked against trafilatura (``NEARDUP_LEARN_CHECK_SHARE``).
-MIN_CHECK_SHARE = 1 / 32
+#: The least share of a selector's pages checked against trafilatura (``NEARDUP_LEARN_CHECK_SHARE``): a
+#: changed template that the replay's own refusals miss is met by a check within 64 pages on average.
+MIN_CHECK_SHARE = 1 / 64
 
 
 def verify_share(served: int, floor: float = MIN_CHECK_SHARE) -> float:
