@@ -50,7 +50,8 @@ back is :meth:`Prepared.to_wire <scrapy_neardup.engine.prepare.Prepared.to_wire>
 this package's own processes, and nothing read from a store or a page is ever unpickled.
 
 Workers start from a fork server (a clean single-threaded process started once, with the extraction
-modules imported), never by forking the crawler, whose threads may hold locks at fork time. Each worker
+modules imported), never by forking the crawler, whose threads may hold locks at fork time, and without
+running the parent's ``__main__`` module again (:func:`_start_without_main`). Each worker
 ignores SIGINT (Ctrl-C reaches the whole process group; the crawler decides what it means) and asks the
 kernel to kill it when its parent dies, so no worker outlives a crawler that was killed.
 
@@ -179,6 +180,52 @@ def lower_priority(nice: int) -> None:
             os.nice(nice)
         except OSError:  # pragma: no cover - a sandbox that forbids it: the worker runs at the crawler's priority
             pass
+
+
+class _StartingWorker(threading.local):
+    """Whether this thread is starting one of the pool's workers (read by the wrapper of
+    :func:`_start_without_main`)."""
+
+    now = False
+
+
+_starting = _StartingWorker()
+_wrap_lock = threading.Lock()
+
+
+def _start_without_main(process: Any) -> None:
+    """Start ``process`` (of the fork server's or spawn's context) without running the parent's ``__main__``
+    module in it.
+
+    Those start methods send the child what it needs to prepare itself (``multiprocessing.spawn``'s
+    preparation data), and that includes the parent's main script, which the child runs again as
+    ``__mp_main__`` so that objects defined there can be unpickled (the Python documentation's "safe
+    importing of the main module"). A crawl run from a script whose crawl sits at its top level, as in
+    Scrapy's own "Run Scrapy from a script" example, would then start that crawl again in every worker,
+    and the workers would never extract a page. A worker needs nothing from ``__main__``: its task, its
+    arguments and its settings are this package's own. So the preparation data of a process started here
+    leaves the main module out; what other code starts is left as it is (the wrapper acts only on the thread
+    that is starting a worker, and is installed once)."""
+    from multiprocessing import spawn
+
+    with _wrap_lock:
+        prepared = spawn.get_preparation_data
+        if not getattr(prepared, "_scrapy_neardup", False):
+
+            def get_preparation_data(name: str) -> dict[str, Any]:
+                data = prepared(name)
+                if _starting.now:
+                    data.pop("init_main_from_path", None)
+                    data.pop("init_main_from_name", None)
+                return data
+
+            get_preparation_data._scrapy_neardup = True  # type: ignore[attr-defined]
+            spawn.get_preparation_data = get_preparation_data
+    _starting.now = True
+    try:
+        process.start()
+    finally:
+        _starting.now = False
 
 
 def _context() -> Any:
@@ -361,7 +408,7 @@ class ExtractionPool:
         process = ctx.Process(
             target=serve, args=(theirs, self.config, self.nice), name="scrapy-neardup-worker", daemon=True
         )
-        process.start()
+        _start_without_main(process)
         theirs.close()  # the worker's end lives in the worker only: its death closes the pipe
         return process, ours
 

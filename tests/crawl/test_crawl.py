@@ -1,8 +1,12 @@
 """End-to-end: real ``scrapy crawl`` runs of the example project against the demo site on 127.0.0.1."""
 
+import json
+import subprocess
+import sys
+
 import pytest
 from demo_site import build_site, make_server
-from helpers.crawlkit import ServerThread, run_scrapy
+from helpers.crawlkit import EXAMPLE, ServerThread, run_scrapy
 
 pytestmark = pytest.mark.slow
 
@@ -344,3 +348,53 @@ def test_every_extractor_keeps_one_page_per_group_in_a_real_crawl(site, groups, 
     )
     assert other.refused_at_start("neardup_store_mismatch"), other.log[-3000:]
     assert "NEARDUP_EXTRACTOR" in other.log
+
+
+UNGUARDED_SCRIPT = """
+import json, os, sys
+with open({marker!r}, "a") as f:  # the script's top level, run once per process that runs it
+    f.write(f"{{os.getpid()}}\\n")
+sys.path.insert(0, {example!r})
+from scrapy.crawler import CrawlerProcess
+from demo.spiders.news import NewsSpider
+process = CrawlerProcess({{
+    "ADDONS": {{"scrapy_neardup.Addon": 300}},
+    "NEARDUP_ENABLED": True,
+    "NEARDUP_ACTION": "drop",
+    "NEARDUP_WORKERS": 2,
+    "NEARDUP_STORE_URL": {store!r},
+    "TELNETCONSOLE_ENABLED": False,
+    "LOG_LEVEL": "INFO",
+}})
+crawler = process.create_crawler(NewsSpider)
+process.crawl(crawler, site={site!r})
+process.start()
+if os.getpid() == int(open({marker!r}).readline()):
+    with open({stats!r}, "w") as f:
+        json.dump(crawler.stats.get_stats(), f, default=str)
+"""
+
+
+def test_a_crawl_run_from_a_script_without_a_main_guard_runs_once(site, groups, tmp_path):
+    """Scrapy's "Run Scrapy from a script" example starts its crawl at the script's top level. The workers'
+    start methods (fork server, spawn) run the parent's ``__main__`` again in each child unless told not to:
+    the crawl must not start again in its own extraction workers, and they must extract its pages."""
+    marker, stats_file = tmp_path / "runs.txt", tmp_path / "stats.json"
+    script = tmp_path / "crawl_news.py"
+    script.write_text(
+        UNGUARDED_SCRIPT.format(
+            marker=str(marker),
+            example=EXAMPLE,
+            store=f"sqlite:///{tmp_path}/store.sqlite3",
+            site=site,
+            stats=str(stats_file),
+        )
+    )
+    proc = subprocess.run([sys.executable, str(script)], cwd=str(tmp_path), capture_output=True, text=True, timeout=180)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Traceback" not in log, log[-3000:]
+    assert len(marker.read_text().splitlines()) == 1, log[-3000:]  # the parent alone ran the script
+    stats = json.loads(stats_file.read_text())
+    duplicates = sum(len(g) - 1 for g in groups) + 1  # as in the drop-mode test above
+    assert stats["finish_reason"] == "finished" and stats["neardup/duplicate"] == duplicates
+    assert not any(k.startswith(("neardup/skipped/worker", "neardup/skipped/timeout")) for k in stats)
