@@ -428,6 +428,7 @@ _ROUNDTRIP = {
 #: ``roundtrip``: the plugin off, each body sent to one of the workers and a 300-byte reply awaited by a
 #: middleware of its own (``roundtrip_probe.py``, where the plugin's sits): the trip alone, its workers' CPU not read;
 #: ``roundtrip5``: the same trip, each page's worker spending 5 ms of CPU on it (about what the plugin's spend).
+#: ``lessons3``: the learner as it was until 2026-11-28, three agreeing lessons and checks never under 1/32.
 VARIANTS = {
     "noguard": {"NEARDUP_TEMPLATE_REPEATS": 0},
     "nolearn": {"NEARDUP_LEARN_TEMPLATES": False},
@@ -437,6 +438,7 @@ VARIANTS = {
     "nice10": {"NEARDUP_WORKER_NICE": 10},
     "roundtrip": _ROUNDTRIP,
     "roundtrip5": {**_ROUNDTRIP, "ROUNDTRIP_WORKER_MS": 5},
+    "lessons3": {"NEARDUP_LEARN_LESSONS": 3, "NEARDUP_LEARN_CHECK_SHARE": 1 / 32},
     **{f"ext-{name}": {"NEARDUP_EXTRACTOR": name} for name in EXTRACTOR_NAMES if name != "trafilatura"},
 }
 
@@ -860,7 +862,7 @@ def main() -> int:
         "off, main-content extraction off, the body cache off, another extractor (ext-NAME), no learned "
         "templates (nolearn), a store that starts with the selectors a crawl of the site learned (warm), the "
         "trip of each body to a worker and back alone, the plugin off (roundtrip; roundtrip5: 5 ms of the "
-        "worker's CPU a page)",
+        "worker's CPU a page), the learner's former defaults (lessons3: three lessons, checks down to 1/32)",
     )
     parser.add_argument("--quality", action="store_true", help="score a crawl and the CLI on the same pages")
     parser.add_argument(

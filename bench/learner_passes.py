@@ -2,6 +2,7 @@
 labelled set page by page, pass after pass (each pass a crawl in another shuffled order), in one process.
 
     python dev.py bench bench/learner_passes.py DIR [--passes 3] [--orders shuffled-3 ...] [--in-flight 24]
+        [-s NEARDUP_LEARN_LESSONS=3 ...]
 
 Prints one JSON object: for each pass, how each page was extracted (``replayed``, ``agreed`` and
 ``disagreed`` checks, ``refused``, ``trafilatura`` while a template has no selector or an unstable one,
@@ -14,6 +15,7 @@ retirement (the template, the pages its selector served, the check's agreement, 
 the learner N pages later, as a crawl's results come back while other pages wait for a worker (about 24 of
 the 32 in flight at the crawl benchmark's concurrency); 0, the default, one page after another. What a
 crawl's workers add (their own selectors) and its timing still change when a selector reaches the pages.
+``-s NAME=VALUE``: a setting other than its default (``NEARDUP_LEARN_LESSONS``, ``NEARDUP_LEARN_CHECK_SHARE``).
 """
 
 from __future__ import annotations
@@ -65,8 +67,9 @@ def main() -> int:
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--orders", nargs="+", help="one pass an order (manifest, copies-first, shuffled-N)")
     parser.add_argument("--in-flight", type=int, default=0, help="pages whose results are still to come back")
+    parser.add_argument("-s", dest="setting", action="append", default=[], metavar="NAME=VALUE", help="a setting")
     args = parser.parse_args()
-    config = Config.from_settings({"NEARDUP_ENABLED": True})
+    config = Config.from_settings({"NEARDUP_ENABLED": True, **dict(s.split("=", 1) for s in args.setting)})
     pipeline, learner = build_pipeline(config), build_template_learner(config)
     assert learner is not None
     manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
