@@ -201,16 +201,17 @@ def _start_without_main(process: Any) -> None:
     preparation data), and that includes the parent's main script, which the child runs again as
     ``__mp_main__`` so that objects defined there can be unpickled (the Python documentation's "safe
     importing of the main module"). A crawl run from a script whose crawl sits at its top level, as in
-    Scrapy's own "Run Scrapy from a script" example, would then start that crawl again in every worker,
-    and the workers would never extract a page. A worker needs nothing from ``__main__``: its task, its
-    arguments and its settings are this package's own. So the preparation data of a process started here
-    leaves the main module out; what other code starts is left as it is (the wrapper acts only on the thread
-    that is starting a worker, and is installed once)."""
+    Scrapy's own "Run Scrapy from a script" example, would then start that crawl again in every worker
+    before the worker serves a page (on a store shared between processes, crawling the site again). A
+    worker needs nothing from ``__main__``: its task, its arguments and its settings are this package's
+    own. So the preparation data of a process started here leaves the main module out; what other code
+    starts is left as it is (the wrapper acts only on the thread that is starting a worker, and is
+    installed once)."""
     from multiprocessing import spawn
 
     with _wrap_lock:
-        prepared = spawn.get_preparation_data
-        if not getattr(prepared, "_scrapy_neardup", False):
+        prepared = getattr(spawn, "get_preparation_data", None)  # None: a Python that prepares a child otherwise
+        if prepared is not None and not getattr(prepared, "_scrapy_neardup", False):
 
             def get_preparation_data(name: str) -> dict[str, Any]:
                 data = prepared(name)
