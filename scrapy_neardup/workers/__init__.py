@@ -194,8 +194,7 @@ _wrap_lock = threading.Lock()
 
 
 def _start_without_main(process: Any) -> None:
-    """Start ``process`` (of the fork server's or spawn's context) without running the parent's ``__main__``
-    module in it.
+    """Start ``process`` without running the parent's ``__main__`` module in it (a forked one never does).
 
     Those start methods send the child what it needs to prepare itself (``multiprocessing.spawn``'s
     preparation data), and that includes the parent's main script, which the child runs again as
