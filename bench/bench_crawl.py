@@ -555,12 +555,13 @@ def quality(
     }
 
 
+def named_settings(items: list[str]) -> dict[str, str]:
+    """``-s NAME=VALUE`` options as settings (values as strings, as ``scrapy crawl -s`` gives them)."""
+    return {name: value for name, _, value in (item.partition("=") for item in items)}
+
+
 def _settings_with(args: argparse.Namespace, workdir: str, **extra: object) -> dict:
-    settings = {**base_settings(workdir), "NEARDUP_ENABLED": True, **extra}
-    for item in args.setting:
-        name, _, value = item.partition("=")
-        settings[name] = value
-    return settings
+    return {**base_settings(workdir), "NEARDUP_ENABLED": True, **extra, **named_settings(args.setting)}
 
 
 def quality_in_order(

@@ -29,6 +29,7 @@ import scrapy
 from scrapy.crawler import CrawlerProcess
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import bench_crawl
 import localsite
 
 from scrapy_neardup.offline.evaluation import load_manifest, score
@@ -101,10 +102,7 @@ def crawl_settings(out: str, extra: list[str]) -> dict[str, Any]:
         "TELNETCONSOLE_ENABLED": False,
         "FEEDS": {out: {"format": "jsonlines", "overwrite": True}},
     }
-    for item in extra:
-        name, _, value = item.partition("=")
-        settings[name] = value
-    return settings
+    return {**settings, **bench_crawl.named_settings(extra)}
 
 
 def scored(crawler: Any, seconds: float, manifest: list[dict], out: str) -> dict[str, Any]:

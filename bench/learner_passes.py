@@ -69,7 +69,7 @@ def main() -> int:
     parser.add_argument("--in-flight", type=int, default=0, help="pages whose results are still to come back")
     parser.add_argument("-s", dest="setting", action="append", default=[], metavar="NAME=VALUE", help="a setting")
     args = parser.parse_args()
-    config = Config.from_settings({"NEARDUP_ENABLED": True, **dict(s.split("=", 1) for s in args.setting)})
+    config = Config.from_settings({"NEARDUP_ENABLED": True, **bench_crawl.named_settings(args.setting)})
     pipeline, learner = build_pipeline(config), build_template_learner(config)
     assert learner is not None
     manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))

@@ -196,15 +196,15 @@ _wrap_lock = threading.Lock()
 def _start_without_main(process: Any) -> None:
     """Start ``process`` without running the parent's ``__main__`` module in it (a forked one never does).
 
-    Those start methods send the child what it needs to prepare itself (``multiprocessing.spawn``'s
-    preparation data), and that includes the parent's main script, which the child runs again as
-    ``__mp_main__`` so that objects defined there can be unpickled (the Python documentation's "safe
-    importing of the main module"). A crawl run from a script whose crawl sits at its top level, as in
-    Scrapy's own "Run Scrapy from a script" example, would then start that crawl again in every worker
-    before the worker serves a page (on a store shared between processes, crawling the site again). A
-    worker needs nothing from ``__main__``: its task, its arguments and its settings are this package's
-    own. So the preparation data of a process started here leaves the main module out; what other code
-    starts is left as it is (the wrapper acts only on the thread that is starting a worker, and is
+    The fork server's and spawn's start methods send the child what it needs to prepare itself
+    (``multiprocessing.spawn``'s preparation data), and that includes the parent's main script, which the
+    child runs again as ``__mp_main__`` so that objects defined there can be unpickled (the Python
+    documentation's "safe importing of the main module"). A crawl run from a script whose crawl sits at
+    its top level, as in Scrapy's own "Run Scrapy from a script" example, would then start that crawl again
+    in every worker before the worker serves a page (on a store shared between processes, crawling the site
+    again). A worker needs nothing from ``__main__``: its task, its arguments and its settings are this
+    package's own. So the preparation data of a process started here leaves the main module out; what other
+    code starts is left as it is (the wrapper acts only on the thread that is starting a worker, and is
     installed once)."""
     from multiprocessing import spawn
 
