@@ -23,7 +23,7 @@ from .learned import (
     Lesson,
     Offers,
     agreement,
-    in_bits,
+    in_keys,
     lesson,
     page_text_of,
     parse,
@@ -244,7 +244,7 @@ class DocumentPipeline:
         if not self.learn or offers is None:
             return self.text_of(html, url), {}
         pre = prekey(html)
-        if not in_bits(offers.parse, pre):
+        if not in_keys(offers.parse, pre):
             return self.text_of(html, url), {"prekey": pre}
         tree = parse(html)
         if tree is None:
@@ -264,7 +264,7 @@ class DocumentPipeline:
         got = self.text_of(html, url)
         if offer is not None and offer.unstable:
             return got, found
-        teaches = offer is not None or in_bits(offers.learn, template)
+        teaches = offer is not None or in_keys(offers.learn, template)
         taught = lesson(tree, got.text, self.learn_agreement) if teaches and got.method == "main" else None
         return got, {**found, "learned": "refused" if offer is not None else "", "lesson": taught}
 

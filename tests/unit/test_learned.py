@@ -197,20 +197,21 @@ def test_a_page_is_parsed_once_its_pre_key_was_met_and_a_template_teaches_from_i
     learner = TemplateLearner(EXTRACTOR)
     first, other = learned.prekey(templated_page(0, 1)), learned.prekey(templated_page(1, 1))
     assert first == learned.prekey(templated_page(0, 2)) != other  # read without a parse
-    assert not learned.in_bits(learner.offers("site.test").parse, first)
+    assert not learned.in_keys(learner.offers("site.test").parse, first)
     learner.observe("site.test", None, "", None, first)
     offers = learner.offers("site.test")
-    assert learned.in_bits(offers.parse, first) and not learned.in_bits(offers.parse, other)
+    assert learned.in_keys(offers.parse, first) and not learned.in_keys(offers.parse, other)
     for met in range(learned.TEACHES_FROM - 1):
-        assert not learned.in_bits(learner.offers("site.test").learn, 7)
+        assert not learned.in_keys(learner.offers("site.test").learn, 7)
         learner.observe("site.test", 7, "", None, first)
-    assert learned.in_bits(learner.offers("site.test").learn, 7)  # its next page teaches
-    assert learner.offers("other.test").selectors == {} and not any(learner.offers("other.test").parse)
+    assert learned.in_keys(learner.offers("site.test").learn, 7)  # its next page teaches
+    assert learner.offers("other.test").selectors == {} and not learner.offers("other.test").parse
 
 
 def test_a_host_of_ever_new_templates_keeps_teaching_only_the_templates_it_remembers():
-    """Templates forgotten (beyond ``MAX_SEEN_TEMPLATES`` a host) take their bits of the teaching set along:
-    left set, the bits of a host of ever new templates would all be set, and every page would teach."""
+    """Templates forgotten (beyond ``MAX_SEEN_TEMPLATES`` a host) leave the teaching set: kept, the teaching
+    set of a host of ever new templates would grow without end, and as bits it would have every bit set,
+    and every page would teach."""
     from scrapy_neardup.engine.learned.learner import MAX_SEEN_TEMPLATES
 
     learner = TemplateLearner(EXTRACTOR)
@@ -222,11 +223,43 @@ def test_a_host_of_ever_new_templates_keeps_teaching_only_the_templates_it_remem
         if i % 100 == 0:
             learner.observe("big.test", kept_warm, "", None)
     teaching = learner.offers("big.test").learn
+    assert type(teaching) is bytes  # more keys than SPARSE_KEYS: sent as bits
     set_bits = sum(bin(byte).count("1") for byte in teaching)
     assert 0 < set_bits <= MAX_SEEN_TEMPLATES  # at most the templates remembered
-    assert learned.in_bits(teaching, templates[-1]) and learned.in_bits(teaching, kept_warm)
+    assert learned.in_keys(teaching, templates[-1]) and learned.in_keys(teaching, kept_warm)
     never_met = [(i * 0xD1B54A32D192ED03) % 2**64 for i in range(1, 2001)]
-    assert sum(learned.in_bits(teaching, t) for t in never_met) / len(never_met) < 0.5
+    assert sum(learned.in_keys(teaching, t) for t in never_met) / len(never_met) < 0.5
+
+
+def test_a_host_met_on_a_few_pages_is_sent_its_few_keys_and_a_large_set_as_bits():
+    """Most hosts of a broad crawl are met on a few pages: their offers carry the keys themselves (tens of
+    bytes pickled), not ``KEY_BITS`` bits a set (a kilobyte each, in every offer and in the learner's memory
+    for every host remembered); a set of more than ``SPARSE_KEYS`` keys is sent as bits."""
+    import pickle
+
+    learner = TemplateLearner(EXTRACTOR)
+    for page in range(3):
+        learner.observe("small.test", 0xABC if page else None, "", None, 0x123)
+    offers = learner.offers("small.test")
+    assert offers.parse == (0x123,) and offers.learn == ()
+    assert len(pickle.dumps(offers, protocol=pickle.HIGHEST_PROTOCOL)) < 300
+    learner.observe("small.test", 0xABC, "", None, 0x123)  # the template's third page: it teaches next
+    assert learner.offers("small.test").learn == (0xABC,)
+
+    many = [(i * 0x9E3779B97F4A7C15) % 2**64 for i in range(1, learned.SPARSE_KEYS + 2)]
+    for prekey in many:
+        learner.observe("large.test", None, "", None, prekey)
+    parse = learner.offers("large.test").parse
+    assert type(parse) is bytes and len(parse) == learned.KEY_BITS // 8
+    assert all(learned.in_keys(parse, k) for k in many)
+
+    # A worker's own offers under the deciding process's: the union of both sets, in either form.
+    few, more = learned.key_set([1, 2]), learned.key_set(many)
+    assert learned.either_keys(few, learned.key_set([2, 3])) == (1, 2, 3)
+    assert learned.either_keys(few, ()) is few
+    union = learned.either_keys(few, more)
+    assert type(union) is bytes and all(learned.in_keys(union, k) for k in [1, 2, *many])
+    assert learned.either_keys(learned.key_set(many[:40]), learned.key_set(many[40:])) == more
 
 
 def test_checks_thin_out_as_a_selector_serves_and_are_decided_by_the_url():

@@ -6,7 +6,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
 from .lesson import AGREEMENT, Lesson
-from .page import KEY_BITS, key_bits, set_bit
+from .page import key_set
 from .selector import MIN_CHECK_SHARE, Offer, Offers, Selector, merge, verify_share
 
 #: Hosts, and templates (and pre-keys) a host, remembered as met (the least recently met forgotten first).
@@ -51,11 +51,11 @@ class TemplateLearner:
 
     # -- what a page of a host is sent with --------------------------------------------------------------
     def offers(self, host: str) -> Offers:
-        """What a page of ``host`` is sent with (:class:`Offers`)."""
+        """What a page of ``host`` is sent with (:class:`Offers`), kept until what it holds changes."""
         cached = self._offers.get(host)
         if cached is not None:
             return cached
-        met = self._hosts.get(host) or _Host()
+        met = self._hosts.get(host)
         known = self._selectors.get(host, {})
         selectors = {
             template: Offer(
@@ -70,9 +70,14 @@ class TemplateLearner:
             for template, selector in known.items()
             if selector.state in ("active", "unstable")
         }
-        retired = frozenset(template for template, selector in known.items() if selector.state == "retired")
-        cached = self._offers[host] = Offers(selectors, bytes(met.parse_bits), bytes(met.learn_bits), retired)
-        return cached
+        retired = [template for template, selector in known.items() if selector.state == "retired"]
+        parse, teach = (key_set(met.prekeys), key_set(met.teaching or ())) if met is not None else ((), ())
+        made = Offers(selectors, parse, teach, frozenset(retired) if retired else frozenset())
+        # Kept where making them again costs (selectors, or bits): not for the many hosts of a broad crawl
+        # met on a few pages, whose offers are a few keys.
+        if known or type(parse) is bytes or type(teach) is bytes:
+            self._offers[host] = made
+        return made
 
     def _met(self, host: str, prekey: int | None, template: int | None) -> _Host:
         met = self._hosts.get(host)
@@ -85,15 +90,15 @@ class TemplateLearner:
         if prekey is not None and prekey not in met.prekeys:
             if len(met.prekeys) >= MAX_SEEN_TEMPLATES:  # a host of ever new pre-keys: start its set again
                 met.prekeys.clear()
-                met.parse_bits[:] = bytes(len(met.parse_bits))
             met.prekeys.add(prekey)
-            set_bit(met.parse_bits, prekey)
             self._offers.pop(host, None)
         if template is not None:
             n = met.templates.pop(template, 0) + 1
             met.templates[template] = n
             if n == TEACHES_FROM - 1:
-                set_bit(met.learn_bits, template)
+                if met.teaching is None:
+                    met.teaching = set()
+                met.teaching.add(template)
                 self._offers.pop(host, None)
             if len(met.templates) > MAX_SEEN_TEMPLATES:
                 met.forget_oldest_templates()
@@ -144,7 +149,8 @@ class TemplateLearner:
                 return ""
             retired = selector.retire()
             self._put(retired)
-            met.lessons.pop(template, None)
+            if met.lessons:
+                met.lessons.pop(template, None)
             return retired.state
         if taught is None or taught.agreement < self.agreement_bound:
             return ""
@@ -159,6 +165,8 @@ class TemplateLearner:
             return "extended"
         if selector is not None and selector.state == "unstable":
             return ""
+        if met.lessons is None:
+            met.lessons = {}
         gathered = met.lessons.setdefault(template, [])
         gathered.append(taught)
         agreeing = [x for x in gathered if x.locator == taught.locator]
@@ -231,24 +239,24 @@ class TemplateLearner:
         return changed
 
 
-@dataclass
+@dataclass(slots=True)
 class _Host:
-    """What the learner remembers of a host: the pre-keys of its pages (and as :func:`.page.key_bits`), its
-    templates met (key -> pages; those met often enough to teach as bits too), and the lessons gathered for
-    those without a selector."""
+    """What the learner remembers of a host: the pre-keys of its pages, its templates met (key -> pages), those
+    met often enough to teach, and the lessons gathered for those without a selector. A broad crawl meets
+    most of its hosts on a few pages: a host holds only what it met (a few hundred bytes for those)."""
 
     prekeys: set[int] = field(default_factory=set)
-    parse_bits: bytearray = field(default_factory=lambda: bytearray(KEY_BITS // 8))
-    learn_bits: bytearray = field(default_factory=lambda: bytearray(KEY_BITS // 8))
     templates: OrderedDict[int, int] = field(default_factory=OrderedDict)
-    lessons: dict[int, list[Lesson]] = field(default_factory=dict)
+    teaching: set[int] | None = None
+    lessons: dict[int, list[Lesson]] | None = None
 
     def forget_oldest_templates(self) -> None:
-        """Forget the least recently met half of the templates, with their lessons, and make the bits of
-        those that teach again from the rest: a forgotten template's bit, left set, would make the pages of
-        every template on the same bit teach (on a host of ever new templates, in the end every page). Half
-        at a time, so that the bits are made again once for every ``MAX_SEEN_TEMPLATES // 2`` templates."""
+        """Forget the least recently met half of the templates, with their lessons and their place among those
+        that teach: half at a time, so that a host of ever new templates is trimmed once for every
+        ``MAX_SEEN_TEMPLATES // 2`` templates."""
         for _ in range(len(self.templates) - MAX_SEEN_TEMPLATES // 2):
             template, _count = self.templates.popitem(last=False)
-            self.lessons.pop(template, None)
-        self.learn_bits[:] = key_bits(t for t, count in self.templates.items() if count >= TEACHES_FROM - 1)
+            if self.lessons:
+                self.lessons.pop(template, None)
+            if self.teaching:
+                self.teaching.discard(template)

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 from functools import lru_cache
-from typing import Any
+from typing import Any, Union
 
 import mmh3
 
@@ -150,12 +150,37 @@ def prekey(html: str) -> int:
     return mmh3.hash64("\n".join(sorted(seen)), 0x7E3C, signed=False)[0]
 
 
-#: Bits of the sets of keys a host's pages are sent with (:class:`Offers`): a few false positives (a parse, a
-#: lesson more) for a fixed size, whatever the number of templates a host has.
+#: Bits of a large set of keys a host's pages are sent with (:class:`Offers`): a few false positives (a
+#: parse, a lesson more) for a fixed size, whatever the number of templates a host has.
 KEY_BITS = 8192
+#: A set of keys of up to this many is sent as the keys themselves (:func:`key_set`): most hosts of a broad
+#: crawl are met on a few pages and hold a few keys, which ``KEY_BITS`` bits would make a kilobyte each.
+SPARSE_KEYS = 64
+
+#: A set of keys as a host's pages are sent with it: the keys, sorted (up to ``SPARSE_KEYS``; a tuple, which
+#: is far smaller than a set of a few), or ``KEY_BITS`` bits.
+KeySet = Union[tuple, bytes]
 
 
-def key_bits(keys: Iterator[int] | set[int] | list[int]) -> bytes:
+def key_set(keys: Collection[int]) -> KeySet:
+    """``keys`` as a :data:`KeySet`: themselves while they are few, else their bits."""
+    return tuple(sorted(keys)) if len(keys) <= SPARSE_KEYS else key_bits(keys)
+
+
+def in_keys(keys: KeySet, key: int) -> bool:
+    """Whether ``key`` is in a :data:`KeySet` (as bits: or shares its bit with one that is)."""
+    return in_bits(keys, key) if type(keys) is bytes else key in keys
+
+
+def either_keys(a: KeySet, b: KeySet) -> KeySet:
+    """The union of two :data:`KeySet`."""
+    if type(a) is not bytes and type(b) is not bytes:
+        return a if not b else b if not a else key_set({*a, *b})
+    a_bits, b_bits = (k if type(k) is bytes else key_bits(k) for k in (a, b))
+    return (int.from_bytes(a_bits, "little") | int.from_bytes(b_bits, "little")).to_bytes(KEY_BITS // 8, "little")
+
+
+def key_bits(keys: Iterable[int]) -> bytes:
     bits = bytearray(KEY_BITS // 8)
     for key in keys:
         set_bit(bits, key)

@@ -11,6 +11,7 @@ from typing import Any
 import mmh3
 
 from .lesson import AGREEMENT, Locator, replay_element
+from .page import KeySet, either_keys
 
 #: The learned format; a selector of another version is never replayed.
 LEARNER_VERSION = 3
@@ -215,12 +216,12 @@ def merge(
 class Offers:
     """What a page of a host is sent with: the host's selectors by template, the pre-keys met on the host
     (a page whose pre-key is not among them is not parsed: :func:`prekey`), the templates met often enough
-    to teach (:data:`TEACHES_FROM`), both sets as :func:`key_bits`, and the templates whose selector was
-    retired (learned again from the lessons of their next pages)."""
+    to teach (:data:`TEACHES_FROM`), both as a :data:`KeySet`, and the templates whose selector was retired
+    (learned again from the lessons of their next pages)."""
 
     selectors: Mapping[int, Offer]
-    parse: bytes
-    learn: bytes
+    parse: KeySet
+    learn: KeySet
     retired: frozenset[int] = frozenset()
 
     def under(self, other: Offers) -> Offers:
@@ -230,14 +231,10 @@ class Offers:
         ours = {template: offer for template, offer in self.selectors.items() if template not in other.retired}
         return Offers(
             {**ours, **other.selectors},
-            _either(self.parse, other.parse),
-            _either(self.learn, other.learn),
+            either_keys(self.parse, other.parse),
+            either_keys(self.learn, other.learn),
             self.retired | other.retired,
         )
-
-
-def _either(a: bytes, b: bytes) -> bytes:
-    return (int.from_bytes(a, "little") | int.from_bytes(b, "little")).to_bytes(len(a), "little")
 
 
 def replay(tree: Any, offer: Offer, bound: float = AGREEMENT) -> str | None:
