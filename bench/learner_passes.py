@@ -34,7 +34,7 @@ from learned_templates import template_of
 
 from scrapy_neardup.assembly import build_pipeline, build_template_learner
 from scrapy_neardup.engine.urlrules import host_of
-from scrapy_neardup.offline.evaluation import load_manifest
+from scrapy_neardup.offline.evaluation import load_manifest, read_page
 from scrapy_neardup.settings import Config
 from scrapy_neardup.workers.tasks import prepare_html
 
@@ -61,6 +61,21 @@ def learn_from(pipeline: DocumentPipeline, learner: TemplateLearner, body: bytes
     return done, learner.observe(host, done.template, done.learned, done.lesson, done.prekey, done.agreement)
 
 
+class PageReader:
+    """A set's pages by path, read from its files as they are asked for (as the crawl benchmark serves them:
+    :func:`bench_crawl.load_pages`), so that a set of 100,000 pages is not held in memory."""
+
+    def __init__(self, dataset: str, manifest: list[dict]) -> None:
+        self.dataset = dataset
+        self.in_set = {row["url"] for row in manifest}
+        self.rows = {bench_crawl.site_path(row["url"]): row for row in manifest}
+
+    def __getitem__(self, path: str) -> bytes:
+        row = self.rows[path]
+        body = read_page(os.path.join(self.dataset, row["file"]))
+        return bench_crawl.local_canonical(body, row["url"], self.in_set)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dataset")
@@ -74,7 +89,7 @@ def main() -> int:
     assert learner is not None
     manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
     template = {bench_crawl.site_path(r["url"]): template_of(r["url"]) for r in manifest}
-    pages = bench_crawl.load_pages(args.dataset, manifest)
+    pages = PageReader(args.dataset, manifest)
     names = args.orders or [f"shuffled-{n}" for n in range(1, args.passes + 1)]
     orders = bench_crawl.crawl_orders(manifest, names)
     passes = []

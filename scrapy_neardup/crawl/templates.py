@@ -31,6 +31,8 @@ MAX_PACKED = 1000
 #: How often the store's selectors are read again (what other processes learned or retired), in seconds;
 #: what this process changed is saved at once when a selector is learned or retired, else this often.
 SYNC_SECS = 10.0
+#: How often every record of the store is read again, not only those changed since the last read, in seconds.
+FULL_READ_SECS = 600.0
 
 
 class LearnedTemplates:
@@ -44,6 +46,12 @@ class LearnedTemplates:
         self._urgent = False
         self._synced = 0.0
         self._packed: dict[str, tuple[Offers, bytes]] = {}
+        #: How far the store's records were read (:meth:`SelectorRecords.read_changed`), and when all were.
+        self._mark: int | None = None
+        self._read_all: float | None = None
+        #: The store's records of another extractor or format, and those that do not read, by name.
+        self._foreign: set[str] = set()
+        self._unreadable: set[str] = set()
 
     def offers(self, url: str | None) -> bytes | None:  # None: a page without a host
         """What the page goes to a worker with (:meth:`TemplateLearner.offers`): its host's selectors, the
@@ -106,8 +114,10 @@ class LearnedTemplates:
         return True
 
     def sync(self, store: Store, force: bool = False) -> None:
-        """Store thread: save what changed, read what other processes learned (every ``SYNC_SECS``, at once
-        after a selector was learned or retired, or when ``force``)."""
+        """Store thread: save what changed, read what other processes learned since the last read (every
+        ``SYNC_SECS``, at once after a selector was learned or retired, or when ``force``); every record
+        again each ``FULL_READ_SECS``, in case a process saved some the changes' numbering does not show (one
+        of a former version of the plugin)."""
         now = time.monotonic()
         with self._lock:
             if not (force or self._urgent or now - self._synced >= SYNC_SECS):
@@ -115,35 +125,43 @@ class LearnedTemplates:
             self._urgent = False
             self._synced = now
             changed = self.learner.take_changes()
+        full = self._read_all is None or now - self._read_all >= FULL_READ_SECS
+        mark = None if full else self._mark
         try:
             if changed:
                 store.selectors.save({f"{s.host}\t{s.template:x}": s.to_json() for s in changed})
-            stored = store.selectors.read()
+            stored, self._mark = store.selectors.read_changed(mark)
         except StoreError as exc:  # an economy: the crawl goes on with what this process knows
             logger.warning("scrapy-neardup: the learned templates could not be shared: %s", exc)
             return
+        if mark is None:
+            self._read_all = now
         self.adopt(stored)
 
     def adopt(self, stored: dict[str, str]) -> None:
-        records, unreadable, other_format = [], 0, 0
-        for text in stored.values():
+        """Take the store's records ``stored`` (all of them, or those changed since the last read): those of
+        another extractor or format are counted as foreign, those that do not read as a selector as
+        unreadable (each the most known at once in the store, by name), the rest adopted."""
+        records = []
+        for name, text in stored.items():
             record = Selector.from_json(text)
-            if record is not None:
-                records.append(record)
-            elif Selector.format_of(text) not in (None, LEARNER_VERSION):
-                other_format += 1  # a record of another version of the learner: foreign, not broken
+            self._foreign.discard(name)
+            self._unreadable.discard(name)
+            if record is None:
+                kind = self._foreign if Selector.format_of(text) not in (None, LEARNER_VERSION) else self._unreadable
+                kind.add(name)  # of another version of the learner: foreign, not broken
+            elif record.extractor != self.learner.extractor:
+                self._foreign.add(name)
             else:
-                unreadable += 1
+                records.append(record)
         with self._lock:
-            before = self.learner.foreign
             taken = self.learner.adopt(records)
-            foreign = self.learner.foreign - before + other_format
         if taken:
             self.report.count("neardup/learned/adopted", taken)
-        if foreign:
-            self.report.most("neardup/learned/foreign", foreign)
-        if unreadable:
-            self.report.most("neardup/learned/unreadable", unreadable)
+        if self._foreign:
+            self.report.most("neardup/learned/foreign", len(self._foreign))
+        if self._unreadable:
+            self.report.most("neardup/learned/unreadable", len(self._unreadable))
 
     def close(self, store: Store) -> None:
         self.sync(store, force=True)

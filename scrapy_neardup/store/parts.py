@@ -49,6 +49,15 @@ class SelectorRecords(ABC):
         """Every selector kept, name -> JSON (read by :meth:`~scrapy_neardup.engine.learned.Selector.from_json`,
         which checks each field: store data is never trusted)."""
 
+    def read_changed(self, mark: int | None) -> tuple[dict[str, str], int]:
+        """The selectors saved by other processes since ``mark`` (every one kept for ``None``), and the mark
+        to ask from next time: a crawl reads what the processes sharing its store learned without reading
+        every selector again (a broad crawl's store holds tens of thousands). A backend one process has to
+        itself (in this process; a file under its lock) has nothing to tell after the first read."""
+        if mark is None:
+            return self.read(), 0
+        return {}, mark
+
 
 class BookShelf(ABC):
     @abstractmethod

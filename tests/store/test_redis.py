@@ -386,6 +386,54 @@ def test_a_filing_overtaken_by_a_near_duplicate_filed_since_its_lookup_is_stale_
         other.close()
 
 
+def _selectors_shared(one: RedisStore, two: RedisStore) -> None:
+    """What one process saves, another reads as changed since its mark, once; a store cleared and saved to
+    again is read whole."""
+    one.selectors.save({"a.com\t1f": '{"v": 1}'})
+    first, mark = two.selectors.read_changed(None)
+    assert first == {"a.com\t1f": '{"v": 1}'} and mark == 1
+    one.selectors.save({"b.org\t2e": '{"v": 2}', "a.com\t1f": '{"v": 1, "state": "retired"}'})
+    one.selectors.save({"c.net\t3d": '{"v": 3}'})
+    changed, mark = two.selectors.read_changed(mark)
+    assert changed == {"a.com\t1f": '{"v": 1, "state": "retired"}', "b.org\t2e": '{"v": 2}', "c.net\t3d": '{"v": 3}'}
+    assert mark == 3 and two.selectors.read_changed(mark) == ({}, 3)
+    two.selectors.save({"c.net\t3d": '{"v": 4}'})
+    assert one.selectors.read_changed(3) == ({"c.net\t3d": '{"v": 4}'}, 4)
+    one.clear()
+    one.selectors.save({"d.io\t4c": '{"v": 5}'})
+    assert two.selectors.read_changed(4) == ({"d.io\t4c": '{"v": 5}'}, 1)  # numbered anew: read whole
+
+
+def test_selectors_saved_by_one_process_are_read_by_another_as_changed(tmp_path, redis_kind):
+    """On each server kind of the matrix (the script is sent whole: a server that lost its script cache needs
+    nothing)."""
+    from helpers.stores import shared_redis
+
+    prefix = f"sel:{{{uuid.uuid4().hex}}}"
+    server = shared_redis(tmp_path.parent, redis_kind)
+    one, two = RedisStore(server.url, prefix=prefix), RedisStore(server.url, prefix=prefix)
+    for store in (one, two):
+        store.open({"format_version": 1, "algorithm": "minhash"})
+    try:
+        _selectors_shared(one, two)
+    finally:
+        one.close()
+        two.close()
+
+
+def test_selectors_changed_on_a_redis_cluster(shared_cluster):
+    """The selectors and their numbering live in the prefix's slot: the script that saves them runs there."""
+    prefix = f"sel:{{{uuid.uuid4().hex}}}"
+    one, two = RedisStore(shared_cluster.url, prefix=prefix), RedisStore(shared_cluster.url, prefix=prefix)
+    for store in (one, two):
+        store.open({"format_version": 1, "algorithm": "minhash"})
+    try:
+        _selectors_shared(one, two)
+    finally:
+        one.close()
+        two.close()
+
+
 def test_url_rule_counts_on_a_redis_cluster(shared_cluster):
     """The URL rules' counts of a spider live in one hash of its key prefix's slot: processes add to it on a
     cluster as on one server."""

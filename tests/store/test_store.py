@@ -540,6 +540,19 @@ def test_selectors_are_kept_by_name_replaced_and_cleared(store):
     assert store.selectors.read() == {}
 
 
+def test_selectors_are_read_whole_first_then_what_changed_since(store):
+    """A crawl reads every selector once, then only what changed since its mark (a store one process has
+    to itself: nothing; a shared one: at least what the others saved, numbered in the order saved)."""
+    store.selectors.save({"a.com\t1f": '{"v": 1}'})
+    everything, mark = store.selectors.read_changed(None)
+    assert everything == {"a.com\t1f": '{"v": 1}'}
+    assert store.selectors.read_changed(mark) == ({}, mark)
+    store.selectors.save({"b.org\t2e": '{"v": 2}'})
+    changed, later = store.selectors.read_changed(mark)
+    assert changed in ({}, {"b.org\t2e": '{"v": 2}'}) and later >= mark
+    assert store.selectors.read_changed(later) == ({}, later)
+
+
 @pytest.mark.parametrize("store_kind", PERSISTENT_BACKENDS)
 def test_selectors_outlive_the_process(store_kind, tmp_path):
     s = make_store(store_kind, tmp_path)

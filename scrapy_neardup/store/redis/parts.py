@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..books import KEPT_CRAWLS, CrawlBooks
 from ..parts import BookShelf, GroupBudgets, RuleCount, RuleName, SelectorRecords, UrlRuleCounts, read_books
-from .scripts import ADMIT
+from .scripts import ADMIT, SAVE_SELECTORS
 
 if TYPE_CHECKING:
     from .client import RedisConnection
@@ -70,7 +70,10 @@ class RedisBudgets(GroupBudgets):
 
 
 class RedisSelectors(SelectorRecords):
-    """One hash, ``P:selectors``: a field a template, its selector's JSON."""
+    """One hash, ``P:selectors``: a field a template, its selector's JSON; and a sorted set,
+    ``P:selectors_changed``: each template scored by the number of the save that changed it last (saves
+    numbered by the script that makes them: :data:`.scripts.SAVE_SELECTORS`), which is what a process reads
+    what others learned from (:meth:`read_changed`)."""
 
     def __init__(self, connection: RedisConnection) -> None:
         self.connection = connection
@@ -78,12 +81,32 @@ class RedisSelectors(SelectorRecords):
     def save(self, records: Mapping[str, str]) -> None:
         if records:
             connection = self.connection
-            connection.call(connection.client.hset, connection.key_of("selectors"), mapping=dict(records))
+            values = [part for name, record in records.items() for part in (name, record)]
+            keys = (connection.key_of("selectors"), connection.key_of("selectors_changed"))
+            connection.call(connection.client.eval, SAVE_SELECTORS, 2, *keys, *values)
 
     def read(self) -> dict[str, str]:
         connection = self.connection
         raw = connection.call(connection.client.hgetall, connection.key_of("selectors"))
         return {field.decode(): value.decode() for field, value in raw.items()}
+
+    def read_changed(self, mark: int | None) -> tuple[dict[str, str], int]:
+        connection = self.connection
+        changed = connection.key_of("selectors_changed")
+        top = connection.call(connection.client.zrevrange, changed, 0, 0, withscores=True)
+        last = int(top[0][1]) if top else 0
+        if mark is None or last < mark:  # the first read; or the store was cleared since: read it all again
+            return self.read(), last  # read after the number: a save between the two is read twice, not missed
+        if last == mark:
+            return {}, mark
+        names = [
+            name
+            for name, _ in connection.call(connection.client.zrangebyscore, changed, f"({mark}", last, withscores=True)
+        ]
+        if not names:
+            return {}, last
+        values = connection.call(connection.client.hmget, connection.key_of("selectors"), names)
+        return {n.decode(): v.decode() for n, v in zip(names, values) if v is not None}, last
 
 
 class RedisBooks(BookShelf):

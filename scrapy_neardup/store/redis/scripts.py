@@ -86,6 +86,8 @@ WRITE_META = lua_script("write_meta")
 
 # KEYS[1]: P:budget. ARGV: group, key, budget. Run with EVAL (its body sent whole: no script cache needed).
 ADMIT = lua_script("admit")
+# KEYS[1]: P:selectors, KEYS[2]: P:selectors_changed. ARGV: name, JSON, ... Run with EVAL, as ADMIT.
+SAVE_SELECTORS = lua_script("save_selectors")
 
 
 def _for_groups(body: str) -> str:

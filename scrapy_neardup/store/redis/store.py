@@ -59,7 +59,8 @@ class RedisStore(RedisIndex):
         return self.call(lambda: list(self.client.scan_iter(match=self.layout.pattern, count=10_000)))
 
     def clear(self) -> None:
-        own = [self.key_of(n) for n in ("meta", "seq", "count", "flight", "urlrules", "crawls", "budget", "selectors")]
+        names = ("meta", "seq", "count", "flight", "urlrules", "crawls", "budget", "selectors", "selectors_changed")
+        own = [self.key_of(n) for n in names]
         keys = self._group_keys()
         self.call(self.client.delete, *own)
         for i in range(0, len(keys), self._BATCH):  # a key a command: a cluster refuses a DEL across slots
