@@ -64,9 +64,6 @@ class StoreThread:
         self._decisions: DecisionLoop | None = None
         self.rules: Learner | None = None
         self.templates: LearnedTemplates | None = None
-        #: The hosts that have a confident URL rule: a snapshot the reactor reads before it asks for a
-        #: prediction (the rules themselves are read on this thread).
-        self.ruled_hosts: frozenset[str] = frozenset()
         self._lock = threading.Lock()
         self._thread: ThreadPool | None = None
         self.closing = False
@@ -84,8 +81,6 @@ class StoreThread:
         self._decisions = DecisionLoop(detector, guard)
         self.rules = rules
         self.templates = templates
-        if rules is not None:
-            self._rules_changed()
 
     def start(self) -> None:
         self._thread = ThreadPool(0, 1, name="scrapy-neardup-store")
@@ -172,24 +167,13 @@ class StoreThread:
         rules = self.rules
         assert rules is not None
         try:
-            synced, hosts = False, set()
             for decision in made:
                 if decision.again or (decision is made[-1] and decision.key != url):
                     continue
                 verdict = decision.verdict
-                synced |= rules.observe(decision.key, verdict.status, verdict.canonical, verdict.displaced)
-                hosts.add(host_of(decision.key))
-            if synced:
-                self._rules_changed()
-            else:
-                self.ruled_hosts = (self.ruled_hosts - hosts) | {h for h in hosts if rules.book.confident(h)}
+                rules.observe(decision.key, verdict.status, verdict.canonical, verdict.displaced)
         except Exception as exc:  # noqa: BLE001 - the rules are an economy; a failing store is met by the decisions
             logger.debug("scrapy-neardup: the URL rules could not learn from %s: %s", url, exc)
-
-    def _rules_changed(self) -> None:
-        assert self.rules is not None
-        book = self.rules.book
-        self.ruled_hosts = frozenset(host for host in list(book.counts) if book.confident(host))
 
     # -- the downloader middleware's lookups -------------------------------------------------------------
     async def known(self, *keys: str) -> list[bool] | None:
@@ -219,7 +203,8 @@ class StoreThread:
         if rules is None:
             return None
         host = host_of(url)
-        if host not in self.ruled_hosts and not rules.book.curated.of(host):
+        # Read on the reactor while a remote store's thread may change it: a set's membership, never iterated.
+        if host not in rules.book.candidates and not rules.book.curated.of(host):
             return None
 
         def look(detector: Detector) -> Prediction | None:

@@ -331,8 +331,11 @@ def read_dud_rules(text: str, source: str = "rules") -> CuratedRules:
 class RuleBook:
     """The rules of every host and their counts, with the thresholds that make one confident.
 
-    Not thread-safe: the crawl keeps it on its store thread; :meth:`merge` takes what other processes
-    counted (from the store), :meth:`pending` gives what this one counted since it last gave it."""
+    Not thread-safe: the crawl keeps it on its store thread; :meth:`merge` takes what every process counted
+    (from the store), :meth:`merge_changed` what changed there since, :meth:`pending` gives what this one
+    counted since it last gave it. Each count changed updates the pooled counts of its rule and the hosts a
+    rule may be used on (:attr:`candidates`) in place: a broad crawl counts rules on a hundred thousand hosts,
+    and nothing done a page may walk them all."""
 
     def __init__(
         self,
@@ -353,9 +356,13 @@ class RuleBook:
         self.explore = explore
         self.counts: dict[str, dict[UrlRule, RuleCount]] = {}
         self._pending: dict[tuple[str, str], list[int]] = {}
-        #: Per rule: the hosts where it is confident on its own counts, and its pooled counts over every
-        #: host (:meth:`_pool`, made again when the counts change).
-        self._pooled: dict[UrlRule, tuple[frozenset[str], int, int]] | None = None
+        #: Per rule: the hosts where it is confident on its own counts, and its counts over every host.
+        self._pooled: dict[UrlRule, _Pool] = {}
+        #: The hosts where a learned rule has the successes a use needs (its own ``min_support``, or
+        #: ``prior_support`` with a prior): a prediction is asked for only there (and where hand-written rules
+        #: are); whether a rule is used is then decided on its counts (:meth:`confident`).
+        self.candidates: set[str] = set()
+        self._candidate_from = min(min_support, prior_support) if prior_hosts > 0 else min_support
 
     def merge(self, counts: RuleCounts) -> None:
         """Take the counts of the store (every process's), replacing this book's."""
@@ -370,8 +377,52 @@ class RuleBook:
             count = book.setdefault(host, {}).setdefault(UrlRule.parse(name), RuleCount())
             count.successes += successes
             count.failures += failures
-        self.counts = book
-        self._pooled = None
+        pooled: dict[UrlRule, _Pool] = {}
+        candidates: set[str] = set()
+        for host, rules in book.items():
+            for rule, count in rules.items():
+                pool = pooled.get(rule)
+                if pool is None:
+                    pool = pooled[rule] = _Pool()
+                pool.successes += count.successes
+                pool.failures += count.failures
+                if self._own(count):
+                    pool.hosts.add(host)
+                if count.successes >= self._candidate_from:
+                    candidates.add(host)
+        # Whole, each at once: the reactor reads the candidates while a remote store's thread merges.
+        self.counts, self._pooled, self.candidates = book, pooled, candidates
+
+    def merge_changed(self, counts: RuleCounts) -> None:
+        """Take the store's counts of the rules ``counts`` names (those changed since the last read), each
+        replacing this book's, with what this book counted and has not given yet added."""
+        for (host, name), (successes, failures) in counts.items():
+            try:
+                rule = UrlRule.parse(name)
+            except ValueError:
+                continue
+            mine = self._pending.get((host, name), (0, 0))
+            count = self.counts.setdefault(host, {}).setdefault(rule, RuleCount())
+            before = RuleCount(count.successes, count.failures)
+            count.successes, count.failures = successes + mine[0], failures + mine[1]
+            self._counted(host, rule, count, before)
+
+    def _counted(self, host: str, rule: UrlRule, count: RuleCount, before: RuleCount) -> None:
+        """``host``'s ``count`` of ``rule`` changed from ``before``: its rule's pooled counts and the
+        candidates follow."""
+        pool = self._pooled.get(rule)
+        if pool is None:
+            pool = self._pooled[rule] = _Pool()
+        pool.successes += count.successes - before.successes
+        pool.failures += count.failures - before.failures
+        own = self._own(count)
+        if own != self._own(before):
+            if own:
+                pool.hosts.add(host)
+            else:
+                pool.hosts.discard(host)
+        if count.successes >= self._candidate_from:
+            self.candidates.add(host)
 
     def pending(self) -> dict[tuple[str, str], tuple[int, int]]:
         """What this book counted since the last call (to add to the store), and forget it."""
@@ -401,6 +452,7 @@ class RuleBook:
         """One trial of ``rule`` on ``url``'s host."""
         host = host_of(url)
         count = self.counts.setdefault(host, {}).setdefault(rule, RuleCount())
+        before = RuleCount(count.successes, count.failures)
         pending = self._pending.setdefault((host, rule.name), [0, 0])
         if success:
             count.successes += 1
@@ -408,7 +460,7 @@ class RuleBook:
         else:
             count.failures += 1
             pending[1] += 1
-        self._pooled = None
+        self._counted(host, rule, count, before)
 
     def _own(self, count: RuleCount) -> bool:
         """Confident on its host's counts alone: ``min_confidence`` while it never failed there, and
@@ -416,35 +468,18 @@ class RuleBook:
         bar = max(self.min_confidence, FAILED_CONFIDENCE) if count.failures else self.min_confidence
         return count.successes >= self.min_support and count.confidence >= bar
 
-    def _pool(self) -> dict[UrlRule, tuple[frozenset[str], int, int]]:
-        if self._pooled is None:
-            hosts: dict[UrlRule, set[str]] = {}
-            totals: dict[UrlRule, list[int]] = {}
-            for host, rules in self.counts.items():
-                for rule, count in rules.items():
-                    total = totals.setdefault(rule, [0, 0])
-                    total[0] += count.successes
-                    total[1] += count.failures
-                    if self._own(count):
-                        hosts.setdefault(rule, set()).add(host)
-            self._pooled = {
-                rule: (frozenset(hosts.get(rule, ())), total[0], total[1]) for rule, total in totals.items()
-            }
-        return self._pooled
-
     def prior_confidence(self, host: str, rule: UrlRule) -> float | None:
         """The rule's estimated success rate on ``host`` with the prior of the other hosts where it is
         confident; ``None`` when fewer than ``prior_hosts`` lend one."""
         if self.prior_hosts <= 0:
             return None
-        pooled = self._pool().get(rule)
-        if pooled is None:
+        pool = self._pooled.get(rule)
+        if pool is None:
             return None
-        hosts, successes, failures = pooled
         count = self.counts.get(host, {}).get(rule, RuleCount())
-        if len(hosts - {host}) < self.prior_hosts:
+        if len(pool.hosts) - (host in pool.hosts) < self.prior_hosts:
             return None
-        others_s, others_f = successes - count.successes, failures - count.failures
+        others_s, others_f = pool.successes - count.successes, pool.failures - count.failures
         prior_s = PRIOR_WEIGHT * (others_s + 1) / (others_s + others_f + 2)
         return (count.successes + prior_s + 1) / (count.trials + PRIOR_WEIGHT + 2)
 
@@ -504,12 +539,30 @@ class RuleBook:
         return out
 
 
+class _Pool:
+    """A rule's counts over every host, and the hosts where it is confident on its own counts."""
+
+    __slots__ = ("hosts", "successes", "failures")
+
+    def __init__(self) -> None:
+        self.hosts: set[str] = set()
+        self.successes = 0
+        self.failures = 0
+
+
 class SharedRuleCounts(Protocol):
     """Where the counts of every process meet: a store's ``rules`` (:mod:`scrapy_neardup.store.parts`)."""
 
     def add(self, counts: RuleCounts) -> None: ...
 
     def read(self) -> dict[tuple[str, str], tuple[int, int]]: ...
+
+    def read_changed(self, mark: int | None) -> tuple[dict[tuple[str, str], tuple[int, int]], int]: ...
+
+
+#: How often a learner reads every count of the store again, not only those changed since its last read, in
+#: seconds (so that counts a process added without numbering them, one of a former version, are taken too).
+FULL_READ_SECS = 600.0
 
 
 class Learner:
@@ -533,8 +586,9 @@ class Learner:
         self.sync_every = sync_every
         self.sync_secs = sync_secs
         self._since_sync = 0
-        self._synced_at = time.monotonic()
-        self.book.merge(shared.read())
+        self._synced_at = self._read_all = time.monotonic()
+        counts, self._mark = shared.read_changed(None)
+        self.book.merge(counts)
 
     def observe(self, key: str, status: str, canonical: str, displaced: str | None = None) -> bool:
         """A page was decided: filed as ``canonical``'s near-duplicate (``status`` ``duplicate``, or ``seen``
@@ -576,10 +630,17 @@ class Learner:
         return replace(rewrites[-1], decided=False) if rewrites else None
 
     def sync(self) -> None:
-        """Add this process's counts to the store's and take everyone's."""
+        """Add this process's counts to the store's and take what every process added since the last sync
+        (every count again each ``FULL_READ_SECS``)."""
         self._since_sync = 0
-        self._synced_at = time.monotonic()
+        now = self._synced_at = time.monotonic()
         pending = self.book.pending()
         if pending:
             self.shared.add(pending)
-        self.book.merge(self.shared.read())
+        if now - self._read_all >= FULL_READ_SECS:
+            counts, self._mark = self.shared.read_changed(None)
+            self.book.merge(counts)
+            self._read_all = now
+        else:
+            counts, self._mark = self.shared.read_changed(self._mark)
+            self.book.merge_changed(counts)

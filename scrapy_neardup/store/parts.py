@@ -10,9 +10,13 @@ store, and a backend of one's own that gives none). ``Store.clear`` forgets them
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping
+from typing import Generic, TypeVar
 
 from .books import KEPT_CRAWLS, CrawlBooks
+
+K = TypeVar("K")
 
 #: A URL rule of a host, ``(host, rule name)``, and its ``(successes, failures)``.
 RuleName = tuple[str, str]
@@ -28,6 +32,13 @@ class UrlRuleCounts(ABC):
     @abstractmethod
     def read(self) -> dict[RuleName, RuleCount]:
         """Every rule with its ``(successes, failures)``."""
+
+    @abstractmethod
+    def read_changed(self, mark: int | None) -> tuple[dict[RuleName, RuleCount], int]:
+        """The rules added to since ``mark`` (by any process, this one's included) with their counts, every
+        rule for ``None``; and the mark to ask from next time. A crawl process takes what the others counted
+        every few seconds: reading every rule of a broad crawl's hundred thousand hosts each time would
+        make each read longer than the last."""
 
 
 class GroupBudgets(ABC):
@@ -49,14 +60,11 @@ class SelectorRecords(ABC):
         """Every selector kept, name -> JSON (read by :meth:`~scrapy_neardup.engine.learned.Selector.from_json`,
         which checks each field: store data is never trusted)."""
 
+    @abstractmethod
     def read_changed(self, mark: int | None) -> tuple[dict[str, str], int]:
-        """The selectors saved by other processes since ``mark`` (every one kept for ``None``), and the mark
-        to ask from next time: a crawl reads what the processes sharing its store learned without reading
-        every selector again (a broad crawl's store holds tens of thousands). A backend one process has to
-        itself (in this process; a file under its lock) has nothing to tell after the first read."""
-        if mark is None:
-            return self.read(), 0
-        return {}, mark
+        """The selectors saved since ``mark`` (by any process, this one's included), every one kept for
+        ``None``; and the mark to ask from next time: a crawl reads what the processes sharing its store
+        learned without reading every selector again (a broad crawl's store holds tens of thousands)."""
 
 
 class BookShelf(ABC):
@@ -69,6 +77,40 @@ class BookShelf(ABC):
         """The books kept, oldest first (a record that does not read as books is passed over)."""
 
 
+class ChangeLog(Generic[K]):
+    """Which records a backend that one process has to itself changed since a mark (the in-process parts, a
+    SQLite file under its lock): every change numbered, each record's last number kept, and the records in
+    the order of their last change (made again when stale entries are as many as live ones), so that a read
+    since a mark costs what changed since, not every record."""
+
+    def __init__(self) -> None:
+        self.number = 0
+        self._last: dict[K, int] = {}
+        self._numbers: list[int] = []
+        self._names: list[K] = []
+
+    def changed(self, names: Iterable[K]) -> None:
+        self.number += 1
+        for name in names:
+            self._last[name] = self.number
+            self._numbers.append(self.number)
+            self._names.append(name)
+        if len(self._names) > 2 * len(self._last) + 1024:
+            order = sorted(self._last.items(), key=lambda item: item[1])
+            self._names = [name for name, _ in order]
+            self._numbers = [number for _, number in order]
+
+    def since(self, mark: int) -> list[K]:
+        """The records changed after ``mark``, each once."""
+        start = bisect_right(self._numbers, mark)
+        return list(dict.fromkeys(name for name in self._names[start:] if self._last.get(name, 0) > mark))
+
+    def clear(self) -> None:
+        self._last.clear()
+        self._numbers.clear()
+        self._names.clear()
+
+
 def read_books(records: list[str] | list[bytes]) -> list[CrawlBooks]:
     """Stored JSON records as books, oldest first by start time."""
     books = [CrawlBooks.from_json(record) for record in records]
@@ -78,14 +120,21 @@ def read_books(records: list[str] | list[bytes]) -> list[CrawlBooks]:
 class InProcessRuleCounts(UrlRuleCounts):
     def __init__(self) -> None:
         self._counts: dict[RuleName, RuleCount] = {}
+        self._log: ChangeLog[RuleName] = ChangeLog()
 
     def add(self, counts: Mapping[RuleName, RuleCount]) -> None:
         for name, (successes, failures) in counts.items():
             old = self._counts.get(name, (0, 0))
             self._counts[name] = (old[0] + successes, old[1] + failures)
+        self._log.changed(counts)
 
     def read(self) -> dict[RuleName, RuleCount]:
         return dict(self._counts)
+
+    def read_changed(self, mark: int | None) -> tuple[dict[RuleName, RuleCount], int]:
+        if mark is None:
+            return self.read(), self._log.number
+        return {name: self._counts[name] for name in self._log.since(mark)}, self._log.number
 
 
 class InProcessBudgets(GroupBudgets):
@@ -105,12 +154,19 @@ class InProcessBudgets(GroupBudgets):
 class InProcessSelectors(SelectorRecords):
     def __init__(self) -> None:
         self._records: dict[str, str] = {}
+        self._log: ChangeLog[str] = ChangeLog()
 
     def save(self, records: Mapping[str, str]) -> None:
         self._records.update(records)
+        self._log.changed(records)
 
     def read(self) -> dict[str, str]:
         return dict(self._records)
+
+    def read_changed(self, mark: int | None) -> tuple[dict[str, str], int]:
+        if mark is None:
+            return self.read(), self._log.number
+        return {name: self._records[name] for name in self._log.since(mark)}, self._log.number
 
 
 class InProcessBooks(BookShelf):

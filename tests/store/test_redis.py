@@ -386,9 +386,9 @@ def test_a_filing_overtaken_by_a_near_duplicate_filed_since_its_lookup_is_stale_
         other.close()
 
 
-def _selectors_shared(one: RedisStore, two: RedisStore) -> None:
-    """What one process saves, another reads as changed since its mark, once; a store cleared and saved to
-    again is read whole."""
+def _parts_shared(one: RedisStore, two: RedisStore) -> None:
+    """What one process saves (selectors) or adds (URL rules' counts), another reads as changed since its
+    mark, once; a store cleared and written to again is read whole."""
     one.selectors.save({"a.com\t1f": '{"v": 1}'})
     first, mark = two.selectors.read_changed(None)
     assert first == {"a.com\t1f": '{"v": 1}'} and mark == 1
@@ -399,12 +399,23 @@ def _selectors_shared(one: RedisStore, two: RedisStore) -> None:
     assert mark == 3 and two.selectors.read_changed(mark) == ({}, 3)
     two.selectors.save({"c.net\t3d": '{"v": 4}'})
     assert one.selectors.read_changed(3) == ({"c.net\t3d": '{"v": 4}'}, 4)
+    # The URL rules' counts alike: what each process added, read by the other with its totals.
+    one.rules.add({("a.com", "param:utm_source"): (3, 0)})
+    counts, mark = two.rules.read_changed(None)
+    assert counts == {("a.com", "param:utm_source"): (3, 0)}
+    two.rules.add({("a.com", "param:utm_source"): (1, 1), ("b.org", "prefix:amp"): (0, 0)})
+    one.rules.add({("c.net", "www"): (2, 0)})
+    changed, later = one.rules.read_changed(mark)
+    assert changed == {("a.com", "param:utm_source"): (4, 1), ("b.org", "prefix:amp"): (0, 0), ("c.net", "www"): (2, 0)}
+    assert later == mark + 2 and two.rules.read_changed(later) == ({}, later)
     one.clear()
     one.selectors.save({"d.io\t4c": '{"v": 5}'})
     assert two.selectors.read_changed(4) == ({"d.io\t4c": '{"v": 5}'}, 1)  # numbered anew: read whole
+    one.rules.add({("d.io", "slash"): (1, 0)})
+    assert two.rules.read_changed(later) == ({("d.io", "slash"): (1, 0)}, 1)
 
 
-def test_selectors_saved_by_one_process_are_read_by_another_as_changed(tmp_path, redis_kind):
+def test_selectors_and_rule_counts_saved_by_one_process_are_read_by_another_as_changed(tmp_path, redis_kind):
     """On each server kind of the matrix (the script is sent whole: a server that lost its script cache needs
     nothing)."""
     from helpers.stores import shared_redis
@@ -415,20 +426,21 @@ def test_selectors_saved_by_one_process_are_read_by_another_as_changed(tmp_path,
     for store in (one, two):
         store.open({"format_version": 1, "algorithm": "minhash"})
     try:
-        _selectors_shared(one, two)
+        _parts_shared(one, two)
     finally:
         one.close()
         two.close()
 
 
-def test_selectors_changed_on_a_redis_cluster(shared_cluster):
-    """The selectors and their numbering live in the prefix's slot: the script that saves them runs there."""
+def test_selectors_and_rule_counts_changed_on_a_redis_cluster(shared_cluster):
+    """The selectors, the rules' counts and their numbering live in the prefix's slot: the scripts that write
+    them run there."""
     prefix = f"sel:{{{uuid.uuid4().hex}}}"
     one, two = RedisStore(shared_cluster.url, prefix=prefix), RedisStore(shared_cluster.url, prefix=prefix)
     for store in (one, two):
         store.open({"format_version": 1, "algorithm": "minhash"})
     try:
-        _selectors_shared(one, two)
+        _parts_shared(one, two)
     finally:
         one.close()
         two.close()

@@ -216,3 +216,69 @@ def test_hand_written_rules_are_used_at_once_and_retired_on_a_host_at_their_firs
     book.record("https://a.example/y?ref=2", UrlRule("param", "ref"), False)
     assert book.rewrites("https://a.example/x?ref=1") == []
     assert book.listing() == []  # listed apart, not among the learned rules
+
+
+def test_the_counts_kept_in_place_give_what_a_book_made_from_all_counts_gives():
+    """The pooled counts, the hosts a rule is confident on and the candidate hosts are kept as each count
+    changes (a trial, another process's counts merged since the last read): the same rules are used on every
+    host as in a book that merged every count at once."""
+    import random
+
+    rng = random.Random(7)
+    rules = [UrlRule("param", "utm_source"), UrlRule("prefix", "amp"), UrlRule("param", "sid")]
+    hosts = [f"h{i}.com" for i in range(12)]
+    store = MemoryStore()
+    kept = Learner(RuleBook(min_support=6, min_confidence=0.85, prior_hosts=2, prior_support=2), store.rules, {}.get)
+    other = RuleBook(min_support=6, min_confidence=0.85, prior_hosts=2, prior_support=2)
+    for step in range(3000):
+        # Hosts met ever more rarely: the last ones have a few trials, where a rule is used by its prior.
+        host, rule = hosts[min(int(rng.expovariate(0.3)), len(hosts) - 1)], rng.choice(rules)
+        book = kept.book if step % 3 else other  # another process counts a third of the trials
+        odds = 0.5 if host in ("h2.com", "h5.com") else 0.998 if rule.kind == "param" else 0.8
+        book.record(f"https://{host}/{step}?x=1", rule, rng.random() < odds)
+        if step % 50 == 0:
+            store.rules.add(other.pending())
+            kept.sync()
+    for i in range(2):  # a host met twice: its rule is used by the prior the other hosts lend it
+        other.record(f"https://few.com/{i}?utm_source=x", rules[0], True)
+    hosts.append("few.com")
+    store.rules.add(other.pending())
+    kept.sync()
+    whole = RuleBook(min_support=6, min_confidence=0.85, prior_hosts=2, prior_support=2)
+    whole.merge(store.rules.read())
+    assert {h: kept.book.counts[h] for h in hosts} == {h: whole.counts[h] for h in hosts}
+    assert [kept.book.confident(h) for h in hosts] == [whole.confident(h) for h in hosts]
+    assert any(whole.confident(h) for h in hosts) and not all(whole.confident(h) for h in hosts)
+    assert kept.book.candidates == whole.candidates
+    pooled = {r: (p.hosts, p.successes, p.failures) for r, p in kept.book._pooled.items()}
+    assert pooled == {r: (p.hosts, p.successes, p.failures) for r, p in whole._pooled.items()}
+    assert any(not whole._own(whole.counts[h][r]) for h in hosts for r in whole.confident(h))  # by a prior
+    assert {h for h in hosts if whole.confident(h)} <= whole.candidates
+
+
+def test_a_sync_reads_what_changed_since_the_last_not_every_count():
+    """A broad crawl counts rules on a hundred thousand hosts: a sync (every 200 pages) takes only the counts
+    added since the last one, so its cost does not grow with the crawl."""
+    from scrapy_neardup.store.parts import InProcessRuleCounts
+
+    class Shared(InProcessRuleCounts):
+        def __init__(self):
+            super().__init__()
+            self.sizes = []
+
+        def read_changed(self, mark):
+            counts, after = super().read_changed(mark)
+            self.sizes.append((mark is None, len(counts)))
+            return counts, after
+
+    shared = Shared()
+    shared.add({(f"h{i}.com", "param:utm_source"): (3, 0) for i in range(5000)})
+    learner = Learner(RuleBook(), shared, {}.get)
+    assert shared.sizes == [(True, 5000)]
+    for i in range(10):
+        learner.book.record(f"https://h{i}.com/a?utm_source=x", UrlRule("param", "utm_source"), True)
+    learner.sync()
+    assert shared.sizes[-1] == (False, 10)
+    assert learner.book.counts["h3.com"][UrlRule("param", "utm_source")] == RuleCount(4, 0)
+    learner.sync()
+    assert shared.sizes[-1] == (False, 0)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..books import KEPT_CRAWLS, CrawlBooks
 from ..parts import BookShelf, GroupBudgets, RuleCount, RuleName, SelectorRecords, UrlRuleCounts, read_books
-from .scripts import ADMIT, SAVE_SELECTORS
+from .scripts import ADD_RULE_COUNTS, ADMIT, SAVE_SELECTORS
 
 if TYPE_CHECKING:
     from .client import RedisConnection
@@ -16,7 +16,10 @@ if TYPE_CHECKING:
 
 class RedisRuleCounts(UrlRuleCounts):
     """One hash, ``P:urlrules``: a field ``host<TAB>rule<TAB>+`` (successes) and ``...-`` (failures) a rule,
-    added to with HINCRBY, so that processes add their counts without reading them first."""
+    added to with HINCRBY, so that processes add their counts without reading them first; and a sorted set,
+    ``P:urlrules_changed``: each rule scored by the number of the add that changed it last (adds numbered by
+    the script that makes them: :data:`.scripts.ADD_RULE_COUNTS`), which is what a process reads what the
+    others counted from (:meth:`read_changed`)."""
 
     def __init__(self, connection: RedisConnection) -> None:
         self.connection = connection
@@ -25,20 +28,13 @@ class RedisRuleCounts(UrlRuleCounts):
         if not counts:
             return
         connection = self.connection
-        key = connection.key_of("urlrules")
-
-        def add() -> None:
-            pipe = connection.client.pipeline(transaction=False)
-            for (host, rule), (successes, failures) in counts.items():
-                if successes:
-                    pipe.hincrby(key, f"{host}\t{rule}\t+", successes)
-                if failures:
-                    pipe.hincrby(key, f"{host}\t{rule}\t-", failures)
-                if not successes and not failures:
-                    pipe.hincrby(key, f"{host}\t{rule}\t+", 0)
-            pipe.execute()
-
-        connection.call(add)
+        keys = (connection.key_of("urlrules"), connection.key_of("urlrules_changed"))
+        values = [
+            part
+            for (host, rule), (successes, failures) in counts.items()
+            for part in (f"{host}\t{rule}", successes, failures)
+        ]
+        connection.call(connection.client.eval, ADD_RULE_COUNTS, 2, *keys, *values)
 
     def read(self) -> dict[RuleName, RuleCount]:
         connection = self.connection
@@ -53,6 +49,32 @@ class RedisRuleCounts(UrlRuleCounts):
             successes, failures = out.get((host, rule), (0, 0))
             out[(host, rule)] = (successes + number, failures) if sign == "+" else (successes, failures + number)
         return out
+
+    def read_changed(self, mark: int | None) -> tuple[dict[RuleName, RuleCount], int]:
+        connection = self.connection
+        changed = connection.key_of("urlrules_changed")
+        top = connection.call(connection.client.zrevrange, changed, 0, 0, withscores=True)
+        last = int(top[0][1]) if top else 0
+        if mark is None or last < mark:  # the first read; or the store was cleared since: read it all again
+            return self.read(), last  # read after the number: an add between the two is read twice, not missed
+        if last == mark:
+            return {}, mark
+        names = [
+            name
+            for name, _ in connection.call(connection.client.zrangebyscore, changed, f"({mark}", last, withscores=True)
+        ]
+        if not names:
+            return {}, last
+        fields = [field for name in names for field in (name + b"\t+", name + b"\t-")]
+        values = connection.call(connection.client.hmget, connection.key_of("urlrules"), fields)
+        out: dict[RuleName, RuleCount] = {}
+        for name, successes, failures in zip(names, values[0::2], values[1::2]):
+            try:
+                host, rule = name.decode().split("\t")
+                out[(host, rule)] = (int(successes or 0), int(failures or 0))
+            except ValueError:  # not a member of ours: passed over
+                continue
+        return out, last
 
 
 class RedisBudgets(GroupBudgets):

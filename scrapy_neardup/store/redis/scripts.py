@@ -88,6 +88,8 @@ WRITE_META = lua_script("write_meta")
 ADMIT = lua_script("admit")
 # KEYS[1]: P:selectors, KEYS[2]: P:selectors_changed. ARGV: name, JSON, ... Run with EVAL, as ADMIT.
 SAVE_SELECTORS = lua_script("save_selectors")
+# KEYS[1]: P:urlrules, KEYS[2]: P:urlrules_changed. ARGV: host<TAB>rule, successes, failures, ... Run with EVAL.
+ADD_RULE_COUNTS = lua_script("add_rule_counts")
 
 
 def _for_groups(body: str) -> str:

@@ -27,6 +27,20 @@ from .parts import RedisBooks, RedisBudgets, RedisRuleCounts, RedisSelectors
 
 logger = logging.getLogger("scrapy_neardup.store.redis")
 
+#: The store's own keys beside its groups' (``P:name``), all deleted by :meth:`RedisStore.clear`.
+OWN_KEYS = (
+    "meta",
+    "seq",
+    "count",
+    "flight",
+    "urlrules",
+    "urlrules_changed",
+    "crawls",
+    "budget",
+    "selectors",
+    "selectors_changed",
+)
+
 
 class RedisStore(RedisIndex):
     """A store on a Redis server (``redis://``, ``rediss://`` for TLS, ``unix://``) or a Redis Cluster
@@ -59,8 +73,7 @@ class RedisStore(RedisIndex):
         return self.call(lambda: list(self.client.scan_iter(match=self.layout.pattern, count=10_000)))
 
     def clear(self) -> None:
-        names = ("meta", "seq", "count", "flight", "urlrules", "crawls", "budget", "selectors", "selectors_changed")
-        own = [self.key_of(n) for n in names]
+        own = [self.key_of(n) for n in OWN_KEYS]
         keys = self._group_keys()
         self.call(self.client.delete, *own)
         for i in range(0, len(keys), self._BATCH):  # a key a command: a cluster refuses a DEL across slots

@@ -7,7 +7,16 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ..books import KEPT_CRAWLS, CrawlBooks
-from ..parts import BookShelf, GroupBudgets, RuleCount, RuleName, SelectorRecords, UrlRuleCounts, read_books
+from ..parts import (
+    BookShelf,
+    ChangeLog,
+    GroupBudgets,
+    RuleCount,
+    RuleName,
+    SelectorRecords,
+    UrlRuleCounts,
+    read_books,
+)
 from .file import translated, translated_read
 
 if TYPE_CHECKING:
@@ -15,10 +24,12 @@ if TYPE_CHECKING:
 
 
 class SqliteRuleCounts(UrlRuleCounts):
-    """Table ``url_rules``: a row a rule, its counts added to in place, committed at once."""
+    """Table ``url_rules``: a row a rule, its counts added to in place, committed at once; what changed since
+    a mark known from the changes made through this object (the file has one process, under its lock)."""
 
     def __init__(self, file: SqliteFile) -> None:
         self.file = file
+        self.log: ChangeLog[RuleName] = ChangeLog()
 
     @translated
     def add(self, counts: Mapping[RuleName, RuleCount]) -> None:
@@ -29,11 +40,25 @@ class SqliteRuleCounts(UrlRuleCounts):
             [(host, rule, successes, failures) for (host, rule), (successes, failures) in counts.items()],
         )
         self.file.flush()
+        self.log.changed(counts)
 
     @translated_read
     def read(self) -> dict[RuleName, RuleCount]:
         rows = self.file.db.execute("SELECT host, rule, successes, failures FROM url_rules").fetchall()
         return {(host, rule): (successes, failures) for host, rule, successes, failures in rows}
+
+    @translated_read
+    def read_changed(self, mark: int | None) -> tuple[dict[RuleName, RuleCount], int]:
+        if mark is None:
+            return self.read(), self.log.number
+        out: dict[RuleName, RuleCount] = {}
+        for host, rule in self.log.since(mark):
+            row = self.file.db.execute(
+                "SELECT successes, failures FROM url_rules WHERE host = ? AND rule = ?", (host, rule)
+            ).fetchone()
+            if row is not None:
+                out[(host, rule)] = (row[0], row[1])
+        return out, self.log.number
 
 
 class SqliteBudgets(GroupBudgets):
@@ -55,10 +80,12 @@ class SqliteBudgets(GroupBudgets):
 
 
 class SqliteSelectors(SelectorRecords):
-    """Table ``selectors``: a row a template, its selector's JSON."""
+    """Table ``selectors``: a row a template, its selector's JSON; what changed since a mark known as the
+    URL rules' counts know it."""
 
     def __init__(self, file: SqliteFile) -> None:
         self.file = file
+        self.log: ChangeLog[str] = ChangeLog()
 
     @translated
     def save(self, records: Mapping[str, str]) -> None:
@@ -68,10 +95,22 @@ class SqliteSelectors(SelectorRecords):
             list(records.items()),
         )
         self.file.batched()
+        self.log.changed(records)
 
     @translated_read
     def read(self) -> dict[str, str]:
         return dict(self.file.db.execute("SELECT name, record FROM selectors").fetchall())
+
+    @translated_read
+    def read_changed(self, mark: int | None) -> tuple[dict[str, str], int]:
+        if mark is None:
+            return self.read(), self.log.number
+        out: dict[str, str] = {}
+        for name in self.log.since(mark):
+            row = self.file.db.execute("SELECT record FROM selectors WHERE name = ?", (name,)).fetchone()
+            if row is not None:
+                out[name] = row[0]
+        return out, self.log.number
 
 
 class SqliteBooks(BookShelf):

@@ -93,9 +93,10 @@ class SqliteStore(SqliteFile):
         self._staged = LevelIndex(key_bits=32)
         self._staged_docs = 0
         self._merging: _Merge | None = None
-        self.rules = SqliteRuleCounts(self)
+        self.rules = rules = SqliteRuleCounts(self)
         self.budgets = SqliteBudgets(self)
-        self.selectors = SqliteSelectors(self)
+        self.selectors = selectors = SqliteSelectors(self)
+        self._change_logs = (rules.log, selectors.log)
         self.books = SqliteBooks(self)
 
     # -- meta --------------------------------------------------------------------------------------
@@ -105,6 +106,8 @@ class SqliteStore(SqliteFile):
         self.db.execute("DELETE FROM selectors")
         self.db.execute("DELETE FROM crawls")
         self.db.execute("DELETE FROM url_rules")
+        for log in self._change_logs:
+            log.clear()
         self.db.execute("DELETE FROM buckets")
         self.db.execute("DELETE FROM staged")
         self._reset_staged()
