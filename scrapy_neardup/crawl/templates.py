@@ -147,9 +147,9 @@ class LearnedTemplates:
             record = Selector.from_json(text)
             self._foreign.discard(name)
             self._unreadable.discard(name)
-            if record is None:
+            if record is None:  # a record of another version of the learner is foreign, not broken
                 kind = self._foreign if Selector.format_of(text) not in (None, LEARNER_VERSION) else self._unreadable
-                kind.add(name)  # of another version of the learner: foreign, not broken
+                kind.add(name)
             elif record.extractor != self.learner.extractor:
                 self._foreign.add(name)
             else:

@@ -77,14 +77,19 @@ class BookShelf(ABC):
         """The books kept, oldest first (a record that does not read as books is passed over)."""
 
 
+#: Records a :class:`ChangeLog` remembers the last change of (the least recently changed forgotten first).
+MAX_LOGGED = 1 << 16
+
+
 class ChangeLog(Generic[K]):
     """Which records a backend that one process has to itself changed since a mark (the in-process parts, a
-    SQLite file under its lock): every change numbered, each record's last number kept, and the records in
-    the order of their last change (made again when stale entries are as many as live ones), so that a read
-    since a mark costs what changed since, not every record."""
+    SQLite file under its lock): every change numbered, and the last ``MAX_LOGGED`` records changed with the
+    number of their last change, in that order, so that a read since a mark costs what changed since, not
+    every record. A mark older than what is remembered is answered ``None``: read everything."""
 
     def __init__(self) -> None:
         self.number = 0
+        self._forgotten = 0  # changes numbered up to this one may be forgotten
         self._last: dict[K, int] = {}
         self._numbers: list[int] = []
         self._names: list[K] = []
@@ -95,17 +100,24 @@ class ChangeLog(Generic[K]):
             self._last[name] = self.number
             self._numbers.append(self.number)
             self._names.append(name)
-        if len(self._names) > 2 * len(self._last) + 1024:
+        if len(self._names) > 2 * MAX_LOGGED:
             order = sorted(self._last.items(), key=lambda item: item[1])
+            if len(order) > MAX_LOGGED:
+                self._forgotten = order[-MAX_LOGGED - 1][1]
+                order = order[-MAX_LOGGED:]
+            self._last = dict(order)
             self._names = [name for name, _ in order]
             self._numbers = [number for _, number in order]
 
-    def since(self, mark: int) -> list[K]:
-        """The records changed after ``mark``, each once."""
+    def since(self, mark: int) -> list[K] | None:
+        """The records changed after ``mark``, each once; ``None`` when some may be forgotten."""
+        if mark < self._forgotten:
+            return None
         start = bisect_right(self._numbers, mark)
         return list(dict.fromkeys(name for name in self._names[start:] if self._last.get(name, 0) > mark))
 
     def clear(self) -> None:
+        self._forgotten = self.number
         self._last.clear()
         self._numbers.clear()
         self._names.clear()
@@ -132,9 +144,10 @@ class InProcessRuleCounts(UrlRuleCounts):
         return dict(self._counts)
 
     def read_changed(self, mark: int | None) -> tuple[dict[RuleName, RuleCount], int]:
-        if mark is None:
+        names = None if mark is None else self._log.since(mark)
+        if names is None:
             return self.read(), self._log.number
-        return {name: self._counts[name] for name in self._log.since(mark)}, self._log.number
+        return {name: self._counts[name] for name in names}, self._log.number
 
 
 class InProcessBudgets(GroupBudgets):
@@ -164,9 +177,10 @@ class InProcessSelectors(SelectorRecords):
         return dict(self._records)
 
     def read_changed(self, mark: int | None) -> tuple[dict[str, str], int]:
-        if mark is None:
+        names = None if mark is None else self._log.since(mark)
+        if names is None:
             return self.read(), self._log.number
-        return {name: self._records[name] for name in self._log.since(mark)}, self._log.number
+        return {name: self._records[name] for name in names}, self._log.number
 
 
 class InProcessBooks(BookShelf):

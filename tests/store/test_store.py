@@ -134,6 +134,28 @@ def test_url_rule_counts_are_read_whole_first_then_those_added_to_since(store):
     assert store.rules.read_changed(last)[0] == {("c.net", "param:p6"): (428, 1)}
 
 
+def test_a_change_log_answers_what_changed_since_a_mark_and_none_past_what_it_remembers(monkeypatch):
+    """The log behind the in-process parts and a SQLite file's: what changed after a mark, each record once;
+    ``None`` (read everything) for a mark older than the changes it still remembers, or from before a clear."""
+    from scrapy_neardup.store import parts
+
+    monkeypatch.setattr(parts, "MAX_LOGGED", 8)
+    log = parts.ChangeLog()
+    log.changed(["a", "b"])
+    first = log.number
+    log.changed(["b", "c"])
+    assert log.since(0) == ["a", "b", "c"] and log.since(first) == ["b", "c"] and log.since(log.number) == []
+    for i in range(30):  # past twice what it remembers: the least recently changed are forgotten
+        log.changed([f"r{i % 12}"])
+    assert log.since(first) is None
+    recent = log.number - 5
+    assert log.since(recent) == [f"r{i % 12}" for i in range(25, 30)]
+    log.clear()
+    assert log.since(recent) is None and log.since(log.number) == []
+    log.changed(["z"])
+    assert log.since(log.number - 1) == ["z"]
+
+
 @pytest.mark.parametrize("store_kind", PERSISTENT_BACKENDS)
 def test_url_rule_counts_outlive_the_process(store_kind, tmp_path):
     s = make_store(store_kind, tmp_path)

@@ -55,7 +55,7 @@ class RedisRuleCounts(UrlRuleCounts):
         changed = connection.key_of("urlrules_changed")
         top = connection.call(connection.client.zrevrange, changed, 0, 0, withscores=True)
         last = int(top[0][1]) if top else 0
-        if mark is None or last < mark:  # the first read; or the store was cleared since: read it all again
+        if mark is None or last < mark:  # the first read; or numbered anew (the store cleared): read it all
             return self.read(), last  # read after the number: an add between the two is read twice, not missed
         if last == mark:
             return {}, mark
@@ -117,7 +117,7 @@ class RedisSelectors(SelectorRecords):
         changed = connection.key_of("selectors_changed")
         top = connection.call(connection.client.zrevrange, changed, 0, 0, withscores=True)
         last = int(top[0][1]) if top else 0
-        if mark is None or last < mark:  # the first read; or the store was cleared since: read it all again
+        if mark is None or last < mark:  # the first read; or numbered anew (the store cleared): read it all
             return self.read(), last  # read after the number: a save between the two is read twice, not missed
         if last == mark:
             return {}, mark

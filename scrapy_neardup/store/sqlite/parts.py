@@ -49,10 +49,11 @@ class SqliteRuleCounts(UrlRuleCounts):
 
     @translated_read
     def read_changed(self, mark: int | None) -> tuple[dict[RuleName, RuleCount], int]:
-        if mark is None:
+        names = None if mark is None else self.log.since(mark)
+        if names is None:
             return self.read(), self.log.number
         out: dict[RuleName, RuleCount] = {}
-        for host, rule in self.log.since(mark):
+        for host, rule in names:
             row = self.file.db.execute(
                 "SELECT successes, failures FROM url_rules WHERE host = ? AND rule = ?", (host, rule)
             ).fetchone()
@@ -103,10 +104,11 @@ class SqliteSelectors(SelectorRecords):
 
     @translated_read
     def read_changed(self, mark: int | None) -> tuple[dict[str, str], int]:
-        if mark is None:
+        names = None if mark is None else self.log.since(mark)
+        if names is None:
             return self.read(), self.log.number
         out: dict[str, str] = {}
-        for name in self.log.since(mark):
+        for name in names:
             row = self.file.db.execute("SELECT record FROM selectors WHERE name = ?", (name,)).fetchone()
             if row is not None:
                 out[name] = row[0]
