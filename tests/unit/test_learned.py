@@ -167,6 +167,35 @@ def test_a_retirement_after_long_service_is_forgiven_and_still_reaches_every_pro
         assert change == ("unstable" if round_ == learned.MAX_RETIREMENTS else "retired")
 
 
+def test_short_lived_selectors_between_long_lived_ones_do_not_add_up_three_in_a_row_do():
+    """Over a long crawl a template's selector may be retired early now and then (a page trafilatura reads
+    otherwise, checked early): a selector that then holds for ``FORGIVEN_AFTER`` pages shows the template can be
+    learned and forgives the retirements before it. Only ``MAX_RETIREMENTS`` short-lived ones in a row leave
+    the template to trafilatura."""
+    learner, key = learnt()
+    seed = iter(range(100, 1000))
+
+    def relearn():
+        for _ in range(3):
+            learner.observe("site.test", key, "", taught(templated_page(0, next(seed))))
+        assert learner.active("site.test", key)
+
+    for _ in range(4):  # short, short, long: never three short-lived in a row
+        for served in (0, 1, learned.FORGIVEN_AFTER):
+            for _ in range(served):
+                learner.observe("site.test", key, "replayed", None)
+            assert learner.observe("site.test", key, "disagreed", None) == "retired"
+            relearn()
+    record = learner.selectors()[0]
+    assert record.retired == record.forgiven == 12
+    changes = []
+    for _ in range(learned.MAX_RETIREMENTS):
+        changes.append(learner.observe("site.test", key, "disagreed", None))
+        if changes[-1] == "retired":
+            relearn()
+    assert changes == ["retired"] * (learned.MAX_RETIREMENTS - 1) + ["unstable"]
+
+
 def test_a_check_retires_on_a_replay_far_off_or_when_the_mean_miss_passes_the_bound():
     bound = learned.AGREEMENT  # a replay may miss epsilon = 0.05 of trafilatura's word pairs
     learner, key = learnt()

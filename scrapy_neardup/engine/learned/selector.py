@@ -60,14 +60,16 @@ class Selector:
         return self.state == "active"
 
     def retire(self) -> Selector:
-        """This selector retired: ``unstable`` when :data:`MAX_RETIREMENTS` of its template's retirements
-        were not forgiven. A selector that served :data:`FORGIVEN_AFTER` pages before it was retired held
+        """This selector retired: ``unstable`` when its template's last :data:`MAX_RETIREMENTS` selectors
+        were each retired before they served :data:`FORGIVEN_AFTER` pages. One that served that many held
         its template through many checks: what retired it was a page it misreads (checks are picked by URL,
         so each crawl checks that page again) or a change of the template, and learning it again is worth
-        its price. One retired sooner was never sound for long, and three such leave the template to
+        its price; it also shows the template can be learned, so the retirements before it are forgiven
+        with its own (over a long crawl, short-lived selectors between long-lived ones would otherwise add
+        up). One retired sooner was never sound for long, and three such in a row leave the template to
         trafilatura."""
         retired = self.retired + 1
-        forgiven = self.forgiven + (self.served >= FORGIVEN_AFTER)
+        forgiven = retired if self.served >= FORGIVEN_AFTER else self.forgiven
         state = "unstable" if retired - forgiven >= MAX_RETIREMENTS else "retired"
         return replace(self, state=state, retired=retired, forgiven=forgiven)
 
