@@ -243,7 +243,7 @@ class TemplateLearner:
 class _Host:
     """What the learner remembers of a host: the pre-keys of its pages, its templates met (key -> pages), those
     met often enough to teach, and the lessons gathered for those without a selector. A broad crawl meets
-    most of its hosts on a few pages: a host holds only what it met (a few hundred bytes for those)."""
+    most of its hosts on a few pages: a host holds only what it met, its containers made when first needed."""
 
     prekeys: set[int] = field(default_factory=set)
     templates: OrderedDict[int, int] = field(default_factory=OrderedDict)
