@@ -420,23 +420,19 @@ def test_selectors_and_rule_counts_saved_by_one_process_are_read_by_another_as_c
     nothing)."""
     from helpers.stores import shared_redis
 
-    prefix = f"sel:{{{uuid.uuid4().hex}}}"
-    server = shared_redis(tmp_path.parent, redis_kind)
-    one, two = RedisStore(server.url, prefix=prefix), RedisStore(server.url, prefix=prefix)
-    for store in (one, two):
-        store.open({"format_version": 1, "algorithm": "minhash"})
-    try:
-        _parts_shared(one, two)
-    finally:
-        one.close()
-        two.close()
+    _parts_shared_by_two(shared_redis(tmp_path.parent, redis_kind).url)
 
 
 def test_selectors_and_rule_counts_changed_on_a_redis_cluster(shared_cluster):
     """The selectors, the rules' counts and their numbering live in the prefix's slot: the scripts that write
     them run there."""
+    _parts_shared_by_two(shared_cluster.url)
+
+
+def _parts_shared_by_two(url: str) -> None:
+    """:func:`_parts_shared` on two stores (two processes) of one prefix of ``url``."""
     prefix = f"sel:{{{uuid.uuid4().hex}}}"
-    one, two = RedisStore(shared_cluster.url, prefix=prefix), RedisStore(shared_cluster.url, prefix=prefix)
+    one, two = RedisStore(url, prefix=prefix), RedisStore(url, prefix=prefix)
     for store in (one, two):
         store.open({"format_version": 1, "algorithm": "minhash"})
     try:

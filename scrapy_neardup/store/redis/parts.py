@@ -14,6 +14,20 @@ if TYPE_CHECKING:
     from .client import RedisConnection
 
 
+def _changed_since(connection: RedisConnection, changed: str, mark: int | None) -> tuple[list[bytes] | None, int]:
+    """The members of ``changed`` (a sorted set, each member scored by the number of the write that changed it
+    last) written after ``mark``, and the last number; ``None`` for the members when everything is to be read:
+    the first read (no mark), or numbers begun again (the store cleared since)."""
+    top = connection.call(connection.client.zrevrange, changed, 0, 0, withscores=True)
+    last = int(top[0][1]) if top else 0
+    if mark is None or last < mark:
+        return None, last
+    if last == mark:
+        return [], mark
+    members = connection.call(connection.client.zrangebyscore, changed, f"({mark}", last, withscores=True)
+    return [name for name, _ in members], last
+
+
 class RedisRuleCounts(UrlRuleCounts):
     """One hash, ``P:urlrules``: a field ``host<TAB>rule<TAB>+`` (successes) and ``...-`` (failures) a rule,
     added to with HINCRBY, so that processes add their counts without reading them first; and a sorted set,
@@ -52,17 +66,9 @@ class RedisRuleCounts(UrlRuleCounts):
 
     def read_changed(self, mark: int | None) -> tuple[dict[RuleName, RuleCount], int]:
         connection = self.connection
-        changed = connection.key_of("urlrules_changed")
-        top = connection.call(connection.client.zrevrange, changed, 0, 0, withscores=True)
-        last = int(top[0][1]) if top else 0
-        if mark is None or last < mark:  # the first read; or numbered anew (the store cleared): read it all
+        names, last = _changed_since(connection, connection.key_of("urlrules_changed"), mark)
+        if names is None:
             return self.read(), last  # read after the number: an add between the two is read twice, not missed
-        if last == mark:
-            return {}, mark
-        names = [
-            name
-            for name, _ in connection.call(connection.client.zrangebyscore, changed, f"({mark}", last, withscores=True)
-        ]
         if not names:
             return {}, last
         fields = [field for name in names for field in (name + b"\t+", name + b"\t-")]
@@ -114,17 +120,9 @@ class RedisSelectors(SelectorRecords):
 
     def read_changed(self, mark: int | None) -> tuple[dict[str, str], int]:
         connection = self.connection
-        changed = connection.key_of("selectors_changed")
-        top = connection.call(connection.client.zrevrange, changed, 0, 0, withscores=True)
-        last = int(top[0][1]) if top else 0
-        if mark is None or last < mark:  # the first read; or numbered anew (the store cleared): read it all
+        names, last = _changed_since(connection, connection.key_of("selectors_changed"), mark)
+        if names is None:
             return self.read(), last  # read after the number: a save between the two is read twice, not missed
-        if last == mark:
-            return {}, mark
-        names = [
-            name
-            for name, _ in connection.call(connection.client.zrangebyscore, changed, f"({mark}", last, withscores=True)
-        ]
         if not names:
             return {}, last
         values = connection.call(connection.client.hmget, connection.key_of("selectors"), names)
