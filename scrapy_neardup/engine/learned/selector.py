@@ -16,9 +16,10 @@ from .page import KeySet, either_keys
 #: The learned format; a selector of another version is never replayed.
 LEARNER_VERSION = 3
 #: A template's selector is retired for good (``unstable``: trafilatura only) after this many retirements
-#: that were not forgiven (:meth:`Selector.retire`).
+#: in a row that were not forgiven (:meth:`Selector.retire`).
 MAX_RETIREMENTS = 3
-#: Pages a selector served before its retirement for the retirement to be forgiven (:meth:`Selector.retire`).
+#: Pages a selector served before its retirement for the retirement, and those before it, to be forgiven
+#: (:meth:`Selector.retire`).
 FORGIVEN_AFTER = 100
 
 
@@ -33,8 +34,9 @@ class Selector:
     ``retired`` (a verification disagreed: learned again) or ``unstable`` (retired too often: trafilatura
     only). ``served``: pages replayed; ``verified``: replays checked against trafilatura and found to agree;
     ``retired``: how often the template's selector was retired (it only grows: every process takes the
-    record retired most often), ``forgiven``: how many of those retirements came after the selector had
-    served :data:`FORGIVEN_AFTER` pages (they do not count towards ``unstable``). ``checked`` and
+    record retired most often), ``forgiven``: how many of those retirements are forgiven (all of them up to
+    the last of a selector that had served :data:`FORGIVEN_AFTER` pages; they do not count towards
+    ``unstable``). ``checked`` and
     ``missed``: how many pages its replay was compared with trafilatura on (its lessons' own pages, then its
     checks), and the sum of what each missed of trafilatura's word pairs (``1 - agreement``):
     :meth:`after_check` reads them.
