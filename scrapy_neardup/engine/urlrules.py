@@ -381,15 +381,7 @@ class RuleBook:
         candidates: set[str] = set()
         for host, rules in book.items():
             for rule, count in rules.items():
-                pool = pooled.get(rule)
-                if pool is None:
-                    pool = pooled[rule] = _Pool()
-                pool.successes += count.successes
-                pool.failures += count.failures
-                if self._own(count):
-                    pool.hosts.add(host)
-                if count.successes >= self._candidate_from:
-                    candidates.add(host)
+                self._counted(host, rule, count, RuleCount(), pooled, candidates)
         # Whole, each at once: the reactor reads the candidates while a remote store's thread merges.
         self.counts, self._pooled, self.candidates = book, pooled, candidates
 
@@ -407,12 +399,22 @@ class RuleBook:
             count.successes, count.failures = successes + mine[0], failures + mine[1]
             self._counted(host, rule, count, before)
 
-    def _counted(self, host: str, rule: UrlRule, count: RuleCount, before: RuleCount) -> None:
+    def _counted(
+        self,
+        host: str,
+        rule: UrlRule,
+        count: RuleCount,
+        before: RuleCount,
+        pooled: dict[UrlRule, _Pool] | None = None,
+        candidates: set[str] | None = None,
+    ) -> None:
         """``host``'s ``count`` of ``rule`` changed from ``before``: its rule's pooled counts and the
-        candidates follow."""
-        pool = self._pooled.get(rule)
+        candidates follow (this book's, or those :meth:`merge` makes anew)."""
+        pooled = self._pooled if pooled is None else pooled
+        candidates = self.candidates if candidates is None else candidates
+        pool = pooled.get(rule)
         if pool is None:
-            pool = self._pooled[rule] = _Pool()
+            pool = pooled[rule] = _Pool()
         pool.successes += count.successes - before.successes
         pool.failures += count.failures - before.failures
         own = self._own(count)
@@ -422,7 +424,7 @@ class RuleBook:
             else:
                 pool.hosts.discard(host)
         if count.successes >= self._candidate_from:
-            self.candidates.add(host)
+            candidates.add(host)
 
     def pending(self) -> dict[tuple[str, str], tuple[int, int]]:
         """What this book counted since the last call (to add to the store), and forget it."""
