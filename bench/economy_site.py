@@ -355,8 +355,9 @@ def after_500(result: dict, site: Site) -> int:
 
 def delivery(result: dict, site: Site, store_url: str, prefix: str | None = None) -> dict:
     """Articles delivered (by the URL of any of their copies), how many once, and the ones missing: of those,
-    the ones the store holds as a near-duplicate of another article (a dedup verdict on two real pages, not a
-    skip: neardup-dev has such pairs of originals)."""
+    the ones the store holds as a near-duplicate of another page: another article, or a second page, which is
+    another real page (a dedup verdict on two real pages, not a skip: neardup-dev has such pairs of originals,
+    the same agency story on two sites)."""
     counts: dict[int, int] = {}
     for item in result["items"]:
         n = site.article.get(item["url"])
@@ -371,7 +372,8 @@ def delivery(result: dict, site: Site, store_url: str, prefix: str | None = None
     store.open_existing()
     try:
         plain = {n: u for u, n in site.article.items() if site.kind[u] == "article"}
-        judged = [n for n in missing if site.article.get(group_of(store, plain[n]) or "", n) != n]
+        groups = {n: group_of(store, plain[n]) for n in missing}
+        judged = [n for n in missing if groups[n] is not None and site.article.get(groups[n]) != n]
     finally:
         store.close()
     return {
@@ -379,7 +381,7 @@ def delivery(result: dict, site: Site, store_url: str, prefix: str | None = None
         "delivered": len(set(counts) & every),
         "exactly_once": round(sum(1 for n in every if counts.get(n) == 1) / len(every), 4),
         "missing": missing[:20],
-        "missing_as_near_duplicates_of_another_article": judged[:20],
+        "missing_as_near_duplicates_of_another_page": judged[:20],
         "set": sorted(set(counts) & every),
     }
 
