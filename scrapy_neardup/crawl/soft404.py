@@ -21,14 +21,19 @@ listing) with their "not found" page. Those show up as a group of unrelated URLs
 short text (:class:`ShortTextGroups`): from the group's :data:`SHORT_GROUP_URLS`-th unrelated URL on, its
 pages are soft-404 pages too. The first ones were decided before the group showed what it is, and stay
 near-duplicates.
+
+Both are kept per host for the whole crawl, so both are bounded, the least recently met forgotten first: a
+broad crawl meets hosts without end. A host forgotten and met again is probed again; a group forgotten
+counts again from its next page.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 from twisted.internet.defer import Deferred
@@ -55,21 +60,43 @@ SHORT_GROUP_SIMILARITY = 0.9
 #: one "not found" page served twice.
 SHORT_SIMILARITY = 0.8
 
-#: What a probe brings back: the prepared answer and the URL it answered, or ``None`` (no soft-404 answer).
-Answer = tuple["Prepared", str] | None
+#: Hosts whose probe's outcome is remembered, and short-text groups counted (the least recently met forgotten
+#: first). About 200 bytes a host without a soft-404 answer and 1 KB one with (MinHash-128).
+MAX_PROBED_HOSTS = 100_000
+MAX_SHORT_GROUPS = 100_000
 
 
-def soft404_similarity(detector: Detector, page: Prepared, url: str, answer: Prepared, answered: str) -> float | None:
-    """How alike a page at ``url`` is to its host's answer for ``answered`` (a URL that cannot exist), when
-    they are alike enough to be one "not found" page; else ``None``. Two fingerprinted texts are compared by
-    their fingerprints at the detector's threshold, two short ones by :func:`short_text_similarity`; a short
-    text and a long one are not one page."""
+class HostAnswer(NamedTuple):
+    """A host's soft-404 answer, as much of it as pages are compared with: the URL that was asked (one that
+    cannot exist), and the answer's fingerprint signature, or its short text when it was too short to
+    fingerprint. A tuple of plain values, which the garbage collector stops tracking: a crawl keeps one for
+    every soft-404 host it met (up to :data:`MAX_PROBED_HOSTS`)."""
+
+    url: str
+    signature: bytes | None
+    short_text: str
+
+    @classmethod
+    def of(cls, prepared: Prepared, url: str) -> HostAnswer:
+        signature = None if prepared.fingerprint is None else prepared.fingerprint.signature
+        return cls(url, signature, prepared.short_text if signature is None else "")
+
+
+#: What a probe brings back: the host's answer, or ``None`` (no soft-404 answer).
+Answer = HostAnswer | None
+
+
+def soft404_similarity(detector: Detector, page: Prepared, url: str, answer: HostAnswer) -> float | None:
+    """How alike a page at ``url`` is to its host's answer (to a URL that cannot exist), when they are alike
+    enough to be one "not found" page; else ``None``. Two fingerprinted texts are compared by their
+    fingerprints at the detector's threshold, two short ones by :func:`short_text_similarity`; a short text and
+    a long one are not one page."""
     from ..engine.text import short_text_similarity
 
-    if page.fingerprint is not None and answer.fingerprint is not None:
-        return detector.matches(page.fingerprint.signature, answer.fingerprint.signature)
-    if page.fingerprint is None and answer.fingerprint is None and page.short_text and answer.short_text:
-        similarity = short_text_similarity(page.short_text, url, answer.short_text, answered)
+    if page.fingerprint is not None and answer.signature is not None:
+        return detector.matches(page.fingerprint.signature, answer.signature)
+    if page.fingerprint is None and answer.signature is None and page.short_text and answer.short_text:
+        similarity = short_text_similarity(page.short_text, url, answer.short_text, answer.url)
         return similarity if similarity >= SHORT_SIMILARITY else None
     return None
 
@@ -84,11 +111,18 @@ def probe_url(url: str) -> str:
 
 class HostAnswers:
     """Each host's soft-404 answer, probed once per host (``netloc``) on first need; the pages that arrive
-    while a probe is under way wait for it."""
+    while a probe is under way wait for it. Up to ``max_hosts`` hosts' outcomes are remembered, the least
+    recently met forgotten first (met again, such a host is probed again)."""
 
-    def __init__(self) -> None:
-        self._answers: dict[str, Answer] = {}
+    def __init__(self, max_hosts: int = MAX_PROBED_HOSTS) -> None:
+        self.max_hosts = max_hosts
+        #: Probes answered with a page: the soft-404 hosts met (a host forgotten and probed again counts again).
+        self.hosts_with_answer = 0
+        self._answers: OrderedDict[str, Answer] = OrderedDict()
         self._waiting: dict[str, list[Deferred]] = {}
+
+    def __len__(self) -> int:
+        return len(self._answers)
 
     async def answer(self, url: str, probe: Callable[[str], Awaitable[Answer]]) -> Answer:
         """The soft-404 answer of ``url``'s host (``probe`` fetches it the first time)."""
@@ -96,6 +130,7 @@ class HostAnswers:
 
         host = urlsplit(url).netloc.lower()
         if host in self._answers:
+            self._answers.move_to_end(host)
             return self._answers[host]
         if host in self._waiting:
             waiter: Deferred = Deferred()
@@ -107,24 +142,29 @@ class HostAnswers:
         except Exception:  # noqa: BLE001 - a failed probe means no soft-404 answer, never a failed page
             found = None
         self._answers[host] = found
+        self.hosts_with_answer += found is not None
+        if len(self._answers) > self.max_hosts:
+            self._answers.popitem(last=False)
         for waiter in self._waiting.pop(host):
             waiter.callback(found)
         return found
 
-    @property
-    def hosts_with_answer(self) -> int:
-        """The hosts whose probe was answered with a page: the soft-404 hosts."""
-        return sum(1 for answer in self._answers.values() if answer is not None)
-
 
 class ShortTextGroups:
     """Counts, per host and group, the near-duplicates of a short text whose URLs are unrelated to their
-    canonical page's (another path that no URL rewrite of :mod:`scrapy_neardup.engine.urlrules` explains)."""
+    canonical page's (another path that no URL rewrite of :mod:`scrapy_neardup.engine.urlrules` explains). Up
+    to ``max_groups`` groups are counted, the least recently met forgotten first."""
 
-    def __init__(self, max_chars: int = SHORT_TEXT_CHARS, min_urls: int = SHORT_GROUP_URLS) -> None:
+    def __init__(
+        self, max_chars: int = SHORT_TEXT_CHARS, min_urls: int = SHORT_GROUP_URLS, max_groups: int = MAX_SHORT_GROUPS
+    ) -> None:
         self.max_chars = max_chars
         self.min_urls = min_urls
-        self._members: dict[tuple[str, str], int] = {}
+        self.max_groups = max_groups
+        self._members: OrderedDict[tuple[str, str], int] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._members)
 
     def is_soft404(self, url: str, canonical: str, text_length: int, similarity: float) -> bool:
         """A near-duplicate of ``canonical`` at ``url``: whether its group has shown itself a soft-404 group
@@ -138,8 +178,10 @@ class ShortTextGroups:
         if explain(url, canonical) or explain(canonical, url):
             return False
         key = (urlsplit(url).netloc.lower(), canonical)
-        self._members[key] = self._members.get(key, 1) + 1  # the canonical page is the group's first URL
-        return self._members[key] >= self.min_urls
+        members = self._members[key] = self._members.pop(key, 1) + 1  # the canonical page is the group's first URL
+        if len(self._members) > self.max_groups:
+            self._members.popitem(last=False)
+        return members >= self.min_urls
 
 
 class Soft404Check:
@@ -162,13 +204,12 @@ class Soft404Check:
         detector = self.service.store_thread.detector
         if answer is None or detector is None:
             return None
-        page, answered = answer
-        if answered == url:
+        if answer.url == url:
             return None
-        similarity = soft404_similarity(detector, prepared, url, page, answered)
+        similarity = soft404_similarity(detector, prepared, url, answer)
         if similarity is None:
             return None
-        verdict = Verdict("soft404", key, answered, similarity)
+        verdict = Verdict("soft404", key, answer.url, similarity)
         self.service.report.record(key, verdict)
         return verdict
 
@@ -199,4 +240,4 @@ class Soft404Check:
         if not 200 <= response.status < 300 or not is_html(response) or response.url != url:
             return None
         prepared = await self.requests.prepared(response, short=True)
-        return None if prepared is None else (prepared, url)
+        return None if prepared is None else HostAnswer.of(prepared, url)

@@ -123,3 +123,46 @@ def test_the_item_pipeline_is_on_only_with_neardup_item_field():
     request = Request("http://a.test/page")
     respond(NearDupDownloaderMiddleware.from_crawler(crawler), request, html("http://a.test/page"))
     assert "neardup" not in request.meta
+
+
+def test_soft404_answers_are_bounded_and_a_forgotten_host_is_probed_again():
+    from scrapy_neardup.crawl.soft404 import HostAnswer, HostAnswers
+
+    probed = []
+
+    async def probe(url):
+        probed.append(url)
+        host = url.split("/")[2]
+        return None if host.startswith("sound") else HostAnswer(url, None, "Page not found")
+
+    async def meet(answers, *hosts):
+        return [await answers.answer(f"http://{host}/page", probe) for host in hosts]
+
+    answers = HostAnswers(max_hosts=3)
+    asyncio.run(meet(answers, "soft1.test", "sound1.test", "soft2.test"))
+    asyncio.run(meet(answers, "soft1.test"))  # met again: remembered, and now the most recently met
+    assert len(probed) == 3
+    asyncio.run(meet(answers, "sound2.test", "soft3.test"))  # sound1, then soft2, are forgotten
+    assert len(answers) == 3
+    assert answers.hosts_with_answer == 3
+    found = asyncio.run(meet(answers, "soft1.test", "soft2.test"))
+    assert [url.split("/")[2] for url in probed[5:]] == ["soft2.test"]  # soft1 kept; soft2 probed again
+    assert found[0] is not None and found[0].short_text == "Page not found"
+    assert answers.hosts_with_answer == 4 and len(answers) == 3
+
+
+def test_short_text_groups_are_bounded_and_a_group_met_again_keeps_its_count():
+    from scrapy_neardup.crawl.soft404 import ShortTextGroups
+
+    groups = ShortTextGroups(min_urls=3, max_groups=2)
+
+    def member(n, group):
+        return groups.is_soft404(f"http://h.test/gone-{group}-{n}", f"http://h.test/first-{group}", 80, 1.0)
+
+    assert not member(1, "a")
+    assert not member(1, "b")
+    assert member(2, "a")  # a's third URL: a "not found" group; a is now the most recently met
+    assert not member(1, "c")  # b is forgotten, not a
+    assert len(groups) == 2
+    assert member(3, "a")
+    assert not member(2, "b")  # counts again from its first page
