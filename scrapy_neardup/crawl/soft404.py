@@ -61,7 +61,7 @@ SHORT_GROUP_SIMILARITY = 0.9
 SHORT_SIMILARITY = 0.8
 
 #: Hosts whose probe's outcome is remembered, and short-text groups counted (the least recently met forgotten
-#: first). About 200 bytes a host without a soft-404 answer and 1 KB one with (MinHash-128).
+#: first).
 MAX_PROBED_HOSTS = 100_000
 MAX_SHORT_GROUPS = 100_000
 
