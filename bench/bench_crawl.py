@@ -427,7 +427,9 @@ _ROUNDTRIP = {
 #: selectors an earlier crawl of the site learned (and no fingerprint): a crawl that starts warm.
 #: ``roundtrip``: the plugin off, each body sent to one of the workers and a 300-byte reply awaited by a
 #: middleware of its own (``roundtrip_probe.py``, where the plugin's sits): the trip alone, its workers' CPU not read;
-#: ``roundtrip5``: the same trip, each page's worker spending 5 ms of CPU on it (about what the plugin's spend).
+#: ``roundtrip5``: the same trip, each page's worker spending 5 ms of CPU on it (about what the plugin's spend);
+#: ``roundtrip3``: 3 ms, a bound for a design that keeps only the trip on the reactor and spends about 3 ms a page
+#: elsewhere (the decision in another process, leaner workers).
 #: ``lessons3``: the learner as it was until 2026-11-28, three agreeing lessons and checks never under 1/32.
 VARIANTS = {
     "noguard": {"NEARDUP_TEMPLATE_REPEATS": 0},
@@ -438,6 +440,7 @@ VARIANTS = {
     "nice10": {"NEARDUP_WORKER_NICE": 10},
     "roundtrip": _ROUNDTRIP,
     "roundtrip5": {**_ROUNDTRIP, "ROUNDTRIP_WORKER_MS": 5},
+    "roundtrip3": {**_ROUNDTRIP, "ROUNDTRIP_WORKER_MS": 3},
     "lessons3": {"NEARDUP_LEARN_LESSONS": 3, "NEARDUP_LEARN_CHECK_SHARE": 1 / 32},
     **{f"ext-{name}": {"NEARDUP_EXTRACTOR": name} for name in EXTRACTOR_NAMES if name != "trafilatura"},
 }
