@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Protocol
+from typing import NamedTuple, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 #: The kinds of rule, in the order :meth:`RuleBook.rewrites` applies them.
@@ -215,9 +215,11 @@ def _path_rules(copy: str, canonical: str) -> list[UrlRule]:
     return rules
 
 
-@dataclass
-class RuleCount:
-    """What a rule of a host has done: its successes and failures."""
+class RuleCount(NamedTuple):
+    """What a rule of a host has done: its successes and failures. A :class:`RuleBook` keeps each as a plain
+    ``(successes, failures)`` tuple, which the garbage collector stops tracking (a broad crawl counts rules
+    on a hundred thousand hosts, and every full collection of its process would walk them): this is one read
+    (:meth:`RuleBook.count_of`)."""
 
     successes: int = 0
     failures: int = 0
@@ -244,6 +246,9 @@ EXPLORE_MAX = 0.5
 
 #: ``(host, rule name) -> (successes, failures)``: what crosses to and from a store.
 RuleCounts = Mapping[tuple[str, str], tuple[int, int]]
+#: ``(successes, failures)`` as a :class:`RuleBook` keeps them.
+_Count = tuple[int, int]
+_NONE: _Count = (0, 0)
 
 
 @dataclass(frozen=True)
@@ -354,7 +359,11 @@ class RuleBook:
         self.prior_hosts = prior_hosts
         self.prior_support = prior_support
         self.explore = explore
-        self.counts: dict[str, dict[UrlRule, RuleCount]] = {}
+        #: Each host's rules and their counts, ``(successes, failures)``: plain tuples of numbers keyed by rules
+        #: shared between hosts (one object a rule), so that the collector walks one dict a host, not three
+        #: objects a count.
+        self.counts: dict[str, dict[UrlRule, _Count]] = {}
+        self._rules: dict[UrlRule, UrlRule] = {}
         self._pending: dict[tuple[str, str], list[int]] = {}
         #: Per rule: the hosts where it is confident on its own counts, and its counts over every host.
         self._pooled: dict[UrlRule, _Pool] = {}
@@ -364,24 +373,32 @@ class RuleBook:
         self.candidates: set[str] = set()
         self._candidate_from = min(min_support, prior_support) if prior_hosts > 0 else min_support
 
+    def count_of(self, host: str, rule: UrlRule) -> RuleCount:
+        """``rule``'s counts on ``host`` (none: zero)."""
+        return RuleCount(*self.counts.get(host, {}).get(rule, _NONE))
+
+    def _rule(self, rule: UrlRule) -> UrlRule:
+        """The one object of ``rule`` the book keys its counts by."""
+        return self._rules.setdefault(rule, rule)
+
     def merge(self, counts: RuleCounts) -> None:
         """Take the counts of the store (every process's), replacing this book's."""
-        book: dict[str, dict[UrlRule, RuleCount]] = {}
+        book: dict[str, dict[UrlRule, _Count]] = {}
         for (host, name), (successes, failures) in counts.items():
             try:
-                rule = UrlRule.parse(name)
+                rule = self._rule(UrlRule.parse(name))
             except ValueError:  # a rule of a later version (or an earlier version's counter): not ours to apply
                 continue
-            book.setdefault(host, {})[rule] = RuleCount(successes, failures)
+            book.setdefault(host, {})[rule] = (int(successes), int(failures))
         for (host, name), (successes, failures) in self._pending.items():
-            count = book.setdefault(host, {}).setdefault(UrlRule.parse(name), RuleCount())
-            count.successes += successes
-            count.failures += failures
+            rules, rule = book.setdefault(host, {}), self._rule(UrlRule.parse(name))
+            had = rules.get(rule, _NONE)
+            rules[rule] = (had[0] + successes, had[1] + failures)
         pooled: dict[UrlRule, _Pool] = {}
         candidates: set[str] = set()
         for host, rules in book.items():
             for rule, count in rules.items():
-                self._counted(host, rule, count, RuleCount(), pooled, candidates)
+                self._counted(host, rule, count, _NONE, pooled, candidates)
         # Whole, each at once: the reactor reads the candidates while a remote store's thread merges.
         self.counts, self._pooled, self.candidates = book, pooled, candidates
 
@@ -394,17 +411,17 @@ class RuleBook:
             except ValueError:
                 continue
             mine = self._pending.get((host, name), (0, 0))
-            count = self.counts.setdefault(host, {}).setdefault(rule, RuleCount())
-            before = RuleCount(count.successes, count.failures)
-            count.successes, count.failures = successes + mine[0], failures + mine[1]
+            rules, rule = self.counts.setdefault(host, {}), self._rule(rule)
+            before = rules.get(rule, _NONE)
+            count = rules[rule] = (int(successes) + mine[0], int(failures) + mine[1])
             self._counted(host, rule, count, before)
 
     def _counted(
         self,
         host: str,
         rule: UrlRule,
-        count: RuleCount,
-        before: RuleCount,
+        count: _Count,
+        before: _Count,
         pooled: dict[UrlRule, _Pool] | None = None,
         candidates: set[str] | None = None,
     ) -> None:
@@ -415,15 +432,15 @@ class RuleBook:
         pool = pooled.get(rule)
         if pool is None:
             pool = pooled[rule] = _Pool()
-        pool.successes += count.successes - before.successes
-        pool.failures += count.failures - before.failures
+        pool.successes += count[0] - before[0]
+        pool.failures += count[1] - before[1]
         own = self._own(count)
         if own != self._own(before):
             if own:
                 pool.hosts.add(host)
             else:
                 pool.hosts.discard(host)
-        if count.successes >= self._candidate_from:
+        if count[0] >= self._candidate_from:
             candidates.add(host)
 
     def pending(self) -> dict[tuple[str, str], tuple[int, int]]:
@@ -437,9 +454,10 @@ class RuleBook:
         they are counted when tried)."""
         rules = explain(copy_url, canonical_url)
         host = host_of(copy_url)
+        known = self.counts.setdefault(host, {})
         for rule in rules:
-            if rule not in self.counts.setdefault(host, {}):
-                self.counts[host][rule] = RuleCount()
+            if rule not in known:
+                known[self._rule(rule)] = _NONE
                 self._pending.setdefault((host, rule.name), [0, 0])
         return rules
 
@@ -453,22 +471,25 @@ class RuleBook:
     def record(self, url: str, rule: UrlRule, success: bool) -> None:
         """One trial of ``rule`` on ``url``'s host."""
         host = host_of(url)
-        count = self.counts.setdefault(host, {}).setdefault(rule, RuleCount())
-        before = RuleCount(count.successes, count.failures)
+        rules, rule = self.counts.setdefault(host, {}), self._rule(rule)
+        before = rules.get(rule, _NONE)
         pending = self._pending.setdefault((host, rule.name), [0, 0])
         if success:
-            count.successes += 1
+            count = (before[0] + 1, before[1])
             pending[0] += 1
         else:
-            count.failures += 1
+            count = (before[0], before[1] + 1)
             pending[1] += 1
+        rules[rule] = count
         self._counted(host, rule, count, before)
 
-    def _own(self, count: RuleCount) -> bool:
-        """Confident on its host's counts alone: ``min_confidence`` while it never failed there, and
-        :data:`FAILED_CONFIDENCE` (or ``min_confidence``, when higher) once it did."""
-        bar = max(self.min_confidence, FAILED_CONFIDENCE) if count.failures else self.min_confidence
-        return count.successes >= self.min_support and count.confidence >= bar
+    def _own(self, count: _Count) -> bool:
+        """Confident on its host's counts alone (``count``: successes and failures): ``min_confidence`` while
+        it never failed there, and :data:`FAILED_CONFIDENCE` (or ``min_confidence``, when higher) once it
+        did."""
+        successes, failures = count
+        bar = max(self.min_confidence, FAILED_CONFIDENCE) if failures else self.min_confidence
+        return successes >= self.min_support and (successes + 1) / (successes + failures + 2) >= bar
 
     def prior_confidence(self, host: str, rule: UrlRule) -> float | None:
         """The rule's estimated success rate on ``host`` with the prior of the other hosts where it is
@@ -478,18 +499,19 @@ class RuleBook:
         pool = self._pooled.get(rule)
         if pool is None:
             return None
-        count = self.counts.get(host, {}).get(rule, RuleCount())
+        successes, failures = self.counts.get(host, {}).get(rule, _NONE)
         if len(pool.hosts) - (host in pool.hosts) < self.prior_hosts:
             return None
-        others_s, others_f = pool.successes - count.successes, pool.failures - count.failures
+        others_s, others_f = pool.successes - successes, pool.failures - failures
         prior_s = PRIOR_WEIGHT * (others_s + 1) / (others_s + others_f + 2)
-        return (count.successes + prior_s + 1) / (count.trials + PRIOR_WEIGHT + 2)
+        return (successes + prior_s + 1) / (successes + failures + PRIOR_WEIGHT + 2)
 
-    def used(self, host: str, rule: UrlRule, count: RuleCount) -> bool:
-        """Whether a prediction on ``host`` may use ``rule`` (with ``count``, its counts there)."""
+    def used(self, host: str, rule: UrlRule, count: _Count) -> bool:
+        """Whether a prediction on ``host`` may use ``rule`` (with ``count``, its successes and failures
+        there)."""
         if self._own(count):
             return True
-        if count.failures or count.successes < self.prior_support:
+        if count[1] or count[0] < self.prior_support:
             return False  # the prior serves a rule that has not failed here: one failure, and it is on its own
         prior = self.prior_confidence(host, rule)
         return prior is not None and prior >= self.min_confidence
@@ -499,9 +521,7 @@ class RuleBook:
         is confident of, and the hand-written ones that did not fail there."""
         counts = self.counts.get(host, {})
         learned = {rule for rule, count in counts.items() if self.used(host, rule, count)}
-        curated = {
-            rule for rule in self.curated.of(host) if not counts.get(rule, RuleCount()).failures or rule in learned
-        }
+        curated = {rule for rule in self.curated.of(host) if not counts.get(rule, _NONE)[1] or rule in learned}
         return in_order(learned | curated)
 
     def explore_share(self, url: str, rules: Iterable[str]) -> float:
@@ -514,10 +534,7 @@ class RuleBook:
         host = host_of(url)
         counts, curated = self.counts.get(host, {}), self.curated.of(host)
         youngest = min(
-            (
-                EXPLORE_MATURE if rule in curated else counts.get(rule, RuleCount()).successes
-                for rule in map(UrlRule.parse, rules)
-            ),
+            (EXPLORE_MATURE if rule in curated else counts.get(rule, _NONE)[0] for rule in map(UrlRule.parse, rules)),
             default=0,
         )
         return min(EXPLORE_MAX, self.explore * max(1.0, EXPLORE_MATURE / max(youngest, 1)))
@@ -537,7 +554,11 @@ class RuleBook:
         out = []
         for host, rules in sorted(self.counts.items()):
             used, curated = set(self.confident(host)), set(self.curated.of(host))
-            out += [(host, rule, count, rule in used) for rule, count in sorted(rules.items()) if rule not in curated]
+            out += [
+                (host, rule, RuleCount(*count), rule in used)
+                for rule, count in sorted(rules.items())
+                if rule not in curated
+            ]
         return out
 
 

@@ -168,7 +168,7 @@ def test_a_rule_that_fails_now_and_then_is_not_used_however_often_it_succeeds():
     assert book.confident("a.com") == [rule]
     for i in range(7):
         book.record(f"https://a.com/{i}?rev=2", rule, False)
-    assert book.counts["a.com"][rule].confidence > 0.9 and book.confident("a.com") == []
+    assert book.count_of("a.com", rule).confidence > 0.9 and book.confident("a.com") == []
     _succeed(book, "a.com", rule, 400)  # (479 + 1) / (486 + 2) = 0.984: trusted again
     assert book.confident("a.com") == [rule]
 
@@ -282,3 +282,27 @@ def test_a_sync_reads_what_changed_since_the_last_not_every_count():
     assert learner.book.counts["h3.com"][UrlRule("param", "utm_source")] == RuleCount(4, 0)
     learner.sync()
     assert shared.sizes[-1] == (False, 0)
+
+
+def test_the_book_keeps_one_object_a_rule_and_counts_the_collector_does_not_walk():
+    """A broad crawl's book counts rules on a hundred thousand hosts: every count the garbage collector tracked
+    (and every rule object made again for each host) would be walked by each full collection of the crawl's
+    process, on the reactor."""
+    import gc
+
+    book = RuleBook(min_support=2, min_confidence=0.6)
+    rules = [UrlRule("param", "utm_source"), UrlRule("suffix", "print")]
+    for i in range(40):
+        host = f"h{i}.example"
+        book.propose(f"http://{host}/a?utm_source=x", f"http://{host}/a")
+        for n in range(3):
+            book.record(f"http://{host}/{n}?utm_source=x", UrlRule("param", "utm_source"), n != 1)
+            book.record(f"http://{host}/{n}/print", UrlRule.parse("suffix:print"), True)
+    book.merge({("other.example", "param:utm_source"): (5, 0), **{k: tuple(v) for k, v in book.pending().items()}})
+    book.merge_changed({("h1.example", "suffix:print"): (9, 1)})
+    gc.collect()
+    keys = [rule for counts in book.counts.values() for rule in counts]
+    assert len({id(rule) for rule in keys}) == len(rules)
+    assert not any(gc.is_tracked(count) for counts in book.counts.values() for count in counts.values())
+    assert book.count_of("h1.example", rules[1]) == (9, 1)  # the store's: this book gave its own before
+    assert book.count_of("h2.example", rules[0]).confidence == pytest.approx(3 / 5)

@@ -45,7 +45,7 @@ def dud_rules(rules: list[tuple[str, Any]]) -> tuple[list[dict[str, Any]], list[
 
 def cmd_rules(args: argparse.Namespace) -> int:
     """``rules STORE_URL``: the URL rules of a crawl's store."""
-    from ...engine.urlrules import RuleBook, RuleCount, read_dud_rules
+    from ...engine.urlrules import RuleBook, read_dud_rules
 
     store = existing_store(args)
     try:
@@ -64,7 +64,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
     rows = [row for row in book.listing() if args.all or row[3]]
     # The hand-written rules, apart: with the counts the crawl kept of them on their domain's own host.
     hand = [
-        (domain, rule, book.counts.get(domain, {}).get(rule, RuleCount()), rule in book.confident(domain))
+        (domain, rule, book.count_of(domain, rule), rule in book.confident(domain))
         for domain, domain_rules in sorted((curated.rules if curated else {}).items())
         for rule in domain_rules
     ]

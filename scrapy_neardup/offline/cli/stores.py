@@ -122,7 +122,7 @@ class _UnknownUrls:
             "becomes": becomes,
             "group": group,
             "rules": [
-                {"rule": name, "successes": counts[rule].successes, "failures": counts[rule].failures}
+                {"rule": name, "successes": counts[rule][0], "failures": counts[rule][1]}
                 for name in names
                 for rule in [UrlRule.parse(name)]
                 if rule in counts
