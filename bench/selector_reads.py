@@ -10,12 +10,16 @@ learned as a crawl learns them, and the selectors' real JSON records are saved u
 free port with nothing saved to disk) and in a SQLite file. Then, for each, in ``--repeat`` rounds: a read of
 every record (``read_changed(None)``, each record parsed as the crawl parses it, ``Selector.from_json``), and
 a read of what changed since the mark after a second store object (another process) saved ``--changed``
-records. Printed as JSON: the median CPU and wall milliseconds of each read, and the records each returned.
+records. Printed as JSON: the median CPU and wall milliseconds of each read, and the records each returned;
+and what a crawl process holds for the selectors it adopted (every record read, each parsed and adopted by
+a learner as ``LearnedTemplates.adopt`` adopts them): bytes a selector (``tracemalloc``) and the objects the
+garbage collector tracks a selector.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -25,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_crawl
@@ -89,6 +94,26 @@ def measure(one: Store, two: Store, records: dict[str, str], changed: int, repea
     return {"every_record": summary(full), "changed_since_mark": summary(since)}
 
 
+def adopted_memory(records: dict[str, str]) -> dict:
+    """Bytes and tracked objects a selector, as a crawl process's learner holds every record it adopted."""
+    learner = build_template_learner(Config.from_settings({"NEARDUP_ENABLED": True}))
+    assert learner is not None
+    gc.collect()
+    objects = len(gc.get_objects())
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    taken = learner.adopt([record for text in records.values() if (record := Selector.from_json(text))])
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    tracked = len(gc.get_objects()) - objects
+    return {
+        "adopted": taken,
+        "bytes_a_selector": round(held / taken),
+        "objects_tracked_a_selector": round(tracked / taken, 2),
+    }
+
+
 def redis_server(folder: str) -> tuple[subprocess.Popen, str]:
     binary = shutil.which("redis-server") or shutil.which("valkey-server")
     if binary is None:
@@ -142,6 +167,7 @@ def main() -> int:
         sqlite.open(META)
         out["sqlite"] = measure(sqlite, sqlite, records, args.changed, args.repeat)
         sqlite.close()
+    out["in_memory"] = adopted_memory(records)
     print(json.dumps(out, indent=1))
     return 0
 
