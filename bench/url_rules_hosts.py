@@ -13,7 +13,8 @@ file (or the memory store), as a one-process crawl has it.
 Printed as JSON for each number of hosts: the pages decided, the rules counted, the CPU microseconds a page of
 the whole run and of its last tenth (what a page costs once the crawl has met that many hosts), the
 median and longest sync (the counts added to the store and the others' read; a sync may meet a full
-collection of the garbage collector), the objects of the rule book the collector tracks (each full
+collection of the garbage collector), the bytes the rule book holds a host, the objects of it the collector
+tracks (each full
 collection of the crawl process walks them), and what a full collection costs with the book beside it, as
 the median CPU milliseconds of three, and without it (the book let go).
 """
@@ -58,19 +59,21 @@ def real_clusters(dataset: str) -> list[tuple[str, list[str]]]:
     return out
 
 
-def tracked_objects(root: object) -> int:
-    """The objects reachable from ``root`` that the garbage collector tracks (types, modules and functions
-    not followed: they are the program's, not the book's)."""
+def held_by(root: object) -> tuple[int, int]:
+    """The objects reachable from ``root`` that the garbage collector tracks, and the bytes of every object
+    reachable from it (``sys.getsizeof``; types, modules and functions not followed: they are the
+    program's, not the book's)."""
     seen: set[int] = set()
-    stack, count = [root], 0
+    stack, count, size = [root], 0, 0
     while stack:
         obj = stack.pop()
         if id(obj) in seen or isinstance(obj, (type, type(gc), type(on_host))):
             continue
         seen.add(id(obj))
         count += gc.is_tracked(obj)
+        size += sys.getsizeof(obj)
         stack.extend(gc.get_referents(obj))
-    return count
+    return count, size
 
 
 def full_collection_ms() -> float:
@@ -111,7 +114,7 @@ def run(clusters: list[tuple[str, list[str]]], hosts: int, store_kind: str, fold
     total = time.process_time() - started
     last = times[-max(1, len(times) // 10) :]
     rules = sum(len(r) for r in learner.book.counts.values())
-    tracked, with_book = tracked_objects(learner.book), full_collection_ms()
+    (tracked, size), with_book = held_by(learner.book), full_collection_ms()
     store.close()
     del learner
     without_book = full_collection_ms()
@@ -125,6 +128,7 @@ def run(clusters: list[tuple[str, list[str]]], hosts: int, store_kind: str, fold
         "median_sync_ms": round(statistics.median(syncs) * 1000, 2) if syncs else 0.0,
         "longest_sync_ms": round(max(syncs, default=0.0) * 1000, 1),
         "book_objects_tracked": tracked,
+        "book_bytes_a_host": round(size / hosts),
         "full_collection_ms_with_book": with_book,
         "full_collection_ms_without": without_book,
     }
