@@ -359,11 +359,11 @@ class RuleBook:
         self.prior_hosts = prior_hosts
         self.prior_support = prior_support
         self.explore = explore
-        #: Each host's rules and their counts, ``(successes, failures)``: plain tuples of numbers keyed by rules
-        #: shared between hosts (one object a rule), so that the collector walks one dict a host, not three
-        #: objects a count.
-        self.counts: dict[str, dict[UrlRule, _Count]] = {}
-        self._rules: dict[UrlRule, UrlRule] = {}
+        #: Each host's rules, by name, and their counts, ``(successes, failures)``: strings and plain tuples of
+        #: numbers, which the garbage collector stops tracking (dicts of them too, at its next full collection).
+        self.counts: dict[str, dict[str, _Count]] = {}
+        #: The one object of each rule counted, by name.
+        self._rules: dict[str, UrlRule] = {}
         self._pending: dict[tuple[str, str], list[int]] = {}
         #: Per rule: the hosts where it is confident on its own counts, and its counts over every host.
         self._pooled: dict[UrlRule, _Pool] = {}
@@ -375,30 +375,37 @@ class RuleBook:
 
     def count_of(self, host: str, rule: UrlRule) -> RuleCount:
         """``rule``'s counts on ``host`` (none: zero)."""
-        return RuleCount(*self.counts.get(host, {}).get(rule, _NONE))
+        return RuleCount(*self.counts.get(host, {}).get(rule.name, _NONE))
 
-    def _rule(self, rule: UrlRule) -> UrlRule:
-        """The one object of ``rule`` the book keys its counts by."""
-        return self._rules.setdefault(rule, rule)
+    def rules_of(self, host: str) -> list[UrlRule]:
+        """The learned rules counted on ``host`` (tried or only proposed there)."""
+        return [self._rule(name) for name in self.counts.get(host, {})]
+
+    def _rule(self, name: str) -> UrlRule:
+        """The rule named ``name`` (``ValueError``: no rule of this version has that name)."""
+        rule = self._rules.get(name)
+        if rule is None:
+            rule = self._rules[name] = UrlRule.parse(name)
+        return rule
 
     def merge(self, counts: RuleCounts) -> None:
         """Take the counts of the store (every process's), replacing this book's."""
-        book: dict[str, dict[UrlRule, _Count]] = {}
+        book: dict[str, dict[str, _Count]] = {}
         for (host, name), (successes, failures) in counts.items():
             try:
-                rule = self._rule(UrlRule.parse(name))
+                self._rule(name)
             except ValueError:  # a rule of a later version (or an earlier version's counter): not ours to apply
                 continue
-            book.setdefault(host, {})[rule] = (int(successes), int(failures))
+            book.setdefault(host, {})[name] = (int(successes), int(failures))
         for (host, name), (successes, failures) in self._pending.items():
-            rules, rule = book.setdefault(host, {}), self._rule(UrlRule.parse(name))
-            had = rules.get(rule, _NONE)
-            rules[rule] = (had[0] + successes, had[1] + failures)
+            rules = book.setdefault(host, {})
+            had = rules.get(name, _NONE)
+            rules[name] = (had[0] + successes, had[1] + failures)
         pooled: dict[UrlRule, _Pool] = {}
         candidates: set[str] = set()
         for host, rules in book.items():
-            for rule, count in rules.items():
-                self._counted(host, rule, count, _NONE, pooled, candidates)
+            for name, count in rules.items():
+                self._counted(host, self._rule(name), count, _NONE, pooled, candidates)
         # Whole, each at once: the reactor reads the candidates while a remote store's thread merges.
         self.counts, self._pooled, self.candidates = book, pooled, candidates
 
@@ -407,13 +414,13 @@ class RuleBook:
         replacing this book's, with what this book counted and has not given yet added."""
         for (host, name), (successes, failures) in counts.items():
             try:
-                rule = UrlRule.parse(name)
+                rule = self._rule(name)
             except ValueError:
                 continue
             mine = self._pending.get((host, name), (0, 0))
-            rules, rule = self.counts.setdefault(host, {}), self._rule(rule)
-            before = rules.get(rule, _NONE)
-            count = rules[rule] = (int(successes) + mine[0], int(failures) + mine[1])
+            rules = self.counts.setdefault(host, {})
+            before = rules.get(name, _NONE)
+            count = rules[name] = (int(successes) + mine[0], int(failures) + mine[1])
             self._counted(host, rule, count, before)
 
     def _counted(
@@ -456,9 +463,11 @@ class RuleBook:
         host = host_of(copy_url)
         known = self.counts.setdefault(host, {})
         for rule in rules:
-            if rule not in known:
-                known[self._rule(rule)] = _NONE
-                self._pending.setdefault((host, rule.name), [0, 0])
+            name = rule.name
+            if name not in known:
+                known[name] = _NONE
+                self._rules.setdefault(name, rule)
+                self._pending.setdefault((host, name), [0, 0])
         return rules
 
     def trial_steps(self, url: str) -> list[tuple[str, tuple[UrlRule, ...]]]:
@@ -466,21 +475,22 @@ class RuleBook:
         each step's URL with the rules that made it. A trial takes the first step that was decided: all its
         rules together succeed or fail (two tracking parameters are dropped together, or not at all)."""
         host = host_of(url)
-        return _steps(url, in_order(set(self.counts.get(host, {})) | set(self.curated.of(host))))
+        return _steps(url, in_order(set(self.rules_of(host)) | set(self.curated.of(host))))
 
     def record(self, url: str, rule: UrlRule, success: bool) -> None:
         """One trial of ``rule`` on ``url``'s host."""
         host = host_of(url)
-        rules, rule = self.counts.setdefault(host, {}), self._rule(rule)
-        before = rules.get(rule, _NONE)
-        pending = self._pending.setdefault((host, rule.name), [0, 0])
+        rules, name = self.counts.setdefault(host, {}), rule.name
+        rule = self._rules.setdefault(name, rule)
+        before = rules.get(name, _NONE)
+        pending = self._pending.setdefault((host, name), [0, 0])
         if success:
             count = (before[0] + 1, before[1])
             pending[0] += 1
         else:
             count = (before[0], before[1] + 1)
             pending[1] += 1
-        rules[rule] = count
+        rules[name] = count
         self._counted(host, rule, count, before)
 
     def _own(self, count: _Count) -> bool:
@@ -499,7 +509,7 @@ class RuleBook:
         pool = self._pooled.get(rule)
         if pool is None:
             return None
-        successes, failures = self.counts.get(host, {}).get(rule, _NONE)
+        successes, failures = self.counts.get(host, {}).get(rule.name, _NONE)
         if len(pool.hosts) - (host in pool.hosts) < self.prior_hosts:
             return None
         others_s, others_f = pool.successes - successes, pool.failures - failures
@@ -520,8 +530,8 @@ class RuleBook:
         """The rules of ``host`` a prediction may use, in the order they are applied: the learned ones it
         is confident of, and the hand-written ones that did not fail there."""
         counts = self.counts.get(host, {})
-        learned = {rule for rule, count in counts.items() if self.used(host, rule, count)}
-        curated = {rule for rule in self.curated.of(host) if not counts.get(rule, _NONE)[1] or rule in learned}
+        learned = {rule for name, count in counts.items() if self.used(host, rule := self._rule(name), count)}
+        curated = {rule for rule in self.curated.of(host) if not counts.get(rule.name, _NONE)[1] or rule in learned}
         return in_order(learned | curated)
 
     def explore_share(self, url: str, rules: Iterable[str]) -> float:
@@ -534,7 +544,7 @@ class RuleBook:
         host = host_of(url)
         counts, curated = self.counts.get(host, {}), self.curated.of(host)
         youngest = min(
-            (EXPLORE_MATURE if rule in curated else counts.get(rule, _NONE)[0] for rule in map(UrlRule.parse, rules)),
+            (EXPLORE_MATURE if self._rule(name) in curated else counts.get(name, _NONE)[0] for name in rules),
             default=0,
         )
         return min(EXPLORE_MAX, self.explore * max(1.0, EXPLORE_MATURE / max(youngest, 1)))
@@ -556,7 +566,7 @@ class RuleBook:
             used, curated = set(self.confident(host)), set(self.curated.of(host))
             out += [
                 (host, rule, RuleCount(*count), rule in used)
-                for rule, count in sorted(rules.items())
+                for rule, count in sorted((self._rule(name), count) for name, count in rules.items())
                 if rule not in curated
             ]
         return out

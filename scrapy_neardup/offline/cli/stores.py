@@ -98,7 +98,7 @@ class _UnknownUrls:
         )
 
     def __call__(self, url: str) -> dict[str, Any] | None:
-        from ...engine.urlrules import UrlRule, host_of
+        from ...engine.urlrules import host_of
 
         if url in self.soft404:
             page, when = self.soft404[url]
@@ -122,10 +122,9 @@ class _UnknownUrls:
             "becomes": becomes,
             "group": group,
             "rules": [
-                {"rule": name, "successes": counts[rule][0], "failures": counts[rule][1]}
+                {"rule": name, "successes": counts[name][0], "failures": counts[name][1]}
                 for name in names
-                for rule in [UrlRule.parse(name)]
-                if rule in counts
+                if name in counts
             ],
             **extra,
         }
