@@ -230,8 +230,12 @@ class RuleCount(NamedTuple):
 
     @property
     def confidence(self) -> float:
-        """Laplace's estimate of the chance that its next prediction is right."""
-        return (self.successes + 1) / (self.trials + 2)
+        return confidence(self.successes, self.failures)
+
+
+def confidence(successes: int, failures: int) -> float:
+    """Laplace's estimate of the chance that a rule's next prediction is right."""
+    return (successes + 1) / (successes + failures + 2)
 
 
 #: Trials a prior from other hosts counts for (see the module's docstring).
@@ -499,7 +503,7 @@ class RuleBook:
         did."""
         successes, failures = count
         bar = max(self.min_confidence, FAILED_CONFIDENCE) if failures else self.min_confidence
-        return successes >= self.min_support and (successes + 1) / (successes + failures + 2) >= bar
+        return successes >= self.min_support and confidence(successes, failures) >= bar
 
     def prior_confidence(self, host: str, rule: UrlRule) -> float | None:
         """The rule's estimated success rate on ``host`` with the prior of the other hosts where it is
