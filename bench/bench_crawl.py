@@ -431,16 +431,21 @@ _ROUNDTRIP = {
 #: ``roundtrip3``: 3 ms, a bound for a design that keeps only the trip on the reactor and spends about 3 ms a page
 #: elsewhere (the decision in another process, leaner workers).
 #: ``lessons3``: the learner as it was until 2026-11-28, three agreeing lessons and checks never under 1/32.
+#: ``warm-noguard``: ``warm`` with the template guard off: the workers at their leanest without a change of the
+#: crawler's path (selectors known from the start, no page text). ``hold4``: the plugin off, each response
+#: held 4 ms on the reactor's timer by a middleware of ``roundtrip_probe.py``'s, no worker: waiting alone.
 VARIANTS = {
     "noguard": {"NEARDUP_TEMPLATE_REPEATS": 0},
     "nolearn": {"NEARDUP_LEARN_TEMPLATES": False},
     "warm": {},
+    "warm-noguard": {"NEARDUP_TEMPLATE_REPEATS": 0},
     "noextract": {"NEARDUP_EXTRACT": False},
     "nocache": {"NEARDUP_BODY_CACHE_SIZE": 0},
     "nice10": {"NEARDUP_WORKER_NICE": 10},
     "roundtrip": _ROUNDTRIP,
     "roundtrip5": {**_ROUNDTRIP, "ROUNDTRIP_WORKER_MS": 5},
     "roundtrip3": {**_ROUNDTRIP, "ROUNDTRIP_WORKER_MS": 3},
+    "hold4": {**_ROUNDTRIP, "DOWNLOADER_MIDDLEWARES": {"roundtrip_probe.HoldMiddleware": 540}, "ROUNDTRIP_HOLD_MS": 4},
     "lessons3": {"NEARDUP_LEARN_LESSONS": 3, "NEARDUP_LEARN_CHECK_SHARE": 1 / 32},
     **{f"ext-{name}": {"NEARDUP_EXTRACTOR": name} for name in EXTRACTOR_NAMES if name != "trafilatura"},
 }
@@ -500,7 +505,7 @@ def timings(args: argparse.Namespace, base: str, paths: list[str], pages: dict[s
                 settings["NEARDUP_WORKERS"] = int(name.split("_")[1])
                 settings["NEARDUP_WORKER_MAX_TASKS"] = 0  # no recycling: every worker's CPU is read at the end
                 settings.update(VARIANTS.get(name.split("_")[-1], {}))
-            if name.endswith("_warm"):
+            if name.split("_")[-1].startswith("warm"):
                 if learned is None:
                     learned = learned_selectors(base, paths, settings, workdir)
                     print(f"learning crawl: {len(learned)} selectors", file=sys.stderr, flush=True)
@@ -864,9 +869,10 @@ def main() -> int:
         default=None,
         help="also time these variants at the core count (no name: all): the template guard "
         "off, main-content extraction off, the body cache off, another extractor (ext-NAME), no learned "
-        "templates (nolearn), a store that starts with the selectors a crawl of the site learned (warm), the "
-        "trip of each body to a worker and back alone, the plugin off (roundtrip; roundtrip5: 5 ms of the "
-        "worker's CPU a page), the learner's former defaults (lessons3: three lessons, checks down to 1/32)",
+        "templates (nolearn), a store that starts with the selectors a crawl of the site learned (warm; "
+        "warm-noguard: and the guard off), the trip of each body to a worker and back alone, the plugin off "
+        "(roundtrip; roundtrip5: 5 ms of the worker's CPU a page), each response held 4 ms and no worker "
+        "(hold4), the learner's former defaults (lessons3: three lessons, checks down to 1/32)",
     )
     parser.add_argument("--quality", action="store_true", help="score a crawl and the CLI on the same pages")
     parser.add_argument(
