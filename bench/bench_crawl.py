@@ -477,14 +477,21 @@ def with_selectors(url: str, selectors: dict[str, str]) -> None:
         store.close()
 
 
-def timing_row(results: list[dict], off_seconds: float, pages: int) -> dict:
+def timing_row(results: list[dict], off_results: list[dict], pages: int) -> dict:
     """One crawl's timings over its rounds (:func:`run_crawl` results): its median wall time and each
-    round's, T_on / T_off against ``off_seconds``, and the crawler's and the workers' median CPU ms a page."""
+    round's; T_on / T_off, the medians' ratio and each round's against the plugin-off crawl of the same round
+    (``off_results``, in the same order: a round's crawls run one after another, so its ratio is the least
+    moved by the machine's speed changing between rounds) with their median; and the crawler's and the
+    workers' median CPU ms a page."""
     seconds = statistics.median(r["seconds"] for r in results)
+    off_seconds = statistics.median(r["seconds"] for r in off_results)
+    by_round = [r["seconds"] / o["seconds"] for r, o in zip(results, off_results)]
     return {
         "median_seconds": round(seconds, 2),
         "all_seconds": [round(r["seconds"], 2) for r in results],
         "t_on_over_t_off": round(seconds / off_seconds, 2),
+        "t_on_over_t_off_by_round": [round(x, 2) for x in by_round],
+        "t_on_over_t_off_paired": round(statistics.median(by_round), 2),
         "crawler_cpu_ms_per_page": round(1000 * statistics.median(r["crawler_cpu"] for r in results) / pages, 2),
         "worker_cpu_ms_per_page": round(1000 * statistics.median(r["worker_cpu"] for r in results) / pages, 2),
     }
@@ -517,7 +524,7 @@ def timings(args: argparse.Namespace, base: str, paths: list[str], pages: dict[s
     off = statistics.median(r["seconds"] for r in runs["off"])
     rows = {}
     for name, results in runs.items():
-        row = timing_row(results, off, n)
+        row = timing_row(results, runs["off"], n)
         rows[name] = {
             **row,
             "pages_per_sec": round(n / row["median_seconds"], 1),

@@ -183,10 +183,9 @@ def main() -> int:
         with open(misses_file) as f:
             misses = sum(1 for _ in f)
     pages = int(runs["off"][0]["stats"].get("downloader/response_count", 0)) or 1
-    off = statistics.median(r["seconds"] for r in runs["off"])
     rows = {
         step: {
-            **bench_crawl.timing_row(results, off, pages),
+            **bench_crawl.timing_row(results, runs["off"], pages),
             "server_cpu_seconds": round(statistics.median(r["server_cpu"] for r in results), 2),
             "collector_cpu_seconds": round(statistics.median(r["collector_cpu"] for r in results), 2),
         }
