@@ -93,6 +93,7 @@ class LearnedTemplates:
             )
             if change in ("learned", "retired", "unstable"):
                 self._urgent = True
+            waiting = learner.waiting(host, template) if change == "unstable" else None
         if prepared.template is not None:
             report.count("neardup/learned/" + (prepared.learned or "trafilatura"))
             if prepared.own_selector:
@@ -107,9 +108,18 @@ class LearnedTemplates:
                     "disagreed on %s (agreement %.3f)",
                     prepared.template,
                     host,
-                    "retired" if change == "retired" else "unstable (trafilatura only from now on)",
+                    "retired"
+                    if change == "retired"
+                    else f"unstable (trafilatura only for its next {waiting} pages, then learned again)",
                     url,
                     prepared.agreement,
+                )
+            elif change == "relearning":
+                logger.info(
+                    "scrapy-neardup: the unstable template %x of %s is learned again (from %s on)",
+                    prepared.template,
+                    host,
+                    url,
                 )
         return True
 

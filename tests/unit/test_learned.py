@@ -135,7 +135,50 @@ def test_a_disagreeing_check_retires_the_selector_and_three_retirements_leave_th
         change = learner.observe("site.test", key, "disagreed", None)
     assert change == "unstable"
     assert learner.offers("site.test").selectors[key].unstable
-    assert learner.observe("site.test", key, "", taught(templated_page(0, 99))) == ""  # never learned again
+    assert learner.observe("site.test", key, "", taught(templated_page(0, 99))) == ""  # not learned now
+    assert learner.waiting("site.test", key) == learned.RELEARN_AFTER - 1
+
+
+def test_an_unstable_template_is_learned_again_later_and_each_time_it_fails_again_it_waits_twice_as_long():
+    """Left to trafilatura for good, a large template would cost trafilatura's price on every page of every
+    later crawl for a few checks that once disagreed. It waits ``RELEARN_AFTER`` pages, teaches again, and
+    one more short-lived selector sends it back for twice as long; one that holds forgives it all."""
+    learner, key = learnt()
+    seed = iter(range(200, 2000))
+
+    def fail_short_lived():
+        for _ in range(3):
+            learner.observe("site.test", key, "", taught(templated_page(0, next(seed))))
+        assert learner.active("site.test", key)
+        return learner.observe("site.test", key, "disagreed", None)
+
+    assert learner.observe("site.test", key, "disagreed", None) == "retired"
+    assert fail_short_lived() == "retired"
+    assert fail_short_lived() == "unstable"
+    for wait in (learned.RELEARN_AFTER, 2 * learned.RELEARN_AFTER, 4 * learned.RELEARN_AFTER):
+        assert learner.waiting("site.test", key) == wait
+        changes = [learner.observe("site.test", key, "", None) for _ in range(wait)]
+        assert changes == [""] * (wait - 1) + ["relearning"]
+        assert learner.waiting("site.test", key) is None
+        offers = learner.offers("site.test")
+        assert key not in offers.selectors and key in offers.retired  # teaches again, as a retired template
+        saved = learner.take_changes()
+        assert [s.state for s in saved] == ["retired"]
+        assert fail_short_lived() == "unstable"  # one short-lived selector is enough to send it back
+    # a selector that holds forgives every retirement before it: the next failures start from the beginning
+    learner_pages = 4 * learned.RELEARN_AFTER * 2
+    assert learner.waiting("site.test", key) == learner_pages
+    for _ in range(learner_pages):
+        learner.observe("site.test", key, "", None)
+    for _ in range(3):
+        learner.observe("site.test", key, "", taught(templated_page(0, next(seed))))
+    for _ in range(learned.FORGIVEN_AFTER):
+        learner.observe("site.test", key, "replayed", None)
+    assert learner.observe("site.test", key, "disagreed", None) == "retired"
+    assert fail_short_lived() == "retired"
+    assert fail_short_lived() == "retired"
+    assert fail_short_lived() == "unstable"
+    assert learner.waiting("site.test", key) == learned.RELEARN_AFTER
 
 
 def test_a_retirement_after_long_service_is_forgiven_and_still_reaches_every_process():

@@ -47,6 +47,8 @@ class TemplateLearner:
         self._hosts: OrderedDict[str, _Host] = OrderedDict()
         self._offers: dict[str, Offers] = {}
         self._changed: dict[tuple[str, int], Selector] = {}
+        #: Pages of each unstable template met here since it was found unstable (:meth:`_waited`).
+        self._waiting: dict[tuple[str, int], int] = {}
         self.foreign = 0
 
     # -- what a page of a host is sent with --------------------------------------------------------------
@@ -132,11 +134,14 @@ class TemplateLearner:
         ``learned``: ``replayed``, ``agreed``, ``disagreed``, or ``""`` for trafilatura alone; ``taught``:
         its lesson; ``prekey``: its :func:`prekey`; ``agreement``: a check's, :meth:`Selector.after_check`;
         a check without it counts as agreeing fully or not at all); returns what changed: ``learned`` (a new
-        selector), ``extended``, ``retired``, ``unstable`` or ``""``."""
+        selector), ``extended``, ``retired``, ``unstable``, ``relearning`` (an unstable template learned
+        again) or ``""``."""
         met = self._met(host, prekey, template)
         if template is None:
             return ""
         selector = self._selectors.get(host, {}).get(template)
+        if selector is not None and selector.state == "unstable" and not learned:
+            return self._waited(host, template, selector)
         if learned == "replayed" and selector is not None and selector.usable:
             self._put(replace(selector, served=selector.served + 1), offers=self._share_moves(selector))
             return ""
@@ -175,6 +180,27 @@ class TemplateLearner:
         del met.lessons[template]
         self._put(self._selector(host, template, agreeing, selector))
         return "learned"
+
+    def _waited(self, host: str, template: int, selector: Selector) -> str:
+        """One more page of an unstable template gone to trafilatura: counted in this process, and once
+        :meth:`Selector.relearn_after` pages have, the template is retired instead, so that it teaches again
+        (its retirements kept: one more short-lived selector leaves it unstable again)."""
+        key = (host, template)
+        waited = self._waiting.get(key, 0) + 1
+        if waited < selector.relearn_after():
+            self._waiting[key] = waited
+            return ""
+        self._waiting.pop(key, None)
+        self._put(replace(selector, state="retired"))
+        return "relearning"
+
+    def waiting(self, host: str, template: int) -> int | None:
+        """How many more pages of an unstable template go to trafilatura before it is learned again
+        (``None``: it is not unstable here)."""
+        selector = self._selectors.get(host, {}).get(template)
+        if selector is None or selector.state != "unstable":
+            return None
+        return selector.relearn_after() - self._waiting.get((host, template), 0)
 
     def _selector(self, host: str, template: int, agreeing: list[Lesson], former: Selector | None) -> Selector:
         """A template's selector from the lessons that agree on where its article sits (its retirements

@@ -15,9 +15,12 @@ from .page import KeySet, either_keys
 
 #: The learned format; a selector of another version is never replayed.
 LEARNER_VERSION = 3
-#: A template's selector is retired for good (``unstable``: trafilatura only) after this many retirements
-#: in a row that were not forgiven (:meth:`Selector.retire`).
+#: A template is left to trafilatura (``unstable``) after this many retirements in a row that were not
+#: forgiven (:meth:`Selector.retire`), for a while (:meth:`Selector.relearn_after`).
 MAX_RETIREMENTS = 3
+#: Pages of a template found ``unstable`` for the first time that go to trafilatura before it is learned
+#: again; doubled each time it is found unstable again (:meth:`Selector.relearn_after`).
+RELEARN_AFTER = 1000
 #: Pages a selector served before its retirement for the retirement, and those before it, to be forgiven
 #: (:meth:`Selector.retire`).
 FORGIVEN_AFTER = 100
@@ -69,11 +72,22 @@ class Selector:
         its price; it also shows the template can be learned, so the retirements before it are forgiven
         with its own (over a long crawl, short-lived selectors between long-lived ones would otherwise add
         up). One retired sooner was never sound for long, and three such in a row leave the template to
-        trafilatura."""
+        trafilatura, for :meth:`relearn_after` of its pages; after that, one more short-lived selector is
+        enough to leave it there again, for twice as long."""
         retired = self.retired + 1
         forgiven = retired if self.served >= FORGIVEN_AFTER else self.forgiven
         state = "unstable" if retired - forgiven >= MAX_RETIREMENTS else "retired"
         return replace(self, state=state, retired=retired, forgiven=forgiven)
+
+    def relearn_after(self) -> int:
+        """How many pages of this ``unstable`` template go to trafilatura before it is learned again:
+        :data:`RELEARN_AFTER`, doubled for each time it was found unstable since its retirements were last
+        forgiven. A template left to trafilatura for good would send every page of a large template to it
+        for as long as the site is crawled, because of a few checks that disagreed once (trafilatura itself
+        wobbles on some templates, and sites change); learning it again costs a few lessons and checks. A
+        backoff that doubles keeps what a template that never holds costs to a few per cent of its pages."""
+        found_unstable = max(1, self.retired - self.forgiven - MAX_RETIREMENTS + 1)
+        return RELEARN_AFTER * 2 ** min(found_unstable - 1, 16)
 
     def after_check(self, agreement: float, bound: float) -> Selector | None:
         """This selector with one more check counted (its replay of a page against trafilatura's text of
