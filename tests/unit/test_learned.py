@@ -4,6 +4,7 @@ lexbor, what a replay refuses, the learner's life of a selector, and its record 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from helpers.sitegen import templated_page
 
@@ -179,6 +180,12 @@ def test_an_unstable_template_is_learned_again_later_and_each_time_it_fails_agai
     assert fail_short_lived() == "retired"
     assert fail_short_lived() == "unstable"
     assert learner.waiting("site.test", key) == learned.RELEARN_AFTER
+    # another process's selector for it, adopted, ends the wait here
+    learner.observe("site.test", key, "", None)
+    record = replace(learner.selectors()[0], state="active")
+    learner.take_changes()
+    assert learner.adopt([record]) == 1 and learner.active("site.test", key)
+    assert learner.waiting("site.test", key) is None and not learner._waiting
 
 
 def test_a_retirement_after_long_service_is_forgiven_and_still_reaches_every_process():

@@ -230,6 +230,8 @@ class TemplateLearner:
 
     def _put(self, selector: Selector, offers: bool = True, changed: bool = True) -> None:
         self._selectors.setdefault(selector.host, {})[selector.template] = selector
+        if selector.state != "unstable" and self._waiting:
+            self._waiting.pop((selector.host, selector.template), None)
         if changed:
             self._changed[(selector.host, selector.template)] = selector
         if offers:

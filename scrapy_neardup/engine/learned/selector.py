@@ -85,7 +85,8 @@ class Selector:
         forgiven. A template left to trafilatura for good would send every page of a large template to it
         for as long as the site is crawled, because of a few checks that disagreed once (trafilatura itself
         wobbles on some templates, and sites change); learning it again costs a few lessons and checks. A
-        backoff that doubles keeps what a template that never holds costs to a few per cent of its pages."""
+        wait that doubles keeps the lessons and checks spent on a template that never holds to a few per cent
+        of its pages."""
         found_unstable = max(1, self.retired - self.forgiven - MAX_RETIREMENTS + 1)
         return RELEARN_AFTER * 2 ** min(found_unstable - 1, 16)
 
