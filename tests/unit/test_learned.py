@@ -26,6 +26,13 @@ def taught(page: str) -> learned.Lesson:
     return found
 
 
+def teach_again(learner: TemplateLearner, key: int, seeds) -> None:
+    """Three lessons of template 0 from the next pages of ``seeds``: its selector is active again."""
+    for _ in range(3):
+        learner.observe("site.test", key, "", taught(templated_page(0, next(seeds))))
+    assert learner.active("site.test", key)
+
+
 def learnt(template: int = 0, pages=range(3)) -> tuple[TemplateLearner, int]:
     learner = TemplateLearner(EXTRACTOR, lessons=len(pages))
     key = learned.skeleton_key(learned.parse(templated_page(template, 0)))
@@ -148,9 +155,7 @@ def test_an_unstable_template_is_learned_again_later_and_each_time_it_fails_agai
     seed = iter(range(200, 2000))
 
     def fail_short_lived():
-        for _ in range(3):
-            learner.observe("site.test", key, "", taught(templated_page(0, next(seed))))
-        assert learner.active("site.test", key)
+        teach_again(learner, key, seed)
         return learner.observe("site.test", key, "disagreed", None)
 
     assert learner.observe("site.test", key, "disagreed", None) == "retired"
@@ -171,8 +176,7 @@ def test_an_unstable_template_is_learned_again_later_and_each_time_it_fails_agai
     assert learner.waiting("site.test", key) == learner_pages
     for _ in range(learner_pages):
         learner.observe("site.test", key, "", None)
-    for _ in range(3):
-        learner.observe("site.test", key, "", taught(templated_page(0, next(seed))))
+    teach_again(learner, key, seed)
     for _ in range(learned.FORGIVEN_AFTER):
         learner.observe("site.test", key, "replayed", None)
     assert learner.observe("site.test", key, "disagreed", None) == "retired"
@@ -226,9 +230,7 @@ def test_short_lived_selectors_between_long_lived_ones_do_not_add_up_three_in_a_
     seed = iter(range(100, 1000))
 
     def relearn():
-        for _ in range(3):
-            learner.observe("site.test", key, "", taught(templated_page(0, next(seed))))
-        assert learner.active("site.test", key)
+        teach_again(learner, key, seed)
 
     for _ in range(4):  # short, short, long: never three short-lived in a row
         for served in (0, 1, learned.FORGIVEN_AFTER):
