@@ -30,6 +30,7 @@ import asyncio
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from typing import Any
@@ -69,11 +70,17 @@ class RoundTripMiddleware:
         self.pool.close()
 
     async def process_response(self, request: Any, response: Any, spider: Any = None) -> Any:
-        done: Deferred = Deferred()
-        page = self.pool.submit(small_reply, response.body, self.cpu_seconds)
-        page.add_done_callback(lambda settled: reply(done, settled.exception() or settled.result()))
-        await maybe_deferred_to_future(done)
+        await round_trip(self.pool, response.body, self.cpu_seconds)
         return response
+
+
+async def round_trip(pool: ExtractionPool, body: bytes, cpu_seconds: float = 0.0) -> None:
+    """``body`` sent to a worker of ``pool``, which spends ``cpu_seconds`` on it, and its reply awaited: the
+    result read by the reactor and handed back as the plugin's are."""
+    done: Deferred = Deferred()
+    page = pool.submit(small_reply, body, cpu_seconds)
+    page.add_done_callback(lambda settled: reply(done, settled.exception() or settled.result()))
+    await maybe_deferred_to_future(done)
 
 
 class HoldMiddleware:
@@ -104,12 +111,6 @@ def trip_alone(bodies: list[bytes], in_flight: int = 32) -> float:
     pool.start(pool_reader())
     spent: list[float] = []
 
-    async def one(body: bytes) -> None:
-        done: Deferred = Deferred()
-        page = pool.submit(small_reply, body, 0.0)
-        page.add_done_callback(lambda settled: reply(done, settled.exception() or settled.result()))
-        await maybe_deferred_to_future(done)
-
     async def run() -> None:
         try:
             await asyncio.sleep(1.0)  # the workers started
@@ -117,7 +118,7 @@ def trip_alone(bodies: list[bytes], in_flight: int = 32) -> float:
 
             async def limited(body: bytes) -> None:
                 async with room:
-                    await one(body)
+                    await round_trip(pool, body)
 
             started = time.process_time()
             await asyncio.gather(*(limited(body) for body in bodies))
@@ -136,9 +137,6 @@ def main() -> int:
     parser.add_argument("dataset", help="a labelled set (manifest.jsonl and its pages)")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import subprocess
-
     from scrapy_neardup.offline.evaluation import load_manifest, read_page
 
     if os.environ.get("ROUNDTRIP_ONE_ROUND"):  # a round in a fresh process: a reactor runs once
