@@ -145,6 +145,15 @@ def _proc_cpu_and_hwm(pid: int) -> tuple[float, int] | None:
     return (int(fields[11]) + int(fields[12])) / ticks, hwm
 
 
+#: A setting of the benchmark's own (``--start lazy``): the spider yields its next start request only when the
+#: engine can send it, as Scrapy's documentation shows for long start lists. By default Scrapy reads
+#: ``start()`` ahead into its scheduler whenever the downloader is full: against a local server a plugin-off
+#: crawl rarely fills it, and the plugin's crawl, whose responses wait for their workers, nearly always does,
+#: so it alone holds thousands of requests in memory for the garbage collector to walk. Over a network both
+#: keep the downloader full; paced, both hold the same few requests.
+LAZY_START = "BENCH_LAZY_START"
+
+
 def crawl_child(base: str, paths: list[str], settings: dict, out: str) -> None:
     """One crawl in this (fresh) process; writes its measurements as JSON to ``out``."""
     import scrapy
@@ -155,7 +164,10 @@ def crawl_child(base: str, paths: list[str], settings: dict, out: str) -> None:
         name = "site"
 
         async def start(self):  # type: ignore[no-untyped-def]
+            lazy = self.settings.getbool(LAZY_START)
             for path in paths:  # through the dupefilter, as a crawl's links: a declared page is delivered once
+                if lazy and self.crawler.engine.needs_backout():  # Scrapy's "lazy start requests"
+                    await self.crawler.signals.wait_for(signals.scheduler_empty)
                 yield scrapy.Request(base + path)
 
         def parse(self, response):  # type: ignore[no-untyped-def]
@@ -506,7 +518,7 @@ def timings(args: argparse.Namespace, base: str, paths: list[str], pages: dict[s
     learned: dict[str, str] | None = None  # the selectors a crawl of the site learned, for ``warm``
     for round_ in range(args.repeat):
         for name in runs:
-            settings = base_settings(workdir)
+            settings = {**base_settings(workdir), LAZY_START: args.start == "lazy"}
             settings["NEARDUP_ENABLED"] = name != "off"
             if name != "off":
                 settings["NEARDUP_WORKERS"] = int(name.split("_")[1])
@@ -544,6 +556,7 @@ def timings(args: argparse.Namespace, base: str, paths: list[str], pages: dict[s
         "pages": n,
         "cores": cores,
         "repeat": args.repeat,
+        "start": args.start,
         "rows": rows,
         "floor": {
             "distinct_bodies": distinct,
@@ -880,6 +893,13 @@ def main() -> int:
         "warm-noguard: and the guard off), the trip of each body to a worker and back alone, the plugin off "
         "(roundtrip; roundtrip5: 5 ms of the worker's CPU a page), each response held 4 ms and no worker "
         "(hold4), the learner's former defaults (lessons3: three lessons, checks down to 1/32)",
+    )
+    parser.add_argument(
+        "--start",
+        choices=("eager", "lazy"),
+        default="eager",
+        help="the timings' start requests: read ahead into the scheduler as Scrapy does by default (eager), or "
+        "each one yielded when the engine can send it (lazy: both crawls hold the same few requests)",
     )
     parser.add_argument("--quality", action="store_true", help="score a crawl and the CLI on the same pages")
     parser.add_argument(

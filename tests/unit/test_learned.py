@@ -427,6 +427,22 @@ def test_the_pipeline_replays_checks_a_sampled_share_and_teaches_without_a_selec
     assert similarity >= 0.9
 
 
+def test_a_page_of_a_host_with_selectors_is_parsed_whatever_its_pre_key():
+    # A crawl that starts warm knows the host's selectors but none of its pre-keys: the first page of each
+    # pre-key is parsed and replayed rather than sent to trafilatura unparsed.
+    learner, key = learnt()
+    pipeline = DocumentPipeline(MinHashLSH(threshold=0.8), learn=True)
+    page = templated_page(0, 56)
+    offer = learner.offers("site.test").selectors[key]
+    got = pipeline.from_html(page, "https://site.test/a/56", offered(Offer(key, offer.locator, offer.decisions, 0.0)))
+    assert got.template == key and got.learned == "replayed"
+    # A page of another template on that host: parsed, counted under its template, to trafilatura.
+    other = pipeline.from_html(
+        templated_page(1, 56), "https://site.test/b/56", offered(Offer(key, offer.locator, offer.decisions, 0.0))
+    )
+    assert other.template not in (None, key) and other.learned == "" and other.lesson is None
+
+
 def test_the_guard_takes_one_article_in_two_templates_for_an_article_and_a_repeated_block_for_a_template():
     pipeline = DocumentPipeline(MinHashLSH(threshold=0.8), learn=True, with_page_text=True)
     guard = TemplateGuard(2, algorithm=pipeline.algorithm)
