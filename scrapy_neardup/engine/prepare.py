@@ -240,12 +240,12 @@ class DocumentPipeline:
         """The page's text by its template's selector (checked against trafilatura on a sampled share of
         pages), or by trafilatura with the lesson it teaches; and what to record of it in :class:`Prepared`.
         Without ``offers`` (or templates not learned): trafilatura's text. A page whose :func:`~.learned.prekey`
-        its host has not met before is not parsed for its template, unless the host has selectors: then its
-        template is likely one of theirs (a crawl that starts warm meets every pre-key anew)."""
+        its host has not met before is not parsed for its template, unless its offers say every page of the host
+        is (:data:`~.learned.learner.PARSE_ALL_TRIAL`)."""
         if not self.learn or offers is None:
             return self.text_of(html, url), {}
         pre = prekey(html)
-        if not offers.selectors and not in_keys(offers.parse, pre):
+        if not offers.parse_all and not in_keys(offers.parse, pre):
             return self.text_of(html, url), {"prekey": pre}
         tree = parse(html)
         if tree is None:

@@ -12,6 +12,7 @@ from scrapy_neardup.engine import learned
 from scrapy_neardup.engine.algorithms.minhash import MinHashLSH
 from scrapy_neardup.engine.extract import main_text
 from scrapy_neardup.engine.learned import Offer, Offers, Selector, TemplateLearner
+from scrapy_neardup.engine.learned.learner import PARSE_ALL_TRIAL
 from scrapy_neardup.engine.prepare import DocumentPipeline
 from scrapy_neardup.engine.template import TemplateGuard
 
@@ -397,8 +398,12 @@ def test_a_retirement_another_process_saved_is_taken():
     assert key not in offers.selectors and offers.retired == {key}
 
 
-def offered(*selectors: Offer, parse: tuple[int, ...] = (), learn: tuple[int, ...] = ()) -> Offers:
-    return Offers({o.template: o for o in selectors}, learned.key_bits(parse), learned.key_bits(learn))
+def offered(
+    *selectors: Offer, parse: tuple[int, ...] = (), learn: tuple[int, ...] = (), parse_all: bool = False
+) -> Offers:
+    return Offers(
+        {o.template: o for o in selectors}, learned.key_bits(parse), learned.key_bits(learn), parse_all=parse_all
+    )
 
 
 def test_the_pipeline_replays_checks_a_sampled_share_and_teaches_without_a_selector():
@@ -427,19 +432,38 @@ def test_the_pipeline_replays_checks_a_sampled_share_and_teaches_without_a_selec
     assert similarity >= 0.9
 
 
-def test_a_page_of_a_host_with_selectors_is_parsed_whatever_its_pre_key():
-    # A crawl that starts warm knows the host's selectors but none of its pre-keys: the first page of each
-    # pre-key is parsed and replayed rather than sent to trafilatura unparsed.
+def test_every_page_of_a_host_is_parsed_while_its_parsed_pages_find_selectors():
+    # A crawl that starts warm knows the host's selectors but none of its pre-keys: every page is parsed, so
+    # that the first page of each pre-key is replayed rather than sent to trafilatura unparsed.
+    learner, key = learnt()  # three pages parsed, none with a selector yet
+    assert learner.offers("site.test").parse_all and not learner.offers("other.test").parse_all
+    other = learned.skeleton_key(learned.parse(templated_page(1, 0)))
+    for _ in range(PARSE_ALL_TRIAL):  # pages of a template without a selector: parsing them found none
+        learner.observe("site.test", other, "", None)
+    assert not learner.offers("site.test").parse_all  # 19 parsed, none covered: the pre-key's gate again
+    # A worker's own offers take the deciding process's word on it, which sees every page of the host.
+    assert not Offers({}, (), (), parse_all=True).under(learner.offers("site.test")).parse_all
+    for _ in range(18):
+        learner.observe("site.test", key, "replayed", None)
+    assert not learner.offers("site.test").parse_all  # 18 of 37
+    learner.observe("site.test", key, "replayed", None)
+    assert learner.offers("site.test").parse_all  # 19 of 38: half of the pages parsed found a selector
+    assert Offers({}, (), ()).under(learner.offers("site.test")).parse_all
+    learner.observe("site.test", key, "disagreed", None, agreement=0.0)  # retired: no selector left
+    assert not learner.active("site.test", key) and not learner.offers("site.test").parse_all
+
+
+def test_a_page_parsed_whatever_its_pre_key_is_replayed_or_counted_under_its_template():
     learner, key = learnt()
     pipeline = DocumentPipeline(MinHashLSH(threshold=0.8), learn=True)
-    page = templated_page(0, 56)
     offer = learner.offers("site.test").selectors[key]
-    got = pipeline.from_html(page, "https://site.test/a/56", offered(Offer(key, offer.locator, offer.decisions, 0.0)))
+    selector = Offer(key, offer.locator, offer.decisions, 0.0)
+    unmet = pipeline.from_html(templated_page(0, 56), "https://site.test/a/56", offered(selector))
+    assert unmet.template is None and unmet.learned == ""  # the pre-key's gate: not parsed
+    got = pipeline.from_html(templated_page(0, 56), "https://site.test/a/56", offered(selector, parse_all=True))
     assert got.template == key and got.learned == "replayed"
     # A page of another template on that host: parsed, counted under its template, to trafilatura.
-    other = pipeline.from_html(
-        templated_page(1, 56), "https://site.test/b/56", offered(Offer(key, offer.locator, offer.decisions, 0.0))
-    )
+    other = pipeline.from_html(templated_page(1, 56), "https://site.test/b/56", offered(selector, parse_all=True))
     assert other.template not in (None, key) and other.learned == "" and other.lesson is None
 
 

@@ -19,6 +19,13 @@ TEACHES_FROM = 4
 #: (``NEARDUP_LEARN_LESSONS``). Each lesson already reproduced trafilatura's text on its own page, and a young
 #: selector is checked on a quarter, a sixth, an eighth ... of its first pages (:func:`.selector.verify_share`).
 LESSONS = 2
+#: Every page of a host that has a selector is parsed, whatever its pre-key, while fewer than this many of
+#: its pages were parsed or at least half of them met a template with a selector: pre-keys are remembered by
+#: each process, so a crawl that starts warm meets each of them anew, and would otherwise send the first page
+#: of each to trafilatura; a host whose parsed pages seldom find a selector (one host serving pages of many
+#: sites) keeps the pre-key's gate. The counts are halved every ``PARSE_ALL_WINDOW`` pages, so that they
+#: follow what the host serves now.
+PARSE_ALL_TRIAL, PARSE_ALL_WINDOW = 16, 1024
 
 
 class TemplateLearner:
@@ -74,7 +81,9 @@ class TemplateLearner:
         }
         retired = [template for template, selector in known.items() if selector.state == "retired"]
         parse, teach = (key_set(met.prekeys), key_set(met.teaching or ())) if met is not None else ((), ())
-        made = Offers(selectors, parse, teach, frozenset(retired) if retired else frozenset())
+        made = Offers(
+            selectors, parse, teach, frozenset(retired) if retired else frozenset(), self._parses_all(host, met)
+        )
         # Kept where making them again costs (selectors, or bits): not for the many hosts of a broad crawl
         # met on a few pages, whose offers are a few keys.
         if known or type(parse) is bytes or type(teach) is bytes:
@@ -97,6 +106,7 @@ class TemplateLearner:
         if template is not None:
             n = met.templates.pop(template, 0) + 1
             met.templates[template] = n
+            self._count_parsed(host, met, template)
             if n == TEACHES_FROM - 1:
                 if met.teaching is None:
                     met.teaching = set()
@@ -106,6 +116,25 @@ class TemplateLearner:
                 met.forget_oldest_templates()
                 self._offers.pop(host, None)
         return met
+
+    def _parses_all(self, host: str, met: _Host | None) -> bool:
+        """Whether every page of ``host`` is to be parsed, whatever its pre-key (:data:`PARSE_ALL_TRIAL`)."""
+        if not any(selector.usable for selector in self._selectors.get(host, {}).values()):
+            return False
+        return met is None or met.parsed < PARSE_ALL_TRIAL or 2 * met.covered >= met.parsed
+
+    def _count_parsed(self, host: str, met: _Host, template: int) -> None:
+        """Count a page parsed for its template, and whether a selector was there for it; the host's offers
+        are made again when that changes whether all its pages are parsed."""
+        before = self._parses_all(host, met)
+        met.parsed += 1
+        if self.active(host, template):
+            met.covered += 1
+        if met.parsed >= PARSE_ALL_WINDOW:
+            met.parsed //= 2
+            met.covered //= 2
+        if self._parses_all(host, met) != before:
+            self._offers.pop(host, None)
 
     def retired(self, host: str, template: int) -> bool:
         """Whether the template's selector was retired here (or left to trafilatura): a worker's own
@@ -270,13 +299,17 @@ class TemplateLearner:
 @dataclass(slots=True)
 class _Host:
     """What the learner remembers of a host: the pre-keys of its pages, its templates met (key -> pages), those
-    met often enough to teach, and the lessons gathered for those without a selector. A broad crawl meets
+    met often enough to teach, the lessons gathered for those without a selector, and how often a page parsed
+    found a selector. A broad crawl meets
     most of its hosts on a few pages: a host holds only what it met, its containers made when first needed."""
 
     prekeys: set[int] = field(default_factory=set)
     templates: OrderedDict[int, int] = field(default_factory=OrderedDict)
     teaching: set[int] | None = None
     lessons: dict[int, list[Lesson]] | None = None
+    #: Pages parsed for their template, and those of them whose template had a selector (PARSE_ALL_TRIAL).
+    parsed: int = 0
+    covered: int = 0
 
     def forget_oldest_templates(self) -> None:
         """Forget the least recently met half of the templates, with their lessons and their place among those

@@ -235,24 +235,28 @@ def merge(
 class Offers:
     """What a page of a host is sent with: the host's selectors by template, the pre-keys met on the host
     (a page whose pre-key is not among them is not parsed: :func:`prekey`), the templates met often enough
-    to teach (:data:`TEACHES_FROM`), both as a :data:`KeySet`, and the templates whose selector was retired
-    (learned again from the lessons of their next pages)."""
+    to teach (:data:`TEACHES_FROM`), both as a :data:`KeySet`, the templates whose selector was retired
+    (learned again from the lessons of their next pages), and whether every page is parsed whatever its
+    pre-key (``parse_all``: see :data:`.learner.PARSE_ALL_TRIAL`)."""
 
     selectors: Mapping[int, Offer]
     parse: KeySet
     learn: KeySet
     retired: frozenset[int] = frozenset()
+    parse_all: bool = False
 
     def under(self, other: Offers) -> Offers:
         """These offers (a worker's own) with ``other``'s (the deciding process's) over them: its selectors
         first, none of ours for a template it retired (its pages teach instead of being replayed by a
-        selector the deciding process no longer vouches for), the sets of both."""
+        selector the deciding process no longer vouches for), the sets of both, and whether to parse every
+        page as it says (it sees all the host's pages)."""
         ours = {template: offer for template, offer in self.selectors.items() if template not in other.retired}
         return Offers(
             {**ours, **other.selectors},
             either_keys(self.parse, other.parse),
             either_keys(self.learn, other.learn),
             self.retired | other.retired,
+            other.parse_all,
         )
 
 
