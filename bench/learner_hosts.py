@@ -8,8 +8,8 @@ worker's own. This reads the set's real pages once (each page's host, its pre-ke
 lexbor's tree), then feeds a learner a crawl of ``--hosts`` hosts: host *i* is the set's host *i mod n*
 under a name of its own (``h<i>.<host>``), with that host's real pages in the set's order. Each page is
 handled as the crawl handles it: its host's offers made and pickled (what a page goes to a worker with), its
-template passed only when its pre-key is among the offered ones (as a worker parses only then), then
-observed.
+template passed only when its pre-key is among the offered ones or the offers say every page of the host
+is parsed (as a worker parses only then), then observed.
 
 Printed as JSON for each number of hosts: the hosts the learner remembers at the end, the bytes it holds per
 host remembered (``tracemalloc``, in a learner of its own, its pages fed while tracing), the objects the
@@ -62,7 +62,7 @@ def crawl(learner: TemplateLearner, hosts: list[list[tuple[int, int | None]]], c
         for prekey, template in hosts[i % len(hosts)]:
             offers = learner.offers(name)
             offered_bytes += len(pickle.dumps(offers, protocol=pickle.HIGHEST_PROTOCOL))
-            parsed = template if _OFFERED(offers.parse, prekey) else None
+            parsed = template if getattr(offers, "parse_all", False) or _OFFERED(offers.parse, prekey) else None
             learner.observe(name, parsed, "", None, prekey)
             pages += 1
     return pages, offered_bytes
