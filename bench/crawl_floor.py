@@ -1,6 +1,7 @@
 """A probe: what a CPU-bound crawl costs with the plugin on, step by step, with extraction taken away.
 
     python3 dev.py bench bench/crawl_floor.py DIR [--repeat 3] [--order shuffled-1] [--steps off screened sent handed]
+        [--start lazy]
 
 One untimed crawl at the defaults records each page's worker result (its fingerprints and what it taught, as
 the worker sent them). Then, in each round, in alternation, each crawl in a fresh process (``bench_crawl.py``'s
@@ -152,6 +153,13 @@ def main() -> int:
     parser.add_argument("--order", default="shuffled-1")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
+        "--start",
+        choices=("eager", "lazy"),
+        default="eager",
+        help="start requests read ahead as Scrapy does (eager), or each one yielded when the engine can send it "
+        "(lazy: bench_crawl.py --start)",
+    )
+    parser.add_argument(
         "--steps", nargs="+", choices=STEPS + OPTIONAL_STEPS, default=list(STEPS), help="the steps, in this order"
     )
     args = parser.parse_args()
@@ -159,7 +167,12 @@ def main() -> int:
         parser.error("--steps needs off: every step is divided by it")
     folder = tempfile.mkdtemp(prefix="crawl-floor-")
     os.environ[RECORD_ENV] = folder
-    settings = {"NEARDUP_ENABLED": True, "NEARDUP_WORKERS": 2, "NEARDUP_WORKER_MAX_TASKS": 0}
+    settings = {
+        "NEARDUP_ENABLED": True,
+        "NEARDUP_WORKERS": 2,
+        "NEARDUP_WORKER_MAX_TASKS": 0,
+        bench_crawl.LAZY_START: args.start == "lazy",
+    }
 
     os.environ[MODE_ENV] = "record"
     bench_crawl.probe_crawl(args.dataset, args.order, settings, partial(_stepped, "decided"))
@@ -197,6 +210,7 @@ def main() -> int:
                 "command": " ".join(["bench/crawl_floor.py", *sys.argv[1:]]),
                 "pages": pages,
                 "repeat": args.repeat,
+                "start": args.start,
                 "record_misses": misses,
                 "rows": rows,
             },
