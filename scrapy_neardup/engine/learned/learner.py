@@ -124,16 +124,16 @@ class TemplateLearner:
         return met is None or met.parsed < PARSE_ALL_TRIAL or 2 * met.covered >= met.parsed
 
     def _count_parsed(self, host: str, met: _Host, template: int) -> None:
-        """Count a page parsed for its template, and whether a selector was there for it; the host's offers
-        are made again when that changes whether all its pages are parsed."""
-        before = self._parses_all(host, met)
+        """Count a page parsed for its template, and whether a selector was there for it; the host's kept
+        offers are made again when they no longer say whether all its pages are parsed."""
         met.parsed += 1
         if self.active(host, template):
             met.covered += 1
         if met.parsed >= PARSE_ALL_WINDOW:
             met.parsed //= 2
             met.covered //= 2
-        if self._parses_all(host, met) != before:
+        kept = self._offers.get(host)
+        if kept is not None and kept.parse_all != self._parses_all(host, met):
             self._offers.pop(host, None)
 
     def retired(self, host: str, template: int) -> bool:
