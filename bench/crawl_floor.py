@@ -3,7 +3,8 @@
     python3 dev.py bench bench/crawl_floor.py DIR [--repeat 3] [--order shuffled-1] [--steps off screened sent handed]
         [--start lazy]
 
-One untimed crawl at the defaults records each page's worker result (its fingerprints and what it taught, as
+One untimed crawl, each response handed to a worker (the ``handed`` step below, whose worker extracts for
+real), records each page's worker result (its fingerprints and what it taught, as
 the worker sent them). Then, in each round, in alternation, each crawl in a fresh process (``bench_crawl.py``'s
 local site, settings and order; 2 workers, no recycling; tag mode, SQLite):
 
@@ -14,6 +15,9 @@ local site, settings and order; 2 workers, no recycling; tag mode, SQLite):
   worker answers from the record (unpickles the page's arguments, looks the result up, sends it back);
 * ``sent`` (with ``--steps``): handed to a worker as in ``handed``, but passed on at once, its result read
   by the reactor when it comes and not awaited: what the trip costs when the response does not wait for it;
+* ``roundtrip`` (with ``--steps``): the plugin off, ``bench_crawl.py``'s ``roundtrip`` variant (each body
+  sent to a worker of the plugin's pool and a 300-byte reply awaited, no plugin code): the bare trip, to set
+  beside ``handed`` in the same rounds;
 * ``decided``: the whole path (the soft-404 check, the declared page, the decision in the store, the
   learned templates' bookkeeping), the worker answering from the record: a crawl whose extraction is free;
 * ``real``: the defaults.
@@ -50,9 +54,11 @@ import bench_crawl
 RECORD_ENV, MODE_ENV = "CRAWL_FLOOR_RECORD", "CRAWL_FLOOR_MODE"
 STEPS = ("off", "screened", "handed", "decided", "real")
 #: Steps run only when asked for (``--steps``).
-OPTIONAL_STEPS = ("sent",)
+OPTIONAL_STEPS = ("sent", "roundtrip")
 
-_record: dict[tuple[int, int, str], tuple[str, tuple]] | None = None
+#: Recorded results by page (:func:`_page_key`), and by its bytes alone (``(length, crc)``): byte-identical
+#: pages share one job, so the recording crawl sent only the first of them it met to a worker.
+_record: dict[tuple, tuple[str, tuple]] | None = None
 
 
 def _page_key(body: bytes, url: str) -> tuple[int, int, str]:
@@ -85,7 +91,10 @@ def recorded_analysis(body: bytes, url: str, content_type: str | None, offers: A
                     except EOFError:
                         break
                     _record[recorded_key] = result
+                    _record.setdefault(recorded_key[:2], result)
     recorded = _record.get(key)
+    if recorded is None:  # a copy of a page's bytes: the recording crawl sent only the first met to a worker
+        recorded = _record.get(key[:2])
     if recorded is None:
         with open(os.path.join(folder, "misses"), "a") as f:
             f.write(key[2] + "\n")
@@ -144,7 +153,7 @@ def _stepped(step: str, crawl: Any) -> Any:
 
 
 def _wrapped(step: str, crawl: Any) -> Any:
-    return bench_crawl.collected(crawl if step in ("off", "real") else _stepped(step, crawl))
+    return bench_crawl.collected(crawl if step in ("off", "real", "roundtrip") else _stepped(step, crawl))
 
 
 def main() -> int:
@@ -175,7 +184,8 @@ def main() -> int:
     }
 
     os.environ[MODE_ENV] = "record"
-    bench_crawl.probe_crawl(args.dataset, args.order, settings, partial(_stepped, "decided"))
+    # Every response handed to a worker (none predicted by a URL rule, as some are when decided): all recorded.
+    bench_crawl.probe_crawl(args.dataset, args.order, settings, partial(_stepped, "handed"))
     if not glob.glob(os.path.join(folder, "*.pk")):
         raise SystemExit("the recording crawl recorded nothing")
 
@@ -183,7 +193,9 @@ def main() -> int:
     runs: dict[str, list[dict]] = {step: [] for step in args.steps}
     for round_ in range(args.repeat):
         for step in args.steps:
-            step_settings = {**settings, "NEARDUP_ENABLED": step != "off"}
+            step_settings = {**settings, "NEARDUP_ENABLED": step not in ("off", "roundtrip")}
+            if step == "roundtrip":
+                step_settings.update(bench_crawl.VARIANTS["roundtrip"])
             result, server_cpu = bench_crawl.probe_crawl(
                 args.dataset, args.order, step_settings, partial(_wrapped, step)
             )
