@@ -1,7 +1,7 @@
 """A probe: what a CPU-bound crawl costs with the plugin on, step by step, with extraction taken away.
 
-    python3 dev.py bench bench/crawl_floor.py DIR [--repeat 3] [--order shuffled-1] [--steps off screened sent handed]
-        [--start lazy]
+    python3 dev.py bench bench/crawl_floor.py DIR [--repeat 3] [--order shuffled-1] [--start lazy]
+        [--steps off screened roundtrip handed]
 
 One untimed crawl, each response handed to a worker (the ``handed`` step below, whose worker extracts for
 real), records each page's worker result (its fingerprints and what it taught, as
