@@ -59,7 +59,10 @@ def run(args: argparse.Namespace) -> dict:
     traf = build_pipeline(reference)
     resil = build_pipeline(Config.from_settings({**base, "NEARDUP_EXTRACTOR": "resiliparse"}))
     learning = Config.from_settings(base)
-    htmls = [decode_html(read_page(os.path.join(args.dataset, row["file"]))) for row in manifest]
+
+    def html_of(i: int) -> str:  # read again at each pass: a large set's decoded pages do not fit in memory
+        return decode_html(read_page(os.path.join(args.dataset, manifest[i]["file"])))
+
     times: dict[str, list[list[float]]] = {k: [[] for _ in manifest] for k in ("trafilatura", "resiliparse", "learned")}
     texts: dict[str, list[Extraction | None]] = {k: [None] * len(manifest) for k in times}
     learned_how: list[str] = [""] * len(manifest)
@@ -68,7 +71,7 @@ def run(args: argparse.Namespace) -> dict:
         assert learner is not None
         pipeline = build_pipeline(learning)
         for i in order:
-            url, html = manifest[i]["url"], htmls[i]
+            url, html = manifest[i]["url"], html_of(i)
             texts["trafilatura"][i], seconds = cpu(lambda: traf.text_of(html, url))
             times["trafilatura"][i].append(seconds)
             texts["resiliparse"][i], seconds = cpu(lambda: resil.text_of(html, url))
