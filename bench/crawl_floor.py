@@ -55,6 +55,8 @@ RECORD_ENV, MODE_ENV = "CRAWL_FLOOR_RECORD", "CRAWL_FLOOR_MODE"
 STEPS = ("off", "screened", "handed", "decided", "real")
 #: Steps run only when asked for (``--steps``).
 OPTIONAL_STEPS = ("sent", "roundtrip")
+#: The steps whose crawl runs as it is, with these settings over the probe's (the plugin on, 2 workers).
+UNPATCHED_STEPS = {"off": {"NEARDUP_ENABLED": False}, "real": {}, "roundtrip": bench_crawl.VARIANTS["roundtrip"]}
 
 #: Recorded results by page (:func:`_page_key`), and by its bytes alone (``(length, crc)``): byte-identical
 #: pages share one job, so the recording crawl sent only the first of them it met to a worker.
@@ -153,7 +155,7 @@ def _stepped(step: str, crawl: Any) -> Any:
 
 
 def _wrapped(step: str, crawl: Any) -> Any:
-    return bench_crawl.collected(crawl if step in ("off", "real", "roundtrip") else _stepped(step, crawl))
+    return bench_crawl.collected(crawl if step in UNPATCHED_STEPS else _stepped(step, crawl))
 
 
 def main() -> int:
@@ -193,9 +195,7 @@ def main() -> int:
     runs: dict[str, list[dict]] = {step: [] for step in args.steps}
     for round_ in range(args.repeat):
         for step in args.steps:
-            step_settings = {**settings, "NEARDUP_ENABLED": step not in ("off", "roundtrip")}
-            if step == "roundtrip":
-                step_settings.update(bench_crawl.VARIANTS["roundtrip"])
+            step_settings = {**settings, **UNPATCHED_STEPS.get(step, {})}
             result, server_cpu = bench_crawl.probe_crawl(
                 args.dataset, args.order, step_settings, partial(_wrapped, step)
             )
