@@ -154,7 +154,9 @@ def build(dataset: str, out: str, templates: int, per: int, seed: int = 7) -> di
             articles.append((row.get("source") or paragraphs[0][:80], paragraphs))
     if len(articles) < templates * per:
         # More articles than the set has: real paragraphs recombined, five to nine an article, none twice in
-        # one (two such articles share a paragraph now and then: far below any threshold).
+        # one. Two such articles share a paragraph now and then, far below any threshold, except where it is
+        # one of the few long blocks taken as a paragraph (a list of 7,319 characters): the articles that
+        # share one are near-duplicates by their text, though labelled distinct.
         pool = [p for _, ps in articles for p in ps]
         while len(articles) < templates * per:
             paragraphs = rng.sample(pool, rng.randint(5, 9))
