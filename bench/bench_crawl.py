@@ -68,7 +68,7 @@ import localsite  # noqa: E402  (bench/, the script's own folder)
 
 from scrapy_neardup.engine.canonical import CANONICAL_SCAN_CHARS, declared_canonical  # noqa: E402
 from scrapy_neardup.engine.extract import EXTRACTOR_NAMES, decode_html  # noqa: E402
-from scrapy_neardup.offline.evaluation import load_manifest, read_page, score  # noqa: E402
+from scrapy_neardup.offline.evaluation import Score, load_manifest, read_page, score  # noqa: E402
 
 
 def site_path(url: str) -> str:
@@ -617,23 +617,7 @@ def quality_in_order(
         "seconds": max(r["seconds"] for r in results),
         "stats": results[0]["stats"] if len(results) == 1 else [r["stats"] for r in results],
     }
-
-    def page_of(url: str) -> str:
-        return by_path[unquote(url[len(base) :])]
-
-    pairs = [(by_path[i["path"]], page_of(i["near_duplicate_of"])) for i in items if i.get("near_duplicate_of")]
-    # A page the URL rules kept from the crawl (skipped, or fetched as its group's page) has their prediction
-    # for its verdict: a near-duplicate of that page. Wrong ones are skips of a page of another cluster.
-    predicted = predictions(settings, base, [p for p in paths if p not in {i["path"] for i in items}])
-    known_group = {p: g for p, g in predicted.items() if unquote(g[len(base) :]) in by_path}
-    pairs += [(by_path[p], page_of(group)) for p, group in known_group.items()]
-    cluster_of = {row["url"]: row.get("cluster", row["url"]) for row in manifest}
-    wrong = sorted(
-        p
-        for p, group in predicted.items()
-        if p not in known_group or cluster_of[by_path[p]] != cluster_of[page_of(group)]
-    )
-    crawl_score = score(manifest, pairs)
+    crawl_score, predicted, wrong = scored_crawl(manifest, base, paths, settings, items)
     jsonl = os.path.join(workdir, "site.jsonl")
     with open(jsonl, "w", encoding="utf-8") as f:
         for path in paths:
@@ -663,6 +647,31 @@ def quality_in_order(
         "cli": row(cli_score),
         "f1_gap": round(cli_score.f1 - crawl_score.f1, 4),
     }
+
+
+def scored_crawl(
+    manifest: list[dict], base: str, paths: list[str], settings: dict, items: list[dict]
+) -> tuple[Score, dict[str, str], list[str]]:
+    """A crawl's items (its ``near_duplicate_of`` tags) scored by the set's labels; also the pages the URL rules
+    kept from the crawl, with their predicted group, and those of them predicted wrongly."""
+    by_path = {site_path(row["url"]): row["url"] for row in manifest}
+
+    def page_of(url: str) -> str:
+        return by_path[unquote(url[len(base) :])]
+
+    pairs = [(by_path[i["path"]], page_of(i["near_duplicate_of"])) for i in items if i.get("near_duplicate_of")]
+    # A page the URL rules kept from the crawl (skipped, or fetched as its group's page) has their prediction
+    # for its verdict: a near-duplicate of that page. Wrong ones are skips of a page of another cluster.
+    predicted = predictions(settings, base, [p for p in paths if p not in {i["path"] for i in items}])
+    known_group = {p: g for p, g in predicted.items() if unquote(g[len(base) :]) in by_path}
+    pairs += [(by_path[p], page_of(group)) for p, group in known_group.items()]
+    cluster_of = {row["url"]: row.get("cluster", row["url"]) for row in manifest}
+    wrong = sorted(
+        p
+        for p, group in predicted.items()
+        if p not in known_group or cluster_of[by_path[p]] != cluster_of[page_of(group)]
+    )
+    return score(manifest, pairs), predicted, wrong
 
 
 def predictions(settings: dict, base: str, never_fetched: list[str]) -> dict[str, str]:

@@ -21,20 +21,12 @@ import os
 import shutil
 import sys
 import tempfile
-from urllib.parse import unquote
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_crawl
 from learner_passes import PageReader
 
-from scrapy_neardup.offline.evaluation import load_manifest, score
-
-
-class ServedPages(PageReader):
-    """The set's pages by path, read from their files when the local site is asked for them."""
-
-    def get(self, path: str) -> bytes | None:
-        return self[path] if path in self.rows else None
+from scrapy_neardup.offline.evaluation import load_manifest
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -54,23 +46,14 @@ def crawled(args: argparse.Namespace, workdir: str) -> dict:
         bench_crawl.LAZY_START: True,
         **bench_crawl.named_settings(args.setting),
     }
-    base, server = bench_crawl.serve(ServedPages(args.dataset, manifest))  # type: ignore[arg-type]
+    base, server = bench_crawl.serve(PageReader(args.dataset, manifest))  # type: ignore[arg-type]
     try:
         result = bench_crawl.run_crawl(base, paths, settings, workdir)
     finally:
         server.terminate()
-    by_path = {bench_crawl.site_path(row["url"]): row["url"] for row in manifest}
-
-    def page_of(url: str) -> str:
-        return by_path[unquote(url[len(base) :])]
-
     with open(result["items"]) as f:
         items = [json.loads(line) for line in f]
-    pairs = [(by_path[i["path"]], page_of(i["near_duplicate_of"])) for i in items if i.get("near_duplicate_of")]
-    fetched = {i["path"] for i in items}
-    predicted = bench_crawl.predictions(settings, base, [p for p in paths if p not in fetched])
-    pairs += [(by_path[p], page_of(group)) for p, group in predicted.items() if unquote(group[len(base) :]) in by_path]
-    scored = score(manifest, pairs)
+    scored, predicted, wrong = bench_crawl.scored_crawl(manifest, base, paths, settings, items)
     pages = len(paths)
     store = settings["NEARDUP_STORE_URL"][len("sqlite:///") :]
     return {
@@ -79,6 +62,7 @@ def crawled(args: argparse.Namespace, workdir: str) -> dict:
         "order": args.order,
         "items": len(items),
         "pages_predicted_away": len(predicted),
+        "predicted_wrongly": len(wrong),
         "f1": round(scored.f1, 4),
         "precision": round(scored.precision, 4),
         "recall": round(scored.recall, 4),

@@ -75,6 +75,10 @@ class PageReader:
         body = read_page(os.path.join(self.dataset, row["file"]))
         return bench_crawl.local_canonical(body, row["url"], self.in_set)
 
+    def get(self, path: str) -> bytes | None:
+        """The page at ``path``, or ``None`` (as a dict answers the local site: :func:`bench_crawl.serve`)."""
+        return self[path] if path in self.rows else None
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
