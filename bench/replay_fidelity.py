@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> dict:
         replay_more = len((replay_pairs - reference_pairs) & template_pairs)
         reference_more = len((reference_pairs - replay_pairs) & template_pairs)
         holds["replay" if replay_more > reference_more else "trafilatura" if reference_more else "neither"] += 1
-        agree_without += _jaccard(replay_pairs - template_pairs, reference_pairs - template_pairs) >= args.below
+        agree_without += agreement(replay_pairs - template_pairs, reference_pairs - template_pairs) >= args.below
     return {
         "command": " ".join(["bench/replay_fidelity.py", *sys.argv[1:]]),
         "pages": len(manifest),
@@ -164,10 +164,6 @@ def _pairs_apart(groups: defaultdict[bytes, list[str]]) -> dict:
         n = len(clusters)
         pairs += n * (n - 1) // 2 - sum(k * (k - 1) // 2 for k in Counter(clusters).values())
     return {"pairs": pairs, "largest_group": max((len(c) for c in groups.values()), default=0)}
-
-
-def _jaccard(a: set, b: set) -> float:
-    return len(a & b) / len(a | b) if a or b else 1.0
 
 
 def _agreements(values: list[float], below: float) -> dict:

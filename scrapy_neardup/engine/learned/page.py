@@ -43,10 +43,11 @@ def word_pairs(tokens: list[str]) -> set[tuple[str, ...]]:
     return set(zip(tokens, tokens[1:]))
 
 
-def agreement(a: str, b: str | set[tuple[str, ...]]) -> float:
-    """Jaccard similarity of two texts' word pairs (1.0 for two empty texts); ``b`` may be given as its
+def agreement(a: str | set[tuple[str, ...]], b: str | set[tuple[str, ...]]) -> float:
+    """Jaccard similarity of two texts' word pairs (1.0 for two empty texts); either may be given as its
     pairs already."""
-    pa, pb = word_pairs(words(a)), (b if isinstance(b, set) else word_pairs(words(b)))
+    pa = a if isinstance(a, set) else word_pairs(words(a))
+    pb = b if isinstance(b, set) else word_pairs(words(b))
     if not pa and not pb:
         return 1.0
     return len(pa & pb) / len(pa | pb)
