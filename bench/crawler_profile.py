@@ -1,6 +1,7 @@
 """A probe: where the crawler process spends its CPU in one crawl of a labelled set (plugin on, 2 workers).
 
-    python3 dev.py bench bench/crawler_profile.py ../shared/neardup-dev [--order shuffled-1] [--off] [-o FILE]
+    python3 dev.py bench bench/crawler_profile.py ../shared/neardup-dev [--order shuffled-1] [--off]
+        [--start lazy] [-o FILE]
 
 One crawl as ``bench_crawl.py`` runs it (the same local site, settings and order), its crawler process under
 ``cProfile``; printed: the crawl's wall time and CPU, and the self time of the functions grouped by where they
@@ -31,6 +32,7 @@ def main() -> int:
     parser.add_argument("dataset")
     parser.add_argument("--order", default="shuffled-1")
     parser.add_argument("--off", action="store_true", help="the plugin off")
+    parser.add_argument("--start", choices=("eager", "lazy"), default="eager", help="as bench_crawl.py --start")
     parser.add_argument("-o", "--output", help="also keep the profile (pstats) here")
     args = parser.parse_args()
     workdir = tempfile.mkdtemp()
@@ -55,7 +57,7 @@ def main() -> int:
 
         return run
 
-    settings = {"NEARDUP_ENABLED": not args.off, "NEARDUP_WORKERS": 2}
+    settings = {"NEARDUP_ENABLED": not args.off, "NEARDUP_WORKERS": 2, bench_crawl.LAZY_START: args.start == "lazy"}
     result, _ = bench_crawl.probe_crawl(args.dataset, args.order, settings, profiled)
     stats = pstats.Stats(out)
     where: collections.Counter[str] = collections.Counter()
