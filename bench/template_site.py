@@ -8,8 +8,8 @@ pages of neardup-dev (originals of distinct hosts whose article sits in one elem
 finds another article put in its place) keep their whole page (navigation, sidebars, comments, related
 lists, footer) and have their article, the paragraphs trafilatura extracts, replaced by other real
 articles' paragraphs (``--per`` a template, each article once, one original a cluster of neardup-dev; past
-the set's articles, their real paragraphs recombined), the page's ``<h1>`` and ``<title>`` by the article's
-title. As the set's ``syndicate`` pages are made, here by
+the set's articles, their real paragraphs recombined, none over ``MAX_RECOMBINED_CHARS``), the page's
+``<h1>`` and ``<title>`` by the article's title. As the set's ``syndicate`` pages are made, here by
 template (Bar-Yossef & Rajagopalan, WWW 2002: a template is what many pages of a site share).
 
 Near-duplicate copies, each labelled with its article: 10 % of the articles *crossposted* (the same article
@@ -41,6 +41,8 @@ from scrapy_neardup.engine.learned import word_pairs, words
 from scrapy_neardup.offline.evaluation import load_manifest, read_page
 
 HOST = "template.example"
+#: The longest paragraph a recombined article shows: longer ones are whole blocks of a page, not paragraphs.
+MAX_RECOMBINED_CHARS = 2000
 
 
 def article_paragraphs(html: str) -> list[str]:
@@ -152,11 +154,14 @@ def build(dataset: str, out: str, templates: int, per: int, seed: int = 7) -> di
                 continue
         if len(" ".join(paragraphs)) >= 600 and len(paragraphs) >= 3:
             articles.append((row.get("source") or paragraphs[0][:80], paragraphs))
+    own = len(articles)
     if len(articles) < templates * per:
         # More articles than the set has: real paragraphs recombined, five to nine an article, none twice in
-        # one. Two such articles share a paragraph now and then, far below any threshold, except where it is
-        # one of the few long blocks taken as a paragraph (a list of 7,319 characters): the articles that
-        # share one are near-duplicates by their text, though labelled distinct.
+        # one. Two such articles share a paragraph now and then, far below any threshold. A few "paragraphs"
+        # are whole blocks of a page (a list of 7,319 characters, a run of 21,733): at 100,000 pages each is
+        # drawn into about 70 articles, which it would make near-duplicates of each other though they are
+        # labelled distinct. A recombined article does not show one (below: its draw, and so every other
+        # article and copy, stays what an earlier build made).
         pool = [p for _, ps in articles for p in ps]
         while len(articles) < templates * per:
             paragraphs = rng.sample(pool, rng.randint(5, 9))
@@ -178,7 +183,9 @@ def build(dataset: str, out: str, templates: int, per: int, seed: int = 7) -> di
     n = 0
     for t, (doc, path, _) in enumerate(chosen):
         for i in range(per):
-            title, paragraphs = articles[n]
+            title, drawn = articles[n]
+            shown = [n < own or len(p) <= MAX_RECOMBINED_CHARS for p in drawn]
+            paragraphs = [p for p, show in zip(drawn, shown) if show]
             cluster = f"a{n:04d}"
             url = f"https://{HOST}/t{t:02d}/article-{n}.html"
             write("original", cluster, url, fill(doc, path, title, paragraphs))
@@ -200,9 +207,9 @@ def build(dataset: str, out: str, templates: int, per: int, seed: int = 7) -> di
                 )
             elif draw < 0.20:
                 noisy = [
-                    " ".join(rng.choice(vocabulary) if rng.random() < 0.02 else w for w in p.split())
-                    for p in paragraphs
+                    " ".join(rng.choice(vocabulary) if rng.random() < 0.02 else w for w in p.split()) for p in drawn
                 ]
+                noisy = [p for p, show in zip(noisy, shown) if show]
                 day, year, hour, minute = (
                     rng.randint(1, 28),
                     rng.randint(2019, 2025),
