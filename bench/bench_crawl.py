@@ -662,7 +662,8 @@ def scored_crawl(
     pairs = [(by_path[i["path"]], page_of(i["near_duplicate_of"])) for i in items if i.get("near_duplicate_of")]
     # A page the URL rules kept from the crawl (skipped, or fetched as its group's page) has their prediction
     # for its verdict: a near-duplicate of that page. Wrong ones are skips of a page of another cluster.
-    predicted = predictions(settings, base, [p for p in paths if p not in {i["path"] for i in items}])
+    crawled = {i["path"] for i in items}
+    predicted = predictions(settings, base, [p for p in paths if p not in crawled])
     known_group = {p: g for p, g in predicted.items() if unquote(g[len(base) :]) in by_path}
     pairs += [(by_path[p], page_of(group)) for p, group in known_group.items()]
     cluster_of = {row["url"]: row.get("cluster", row["url"]) for row in manifest}
