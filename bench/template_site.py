@@ -159,7 +159,7 @@ def build(dataset: str, out: str, templates: int, per: int, seed: int = 7) -> di
         # More articles than the set has: real paragraphs recombined, five to nine an article, none twice in
         # one. Two such articles share a paragraph now and then, far below any threshold. A few "paragraphs"
         # are whole blocks of a page (a list of 7,319 characters, a run of 21,733): at 100,000 pages each is
-        # drawn into about 70 articles, which it would make near-duplicates of each other though they are
+        # drawn into about 30 articles, which it would make near-duplicates of each other though they are
         # labelled distinct. A recombined article does not show one (below: its draw, and so every other
         # article and copy, stays what an earlier build made).
         pool = [p for _, ps in articles for p in ps]
