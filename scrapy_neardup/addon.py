@@ -11,6 +11,10 @@ Component order numbers, chosen on purpose:
   items.
 
 Each is added with ``setdefault``, so a project that lists a component itself keeps its own order.
+
+With the plugin enabled and extraction in worker processes, the add-on also has the workers' fork server
+start (:func:`~scrapy_neardup.workers.start_fork_server`): it imports the extraction modules while Scrapy
+builds the rest of the crawl, instead of after the spider opens, when every page fetched would wait for it.
 """
 
 from __future__ import annotations
@@ -36,3 +40,18 @@ class Addon:
             # The class, not its path: Scrapy compares what a project lists, loaded, with it (a path never
             # matched, and the project's own order was overwritten).
             settings.setdefault_in_component_priority_dict(setting, load_object(component), order)
+        _start_fork_server(settings)
+
+
+def _start_fork_server(settings: BaseSettings) -> None:
+    """Start the workers' fork server if this crawl will have workers; a bad setting is left to the crawl's
+    start-up, which fails on it in one line."""
+    from .settings import Config, ConfigError
+    from .workers import start_fork_server
+
+    try:
+        config = Config.from_settings(settings)
+    except ConfigError:
+        return
+    if config.enabled and config.resolved_workers() > 0:
+        start_fork_server()

@@ -76,7 +76,7 @@ class Preparer:
                 max_tasks=config.worker_max_tasks,
                 nice=config.worker_nice,
             )
-            self._extraction.start(pool_reader())
+            self._extraction.start(pool_reader(), wait=False)  # the crawl fetches its first pages meanwhile
             if config.body_cache_size:
                 self._bodies = IdenticalBodies(config.body_cache_size)
         else:

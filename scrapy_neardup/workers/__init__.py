@@ -193,8 +193,9 @@ _starting = _StartingWorker()
 _wrap_lock = threading.Lock()
 
 
-def _start_without_main(process: Any) -> None:
-    """Start ``process`` without running the parent's ``__main__`` module in it (a forked one never does).
+def _without_main(start: Callable[[], Any]) -> None:
+    """Run ``start`` (a process's start, or the fork server's) without having the parent's ``__main__`` module
+    run in the process it starts (a forked one never does).
 
     The fork server's and spawn's start methods send the child what it needs to prepare itself
     (``multiprocessing.spawn``'s preparation data), and that includes the parent's main script, which the
@@ -223,9 +224,25 @@ def _start_without_main(process: Any) -> None:
             spawn.get_preparation_data = get_preparation_data
     _starting.now = True
     try:
-        process.start()
+        start()
     finally:
         _starting.now = False
+
+
+def _start_without_main(process: Any) -> None:
+    _without_main(process.start)
+
+
+def start_fork_server() -> None:
+    """Have the fork server the crawl's workers come from start now, without waiting for it: it imports the
+    extraction modules (about a third of a second of one core) while the caller goes on, here the crawl's
+    own start-up, so that the workers can come up as soon as the spider opens. Where workers are spawned,
+    nothing to do."""
+    ctx = _context()
+    if ctx.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        _without_main(forkserver.ensure_running)
 
 
 def _context() -> Any:
@@ -385,9 +402,15 @@ class ExtractionPool:
         self._numbers = count(1)
         self._stop_watching = threading.Event()
         self._watchdog: threading.Thread | None = None
+        self._starter: threading.Thread | None = None
 
-    def start(self, io: PoolIO | None = None) -> None:
-        """Start the workers; their results are read by ``io`` (by default a thread of the pool's own)."""
+    def start(self, io: PoolIO | None = None, wait: bool = True) -> None:
+        """Start the workers; their results are read by ``io`` (by default a thread of the pool's own).
+
+        ``wait`` false: return at once and start them on a thread of the pool's own. The first worker waits
+        for the fork server to import the extraction modules (about a third of a second of one core); a
+        crawl meanwhile opens its connections and fetches its first pages, which wait in the queue and go
+        to the workers as they come up."""
         first = (
             [self._start_process(multiprocessing.get_context("fork")) for _ in range(self.workers)]
             if self._fork_first and threading.active_count() == 1
@@ -397,10 +420,26 @@ class ExtractionPool:
         self._io = io if io is not None else ThreadIO()
         for process, conn in first:
             self._add(process, conn)
-        for _ in range(self.workers - len(first)):
-            self._spawn()
+        rest = self.workers - len(first)
+        if wait:
+            for _ in range(rest):
+                self._spawn()
+        elif rest:
+            with self._lock:
+                self._starting += rest
+            self._starter = threading.Thread(
+                target=self._start_rest, args=(rest,), name="scrapy-neardup-start", daemon=True
+            )
+            self._starter.start()
         self._watchdog = threading.Thread(target=self._watch, name="scrapy-neardup-watchdog", daemon=True)
         self._watchdog.start()
+
+    def _start_rest(self, workers: int) -> None:
+        """The starting thread of :meth:`start` (``wait`` false): each worker counted in ``_starting`` started
+        and given the pages that wait (a worker that cannot start is said, and the pages fail once none is
+        left to start, as when a dead worker cannot be replaced)."""
+        for _ in range(workers):
+            self._replace(counted=True)
 
     # -- workers -----------------------------------------------------------------------------------
     def _start_process(self, ctx: Any) -> tuple[Any, Connection]:
@@ -646,6 +685,9 @@ class ExtractionPool:
             for worker in workers:
                 worker.gone, worker.page = True, None
                 worker.behind.clear()
+        starter = self._starter
+        if starter is not None:  # a worker it starts now is stopped by _add: wait for it, so that none outlives us
+            starter.join(CLOSE_WAIT_SECS)
         for worker in workers:
             if worker in busy:
                 worker.process.kill()  # its page is failed below: nothing to wait for

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -393,6 +394,92 @@ def test_only_pages_that_fit_in_its_pipe_wait_behind_another_and_closing_fails_t
     for page in (running, *small):
         with pytest.raises(WorkerLost, match="stopped"):
             page.result(timeout=30)
+
+
+def test_a_pool_started_without_waiting_queues_pages_until_its_workers_are_up():
+    """``start(wait=False)``, as a crawl starts its pool: the call returns before any worker is up (their
+    start is held here until pages were submitted), the pages submitted meanwhile wait in the queue, and
+    each reaches a worker once the workers are up, every result its own page's."""
+    from helpers.crawlkit import sleepy
+
+    from scrapy_neardup.settings import Config
+    from scrapy_neardup.workers import ExtractionPool
+
+    extraction = ExtractionPool(Config.from_settings({}), 2)
+    spawn, gate, seen = extraction._spawn, threading.Event(), set()
+
+    def held_spawn():
+        assert gate.wait(30), "the test never let the workers start"
+        return spawn()
+
+    extraction._spawn = held_spawn
+    extraction.start(wait=False)
+    try:
+        assert extraction.pids() == []
+        pages = [extraction.submit(sleepy, 0.01 * i) for i in range(8)]
+        assert not any(page.done() for page in pages) and len(extraction._queue) == 8
+        gate.set()
+        assert [page.result(timeout=60) for page in pages] == [0.01 * i for i in range(8)]
+        wait_until(lambda: len(extraction.pids()) == 2, timeout=30, what="both workers")
+        seen.update(extraction.pids())
+    finally:
+        gate.set()
+        extraction.close()
+    assert_no_process_left({"workers": sorted(seen), "parents": [], "crawler": os.getpid()})
+
+
+def test_a_pool_closed_while_its_workers_start_fails_its_pages_and_leaves_no_worker():
+    """Closed before its workers are up (a crawl stopped at once): the pages waiting fail with
+    :class:`WorkerLost`, and the worker that comes up after the close is stopped, not left running."""
+    from helpers.crawlkit import sleepy
+
+    from scrapy_neardup.settings import Config
+    from scrapy_neardup.workers import ExtractionPool, WorkerLost
+
+    extraction = ExtractionPool(Config.from_settings({}), 1)
+    spawn, gate, started = extraction._spawn, threading.Event(), []
+
+    def held_spawn():
+        assert gate.wait(30), "the test never let the worker start"
+        worker = spawn()
+        started.append(worker.process.pid)
+        return worker
+
+    extraction._spawn = held_spawn
+    extraction.start(wait=False)
+    page = extraction.submit(sleepy, 0.01)
+    threading.Timer(0.3, gate.set).start()  # the worker comes up while close() is under way
+    extraction.close()
+    with pytest.raises(WorkerLost, match="stopped"):
+        page.result(timeout=30)
+    assert len(started) == 1
+    assert_no_process_left({"workers": started, "parents": [], "crawler": os.getpid()})
+
+
+def test_the_addon_starts_the_fork_server_only_for_a_crawl_with_workers():
+    """The add-on has the workers' fork server start while Scrapy builds the crawl (it imports the extraction
+    modules meanwhile), only when the plugin is enabled with worker processes; a bad setting is left to the
+    crawl's start-up. Each case in a fresh interpreter: the fork server is one a process."""
+    script = """
+import sys
+from multiprocessing import forkserver
+from scrapy.settings import Settings
+from scrapy_neardup import Addon
+settings = Settings({k: v for k, v in (a.split("=", 1) for a in sys.argv[1:])})
+Addon().update_settings(settings)
+print(forkserver._forkserver._forkserver_pid is not None)
+"""
+    cases = {
+        ("NEARDUP_ENABLED=True",): "True",
+        ("NEARDUP_ENABLED=True", "NEARDUP_WORKERS=0"): "False",
+        ("NEARDUP_ENABLED=False",): "False",
+        ("NEARDUP_ENABLED=True", "NEARDUP_THRESHOLD=7"): "False",
+    }
+    for args, expected in cases.items():
+        done = subprocess.run(
+            [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120, check=True
+        )
+        assert done.stdout.strip() == expected, (args, done.stdout, done.stderr)
 
 
 def test_workers_run_at_the_niceness_they_are_given():
