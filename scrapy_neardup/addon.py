@@ -44,14 +44,15 @@ class Addon:
 
 
 def _start_fork_server(settings: BaseSettings) -> None:
-    """Start the workers' fork server if this crawl will have workers; a bad setting is left to the crawl's
-    start-up, which fails on it in one line."""
-    from .settings import Config, ConfigError
+    """Start the workers' fork server if this crawl will have workers. An economy only: a bad setting is left
+    to the crawl's start-up, which fails on it in one line, and a fork server that cannot start now is
+    started again, or said why not, when the workers are."""
+    from .settings import Config
     from .workers import start_fork_server
 
     try:
         config = Config.from_settings(settings)
-    except ConfigError:
+        if config.enabled and config.resolved_workers() > 0:
+            start_fork_server()
+    except Exception:  # noqa: BLE001 - see the docstring: nothing here may fail the crawl's start-up
         return
-    if config.enabled and config.resolved_workers() > 0:
-        start_fork_server()
