@@ -448,7 +448,12 @@ def test_a_pool_closed_while_its_workers_start_fails_its_pages_and_leaves_no_wor
     extraction._spawn = held_spawn
     extraction.start(wait=False)
     page = extraction.submit(sleepy, 0.01)
-    threading.Timer(0.3, gate.set).start()  # the worker comes up while close() is under way
+
+    def open_once_closed():  # the worker comes up while close() is under way, whatever the machine's load
+        wait_until(lambda: extraction._closed, timeout=30, what="the close")
+        gate.set()
+
+    threading.Thread(target=open_once_closed, daemon=True).start()
     extraction.close()
     with pytest.raises(WorkerLost, match="stopped"):
         page.result(timeout=30)
