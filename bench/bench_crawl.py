@@ -171,6 +171,7 @@ def crawl_child(base: str, paths: list[str], settings: dict, out: str) -> None:
                 yield scrapy.Request(base + path)
 
         def parse(self, response):  # type: ignore[no-untyped-def]
+            marks.setdefault("first_page", time.perf_counter() - started)
             verdict = response.meta.get("neardup") or {}
             yield {"path": unquote(response.url[len(base) :]), "key": verdict.get("key")}
 
@@ -199,8 +200,11 @@ def crawl_child(base: str, paths: list[str], settings: dict, out: str) -> None:
                 f.write("".join(f"{pid}\n" for pid in new))
 
     loops: list = []
+    #: Seconds from the crawl's start to the spider opening and to its first page (``crawl_start.py``).
+    marks: dict[str, float] = {}
 
     def opened(spider: object) -> None:
+        marks["opened"] = time.perf_counter() - started
         from twisted.internet import task  # built once the crawl's reactor is installed
 
         loops.append(task.LoopingCall(note_workers))
@@ -224,6 +228,7 @@ def crawl_child(base: str, paths: list[str], settings: dict, out: str) -> None:
         json.dump(
             {
                 "seconds": seconds,
+                **marks,
                 "crawler_cpu": usage.ru_utime + usage.ru_stime,
                 "crawler_rss": usage.ru_maxrss * 1024,
                 "items": items_path,

@@ -51,7 +51,7 @@ this package's own processes, and nothing read from a store or a page is ever un
 
 Workers start from a fork server (a clean single-threaded process started once, with the extraction
 modules imported), never by forking the crawler, whose threads may hold locks at fork time, and without
-running the parent's ``__main__`` module again (:func:`_start_without_main`). Each worker
+running the parent's ``__main__`` module again (:func:`_without_main`). Each worker
 ignores SIGINT (Ctrl-C reaches the whole process group; the crawler decides what it means) and asks the
 kernel to kill it when its parent dies, so no worker outlives a crawler that was killed.
 
@@ -183,8 +183,8 @@ def lower_priority(nice: int) -> None:
 
 
 class _StartingWorker(threading.local):
-    """Whether this thread is starting one of the pool's workers (read by the wrapper of
-    :func:`_start_without_main`)."""
+    """Whether this thread is starting one of the pool's workers or their fork server (read by the wrapper of
+    :func:`_without_main`)."""
 
     now = False
 
@@ -227,10 +227,6 @@ def _without_main(start: Callable[[], Any]) -> None:
         start()
     finally:
         _starting.now = False
-
-
-def _start_without_main(process: Any) -> None:
-    _without_main(process.start)
 
 
 def start_fork_server() -> None:
@@ -447,7 +443,7 @@ class ExtractionPool:
         process = ctx.Process(
             target=serve, args=(theirs, self.config, self.nice), name="scrapy-neardup-worker", daemon=True
         )
-        _start_without_main(process)
+        _without_main(process.start)
         theirs.close()  # the worker's end lives in the worker only: its death closes the pipe
         return process, ours
 
