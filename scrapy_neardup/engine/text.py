@@ -104,6 +104,14 @@ def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
     return pows, inv
 
 
+def build_tables() -> None:
+    """Build the tables :func:`token_spans` and :func:`token_hashes` build on first use: the class of every
+    code point of the Basic Multilingual Plane (about 20 ms of one core), and the first powers of the
+    token multiplier. A process that forks workers builds them once, and each worker starts with them."""
+    _ascii_words()
+    _power_tables(4096)
+
+
 #: Characters of at most this many are normalised in one call; longer texts piece by piece.
 _NFKC_PIECE = 512
 

@@ -50,10 +50,11 @@ back is :meth:`Prepared.to_wire <scrapy_neardup.engine.prepare.Prepared.to_wire>
 this package's own processes, and nothing read from a store or a page is ever unpickled.
 
 Workers start from a fork server (a clean single-threaded process started once, with the extraction
-modules imported), never by forking the crawler, whose threads may hold locks at fork time, and without
-running the parent's ``__main__`` module again (:func:`_without_main`). Each worker
-ignores SIGINT (Ctrl-C reaches the whole process group; the crawler decides what it means) and asks the
-kernel to kill it when its parent dies, so no worker outlives a crawler that was killed.
+modules imported and the tokenizer's tables built: :mod:`.preload`), never by forking the crawler, whose
+threads may hold locks at fork time, and without running the parent's ``__main__`` module again
+(:func:`_without_main`). Each worker ignores SIGINT (Ctrl-C reaches the whole process group; the crawler
+decides what it means) and asks the kernel to kill it when its parent dies, so no worker outlives a crawler
+that was killed.
 
 Nothing here imports Scrapy or Twisted.
 """
@@ -247,7 +248,13 @@ def _context() -> Any:
         ctx = multiprocessing.get_context("forkserver")
         # Imported once in the fork server, shared by every worker forked from it.
         ctx.set_forkserver_preload(
-            ["scrapy_neardup.workers", "scrapy_neardup.workers.tasks", "scrapy_neardup.engine.prepare", "trafilatura"]
+            [
+                "scrapy_neardup.workers",
+                "scrapy_neardup.workers.tasks",
+                "scrapy_neardup.engine.prepare",
+                "trafilatura",
+                "scrapy_neardup.workers.preload",
+            ]
         )
         return ctx
     return multiprocessing.get_context("spawn")

@@ -349,6 +349,13 @@ def digests(*args):
     return [(type(a).__name__, hashlib.sha256(a).hexdigest() if isinstance(a, bytes) else a) for a in args]
 
 
+def tokenizer_tables_built():
+    """A worker task: whether the tokenizer's code-point table was built in this process before the task."""
+    from scrapy_neardup.engine import text
+
+    return text._bmp_table is not None
+
+
 def sleepy(seconds):
     """A worker task that takes ``seconds``."""
     import time

@@ -356,6 +356,27 @@ def test_workers_are_recycled_after_max_tasks_and_stop_cleanly():
     assert_no_process_left({"workers": sorted(seen), "parents": [], "crawler": os.getpid()})
 
 
+@pytest.mark.skipif(
+    "forkserver" not in __import__("multiprocessing").get_all_start_methods(), reason="workers are spawned here"
+)
+def test_every_worker_starts_with_the_tokenizer_tables_the_fork_server_built():
+    """The fork server builds the tokenizer's tables once; each worker it forks, a recycled one too, has them
+    before its first page instead of building them on it."""
+    from helpers.crawlkit import tokenizer_tables_built
+
+    from scrapy_neardup.settings import Config
+    from scrapy_neardup.workers import ExtractionPool
+
+    extraction = ExtractionPool(Config.from_settings({}), 1, max_tasks=1)
+    extraction.start()
+    try:
+        built = [extraction.submit(tokenizer_tables_built).result(timeout=60) for _ in range(3)]
+        assert extraction.recycled >= 2
+    finally:
+        extraction.close()
+    assert built == [True, True, True]
+
+
 def test_only_pages_that_fit_in_its_pipe_wait_behind_another_and_closing_fails_them():
     """Pages wait in a worker's pipe behind the one it works on only as far as the pipe has room for their
     bytes in all (a send into a full pipe would block the reactor for as long as the worker's page takes);
