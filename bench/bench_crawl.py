@@ -51,6 +51,7 @@ import os
 import random
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -154,6 +155,10 @@ def _proc_cpu_and_hwm(pid: int) -> tuple[float, int] | None:
 LAZY_START = "BENCH_LAZY_START"
 
 
+#: The fields of a page's verdict (its ``neardup`` meta) each crawled page's item carries.
+VERDICT_FIELDS = ("key", "status", "duplicate", "canonical", "similarity")
+
+
 def crawl_child(base: str, paths: list[str], settings: dict, out: str) -> None:
     """One crawl in this (fresh) process; writes its measurements as JSON to ``out``."""
     import scrapy
@@ -173,7 +178,7 @@ def crawl_child(base: str, paths: list[str], settings: dict, out: str) -> None:
         def parse(self, response):  # type: ignore[no-untyped-def]
             marks.setdefault("first_page", time.perf_counter() - started)
             verdict = response.meta.get("neardup") or {}
-            yield {"path": unquote(response.url[len(base) :]), "key": verdict.get("key")}
+            yield {"path": unquote(response.url[len(base) :]), **{k: verdict.get(k) for k in VERDICT_FIELDS}}
 
     items_path = out + ".items.jsonl"
     process = CrawlerProcess({**settings, "FEEDS": {items_path: {"format": "jsonlines", "overwrite": True}}})
@@ -335,7 +340,8 @@ def probe_crawl(
 ) -> tuple[dict, float]:
     """One crawl of ``dataset`` in ``order`` as the timings run it (its own local site, ``settings`` over
     :func:`base_settings`), the crawler process running ``wrap(crawl_child)`` instead of :func:`crawl_child`,
-    for a probe that watches the crawler from inside: the crawl's result, and the local server's CPU seconds."""
+    for a probe that watches the crawler from inside: the crawl's result, and the local server's CPU seconds.
+    The crawl's folder (its store, its items) is removed afterwards."""
     global crawl_child
     manifest = load_manifest(os.path.join(dataset, "manifest.jsonl"))
     paths = crawl_orders(manifest, [order])[order]
@@ -349,6 +355,7 @@ def probe_crawl(
     finally:
         crawl_child = crawl
         server.terminate()
+        shutil.rmtree(workdir, ignore_errors=True)
     return result, server_cpu
 
 
