@@ -20,6 +20,7 @@ from twisted.python.threadpool import ThreadPool
 from ..engine.canonical import declared_canonical
 from ..engine.extract import decode_html, quiet_trafilatura
 from ..engine.prepare import Prepared
+from ..store import BODY_DIGEST_BYTES
 from ..workers import IN_PROCESS, AtSend, ExtractionPool, WorkerLost, WorkerTimeout, made
 from .bodies import IdenticalBodies, body_digest
 from .reactor import pool_reader, reply
@@ -108,22 +109,21 @@ class Preparer:
     async def prepare(self, job: Job, url: str | None = None, relearn: bool = False) -> Prepared | Skip:
         """Extract and fingerprint a document: what was prepared, or why it was not (a lost worker, a
         timeout, an unexpected error, the crawl closing), with what went wrong. A page goes with its host's
-        learned selectors (none when ``relearn``: trafilatura alone)."""
+        learned selectors (none when ``relearn``: trafilatura alone). A page's result carries the digest of
+        its bytes (:attr:`Prepared.body`)."""
         if not self.running:
             return Skip("store_closed")
         deferred: Deferred = Deferred()
         offers = None
         if self.templates is not None and job.is_html and not relearn:
             offers = AtSend(partial(self.templates.offers, url or job.url))  # as known when a worker takes it
+        digest = body_digest(job.body, job.content_type) if job.body is not None else None
         fn, *args = job.call(offers)
         try:
             if self._extraction is not None:
                 extraction, copy_of = self._extraction, None
-                if self._bodies is not None and job.is_html and not relearn:
-                    body, page_url, content_type = args[:3]
-                    future, first_url = self._bodies.share(
-                        body_digest(body, content_type), page_url, lambda: extraction.submit(fn, *args)
-                    )
+                if self._bodies is not None and digest is not None and not relearn:
+                    future, first_url = self._bodies.share(digest, args[1], lambda: extraction.submit(fn, *args))
                     copy_of = None if first_url is None else (job, first_url)
                 else:
                     future = extraction.submit(fn, *args)
@@ -136,7 +136,7 @@ class Preparer:
         got = await maybe_deferred_to_future(deferred)
         if isinstance(got, Prepared):
             self.report.cpu_seconds += got.cpu_seconds
-            return got
+            return got if digest is None else replace(got, body=digest[:BODY_DIGEST_BYTES])
         if isinstance(got, WorkerTimeout):
             return Skip("store_closed" if self.closing else "timeout", got)
         if isinstance(got, WorkerLost):

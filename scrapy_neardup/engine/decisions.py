@@ -120,7 +120,7 @@ class DecisionLoop:
         also = tuple(
             f.signature for f in (fetched.fingerprint, fetched.page_fingerprint) if f is not None and f is not fp
         )
-        check = Check(key, fp.signature, fp.buckets, also, prefer, self.declarations.declarers_of(key))
+        check = Check(key, fp.signature, fp.buckets, also, prefer, self.declarations.declarers_of(key), prepared.body)
         self._waiting.append(
             _Waiting(check, prepared, refiled, None if declared is None else declared.key, declared_filed)
         )

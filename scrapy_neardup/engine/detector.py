@@ -41,6 +41,8 @@ class Check:
     its record by any of them is *seen*). ``prefer``: the canonical page to file it under when it matches
     that page (a declaration borne out, see :mod:`.canonical`), whatever else it resembles more. ``exclude``:
     canonical pages it must not be filed under (the copies that declared it: :mod:`.canonical`, rule 4).
+    ``body``: the digest of the page's bytes (:attr:`DocRecord.body`), filed with it; a known key fetched
+    again with the bytes it was filed with is *seen*, whatever its text this time.
     """
 
     key: str
@@ -49,6 +51,7 @@ class Check:
     also: Sequence[bytes] = ()
     prefer: str | None = None
     exclude: frozenset[str] = frozenset()
+    body: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,10 @@ class Detector:
     A key filed before is *seen* (a re-crawl, not a near-duplicate of itself) as long as its record still
     stands for the page. It is checked afresh, its record replaced, when the new fetch is below the
     threshold against what the record was judged by (``recheck_changed``: the page changed), when it was
-    last seen more than ``max_age_secs`` ago, or when its canonical was removed.
+    last seen more than ``max_age_secs`` ago, or when its canonical was removed. A fetch with the bytes the
+    record was filed with (:attr:`Check.body`) is the page the verdict was made on: it is seen, even when
+    its text, found another way this time (a learned template's replay instead of trafilatura, or the
+    reverse: :mod:`.learned`), falls below that bar.
 
     ``text_params``: what the texts were taken from, stored beside the algorithm's parameters so that a
     store refuses fingerprints of other texts (another main-content extractor).
@@ -125,13 +131,16 @@ class Detector:
         fp = self.algorithm.fingerprint(text)
         return self.check_fingerprint(key, fp.signature, fp.buckets)
 
-    def _recheck(self, known: DocRecord, signatures: Sequence[bytes]) -> Recheck | None:
+    def _recheck(self, known: DocRecord, signatures: Sequence[bytes], body: bytes | None = None) -> Recheck | None:
         """Why the known record of a key fetched again with ``signatures`` (its fingerprint, and the other
-        texts of the same fetch it may have been filed on) must be replaced; ``None``: it is seen."""
+        texts of the same fetch it may have been filed on) and the bytes of digest ``body`` must be replaced;
+        ``None``: it is seen."""
         if known.orphaned:
             return "orphaned"
         if self.max_age_secs is not None and known.seen is not None and known.seen < time.time() - self.max_age_secs:
             return "expired"
+        if body is not None and known.body == body:
+            return None  # the bytes it was filed with
         reference = known.reference
         if not self.recheck_changed or not reference or not signatures:
             return None
@@ -181,7 +190,8 @@ class Detector:
         fruitless = 0  # rounds in a row that decided nothing (a round that decides one goes on at once)
         while pending and fruitless < MAX_RETRIES:
             looked = self.store.lookup_many(
-                [Query(checks[i].key, checks[i].signature, checks[i].buckets) for i in pending], file_alone=True
+                [Query(checks[i].key, checks[i].signature, checks[i].buckets, checks[i].body) for i in pending],
+                file_alone=True,
             )
             adds: list[Filing] = []
             planned: list[tuple[int, Verdict]] = []
@@ -204,7 +214,7 @@ class Detector:
                         continue
                 if known is not None:
                     root = self._root(known)
-                    reason = "orphaned" if root is None else self._recheck(known, [signature, *check.also])
+                    reason = "orphaned" if root is None else self._recheck(known, [signature, *check.also], check.body)
                     if reason is None:
                         verdicts[i] = Verdict("seen", key, root or key, known.similarity)
                     else:
@@ -221,7 +231,7 @@ class Detector:
                     (sim, best), also = matches[0], tuple(c.key for _, c in matches[1:])
                     if self._displaces(check, best.key):
                         # A better copy of the group: filed as canonical, then the group re-pointed to it.
-                        adds.append(Filing(key, signature, buckets, None, 1.0, token))
+                        adds.append(Filing(key, signature, buckets, None, 1.0, token, body=check.body))
                         claimed.update(np.asarray(buckets, dtype=np.int64).tolist())
                         displaced.add(best.key)
                         status: Status = "duplicate" if self.fetched_now(best.key) else "unique"
@@ -229,7 +239,7 @@ class Detector:
                         verdict = Verdict(status, key, canonical, sim, also, rechecked.get(i), displaced=best.key)
                         planned.append((i, verdict))
                         continue
-                    adds.append(Filing(key, signature, buckets, best.key, sim, token, best.ref))
+                    adds.append(Filing(key, signature, buckets, best.key, sim, token, best.ref, check.body))
                     planned.append((i, Verdict("duplicate", key, best.key, sim, also, rechecked.get(i))))
                 else:
                     # Copies that declared this page resemble it: linked for connected components, not filed.
@@ -241,7 +251,7 @@ class Detector:
                             and self._similarity(signature, c.key, c.signature) >= self.algorithm.threshold
                         )
                     )
-                    adds.append(Filing(key, signature, buckets, None, 1.0, token))
+                    adds.append(Filing(key, signature, buckets, None, 1.0, token, body=check.body))
                     claimed.update(np.asarray(buckets, dtype=np.int64).tolist())
                     planned.append((i, Verdict("unique", key, key, 1.0, declarers, rechecked.get(i))))
             for (i, verdict), result in zip(planned, self.store.add_many(adds) if adds else []):

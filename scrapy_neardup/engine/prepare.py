@@ -90,6 +90,9 @@ class Prepared:
     ``disagreed`` (replayed and checked against trafilatura, whose text was fingerprinted), ``refused``
     (the selector could not vouch for the page: trafilatura), ``""`` (trafilatura alone); ``lesson``: what the
     page taught about its template (:func:`~.learned.lesson`); ``agreement``: the checked replay's agreement.
+    ``body``: the digest of the page's bytes (``Content-Type`` and body), filed with its record so that a
+    fetch with the same bytes keeps the page's verdict (:attr:`~.detector.Check.body`); set in the crawler
+    process, never sent.
     """
 
     fingerprint: Fingerprint | None
@@ -112,6 +115,7 @@ class Prepared:
     agreement: float = 0.0
     prekey: int | None = None
     own_selector: bool = False
+    body: bytes | None = None
 
     def to_wire(self) -> tuple:
         """Plain bytes, ints and strings: what crosses from a worker process (far cheaper to pickle than

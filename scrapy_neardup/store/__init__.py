@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .base import (
+    BODY_DIGEST_BYTES,
     FORMAT_VERSION,
     Added,
     Candidate,
@@ -43,6 +44,7 @@ REDIS_SCHEMES = tuple(scheme for scheme, backend in BACKENDS.items() if backend.
 
 __all__ = [
     "BACKENDS",
+    "BODY_DIGEST_BYTES",
     "FORMAT_VERSION",
     "Added",
     "REDIS_SCHEMES",

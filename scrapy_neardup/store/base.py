@@ -41,6 +41,10 @@ if TYPE_CHECKING:  # the contract is read without numpy; backends take numpy arr
 
 #: Version of the layout of records in every store; bumped on any incompatible change.
 FORMAT_VERSION = 2
+#: Bytes of a page's body digest kept with its record (:attr:`DocRecord.body`): the first bytes of a SHA-256.
+#: It is compared only with the digest of the same key's next fetch, so finding other bytes that keep a
+#: record's verdict means a second preimage of 64 bits, not a collision of any two pages.
+BODY_DIGEST_BYTES = 8
 #: Seed of the 64-bit MurmurHash3 of a document's key that every store indexes keys by: part of the format.
 KEY_SEED = 0x4B45_5953
 
@@ -89,6 +93,10 @@ class DocRecord:
     ``canonical_signature`` (what a new fetch of the key is compared with: near-duplicates keep no
     signature of their own).
 
+    ``body``: the digest of the bytes the page had when it was filed (:data:`BODY_DIGEST_BYTES`; ``None``
+    where the caller gave none, or the record is of an older version of the plugin): a page fetched again
+    with the same bytes is the page its verdict was made on (:meth:`Detector.check_many`).
+
     The one missing-canonical rule: a near-duplicate whose canonical has been removed is *orphaned*. Its
     verdict has lost its ground, so every backend reports it as such (``orphaned``, ``canonical`` None)
     and the detector treats its key as unknown: the page is checked afresh when it is fetched again, and
@@ -106,6 +114,7 @@ class DocRecord:
     #: Its canonical is itself a near-duplicate now: that group was re-pointed to a better copy
     #: (:meth:`Store.repoint`), and the group's page is found by following ``canonical`` on.
     chained: bool = False
+    body: bytes | None = None
 
     @property
     def reference(self) -> bytes | None:
@@ -125,16 +134,19 @@ class Candidate:
 
 
 class Query(NamedTuple):
-    """A document to look up: its key, signature and the bucket keys it is filed under."""
+    """A document to look up: its key, signature and the bucket keys it is filed under, and the digest of
+    its bytes (``body``, kept when the lookup files it at once)."""
 
     key: str
     signature: bytes | None
     buckets: Sequence[int] | np.ndarray
+    body: bytes | None = None
 
 
 class Filing(NamedTuple):
     """A document to file: canonical (``canonical`` None) or a near-duplicate of ``canonical`` (the
-    :class:`Candidate`'s key, and its ``ref``) with ``similarity``; either with the ``token`` of its lookup."""
+    :class:`Candidate`'s key, and its ``ref``) with ``similarity``; either with the ``token`` of its lookup,
+    and the digest of its bytes (``body``, :attr:`DocRecord.body`)."""
 
     key: str
     signature: bytes | None
@@ -143,6 +155,7 @@ class Filing(NamedTuple):
     similarity: float = 1.0
     token: Any = None
     canonical_ref: Any = None
+    body: bytes | None = None
 
 
 class Added(IntEnum):

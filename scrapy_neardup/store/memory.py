@@ -41,6 +41,7 @@ class MemoryStore(Store):
         self._canonical = array("i")  # id of the canonical document, -1 for a canonical one
         self._similarity = array("f")
         self._seen = array("d")  # last-seen time of document i (Unix seconds)
+        self._bodies = BlobArray()  # the digest of document i's bytes when filed; empty when not given
         self._removed = 0
         self._key_index = LevelIndex()  # 64-bit hash of the URL -> ids
         # Bucket keys are hashes and every candidate is verified, so their low 32 bits are enough: that
@@ -77,10 +78,11 @@ class MemoryStore(Store):
     def _record(self, doc: int) -> DocRecord:
         canonical = self._canonical[doc]
         key, similarity, seen = self._keys[doc].decode("utf-8"), float(self._similarity[doc]), self._seen[doc]
+        body = self._bodies[doc] or None
         if canonical < 0:
-            return DocRecord(key, None, similarity, self._signatures[doc], seen)
+            return DocRecord(key, None, similarity, self._signatures[doc], seen, body=body)
         if self._canonical[canonical] == _REMOVED:
-            return DocRecord(key, None, similarity, None, seen, orphaned=True)
+            return DocRecord(key, None, similarity, None, seen, orphaned=True, body=body)
         return DocRecord(
             key,
             self._keys[canonical].decode("utf-8"),
@@ -89,6 +91,7 @@ class MemoryStore(Store):
             seen,
             self._signatures[canonical],
             chained=self._canonical[canonical] >= 0,
+            body=body,
         )
 
     def get(self, key: str) -> DocRecord | None:
@@ -105,8 +108,8 @@ class MemoryStore(Store):
         n = len(items)
         if not n:
             return []
-        known = self._ids_of([key for key, _, _ in items])
-        arrays = [np.asarray(b, dtype=np.int64) for _, _, b in items]
+        known = self._ids_of([query[0] for query in items])
+        arrays = [np.asarray(query[2], dtype=np.int64) for query in items]
         flat = np.concatenate(arrays)
         owner = np.repeat(np.arange(n), [len(b) for b in arrays])
         positions, ids = self._buckets.lookup(flat)
@@ -123,7 +126,7 @@ class MemoryStore(Store):
         new_buckets: dict[int, list[int]] = {}
         waiting: set[int] = set()
         filed_docs: list[int] = []
-        for i, (key, signature, _) in enumerate(items):
+        for i, (key, signature, _, *rest) in enumerate(items):
             doc = known[i] if known[i] >= 0 else filed_now.get(key, -1)
             if doc >= 0:
                 out.append(Lookup(self._record(doc)))  # as it was before this fetch
@@ -138,7 +141,7 @@ class MemoryStore(Store):
                 waiting.update(mine)  # later items sharing a bucket wait for this one's verdict
                 out.append(Lookup(None, self._candidates(docs)))
                 continue
-            filed_now[key] = doc = self._append(key, signature, None, 1.0)
+            filed_now[key] = doc = self._append(key, signature, None, 1.0, rest[0] if rest else None)
             filed_docs.append(i)
             if i in contested:
                 for b in arrays[i].tolist():
@@ -165,7 +168,7 @@ class MemoryStore(Store):
         new: list[tuple[str, np.ndarray | None]] = []
         first = len(self._keys)
         next_canonical = iter(canonical_ids)
-        for (key, signature, buckets, canonical, similarity, *_), doc in zip(items, known):
+        for (key, signature, buckets, canonical, similarity, *rest), doc in zip(items, known):
             canonical_id = None if canonical is None else next(next_canonical)
             keys = np.asarray(buckets, dtype=np.int64) if canonical is None else None
             alive = None if canonical_id is None else canonical_id >= 0 and self._canonical[canonical_id] == -1
@@ -173,7 +176,7 @@ class MemoryStore(Store):
             out.append(outcome)
             if outcome != Added.FILED:
                 continue
-            self._append(key, signature, canonical_id, similarity)
+            self._append(key, signature, canonical_id, similarity, rest[2] if len(rest) > 2 else None)
             new.append((key, keys))
         if new:
             ids = np.arange(first, len(self._keys), dtype=np.int32)
@@ -189,13 +192,16 @@ class MemoryStore(Store):
                 )
         return out
 
-    def _append(self, key: str, signature: bytes | None, canonical: int | None, similarity: float) -> int:
+    def _append(
+        self, key: str, signature: bytes | None, canonical: int | None, similarity: float, body: bytes | None
+    ) -> int:
         """Append a document's record (not yet indexed); its id."""
         doc = self._keys.append(key.encode("utf-8"))
         self._signatures.append((signature or b"") if canonical is None else b"")
         self._canonical.append(-1 if canonical is None else canonical)
         self._similarity.append(similarity)
         self._seen.append(time.time())
+        self._bodies.append(body or b"")
         return doc
 
     def refile(self, key: str, signature: bytes, buckets: Sequence[int] | np.ndarray) -> bool:

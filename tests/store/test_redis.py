@@ -51,11 +51,17 @@ def test_batches_decide_as_one_by_one(store_kind, tmp_path):
 def test_record_layout_roundtrip_and_malformed_records():
     record = pack_record("http://ä.example/", b"\x01\x02\x03", 42, 0.75, seen=1_700_000_000)
     assert record[0] == 3 and len(record) == 1 + 4 + 4 + 4 + 2 + 3 + len("http://ä.example/".encode())
-    assert unpack_record(record) == ("http://ä.example/", b"\x01\x02\x03", 42, 0.75, 1_700_000_000.0)
+    assert unpack_record(record) == ("http://ä.example/", b"\x01\x02\x03", 42, 0.75, 1_700_000_000.0, None)
     with pytest.raises(StoreError, match="too short"):
         unpack_record(b"\x03\x00")
     with pytest.raises(StoreError, match="version 2"):
         unpack_record(b"\x02" + record[1:])
+    # With the digest of the page's bytes: version 4, the header as before (the scripts patch it in place).
+    with_body = pack_record("http://ä.example/", b"\x01\x02\x03", 42, 0.75, seen=1_700_000_000, body=b"D" * 8)
+    assert with_body[0] == 4 and with_body[1:15] == record[1:15] and len(with_body) == len(record) + 9
+    assert unpack_record(with_body) == ("http://ä.example/", b"\x01\x02\x03", 42, 0.75, 1_700_000_000.0, b"D" * 8)
+    with pytest.raises(StoreError, match="version 4"):
+        unpack_record(with_body[:15] + b"\x20" + with_body[16:])  # a digest longer than the record holds
 
 
 def test_one_spiders_keys_spread_over_groups_of_their_own_slots(tmp_path, redis_kind):

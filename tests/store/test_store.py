@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from helpers.stores import PERSISTENT_BACKENDS, make_store
 
-from scrapy_neardup.store import StoreError, StoreMismatchError, sqlite_path, store_from_url
+from scrapy_neardup.store import Filing, Query, StoreError, StoreMismatchError, sqlite_path, store_from_url
 from scrapy_neardup.store.sqlite import SqliteStore, StoreLockedError
 
 META = {"format_version": 1, "algorithm": "minhash", "num_perm": 4}
@@ -43,6 +43,30 @@ def test_near_duplicates_are_recorded_not_indexed(store):
     assert record.canonical == "http://a/" and record.similarity == pytest.approx(0.9)
     assert store.get("http://a/").canonical is None
     assert store.count() == 2
+
+
+def test_a_document_keeps_the_digest_of_its_bytes_through_every_read_and_change(store):
+    """The body digest filed with a document comes back from every read of it (a record, a lookup of its
+    key, the export), survives a touch, a re-filing and a re-pointing, and is absent where none was given."""
+    a, a2, b, c = b"A" * 8, b"a" * 8, b"B" * 8, b"C" * 8
+    store.add_many([Filing("http://a/", b"sig-a", [1], body=a)])
+    store.add_many([Filing("http://a-copy/", None, [], "http://a/", 0.9, body=a2)])
+    (found,) = store.lookup_many([Query("http://b/", b"sig-b", [2], b)], file_alone=True)
+    if not found.filed:  # a backend that files only through add_many (Redis)
+        store.add_many([Filing("http://b/", b"sig-b", [2], token=found.token, body=b)])
+    store.add("http://none/", b"sig-n", [3])
+    assert [store.get(k).body for k in ("http://a/", "http://a-copy/", "http://b/", "http://none/")] == [a, a2, b, None]
+    known = store.lookup_many([Query(k, b"x", [9]) for k in ("http://a/", "http://a-copy/", "http://none/")])
+    assert [found.known.body for found in known] == [a, a2, None]
+    store.touch(["http://a/"])
+    store.refile("http://b/", b"sig-b2", [4])
+    store.add_many([Filing("http://c/", b"sig-c", [5], body=c)])
+    repointed = store.repoint("http://a/", "http://c/", 0.8)
+    assert store.get("http://a/").body == a and store.get("http://b/").body == b
+    if repointed:  # a backend that cannot re-point keeps every group's first canonical
+        assert store.get("http://a/").canonical == "http://c/"
+    exported = {r.key: r.body for r in store.iter_records()}
+    assert exported == {"http://a/": a, "http://a-copy/": a2, "http://b/": b, "http://none/": None, "http://c/": c}
 
 
 def test_adding_a_known_key_changes_nothing(store):
@@ -358,17 +382,54 @@ def test_sqlite_layout_is_recorded_and_checked(tmp_path):
     s.add("http://old/", b"o", [1])
     s.close()
     db = sqlite3.connect(str(path), isolation_level=None)
-    assert db.execute("SELECT value FROM meta WHERE name = 'sqlite_layout'").fetchone() == ("3",)
+    assert db.execute("SELECT value FROM meta WHERE name = 'sqlite_layout'").fetchone() == ("4",)
     for layout in ("2", None, "9"):
         if layout is None:
             db.execute("DELETE FROM meta WHERE name = 'sqlite_layout'")
         else:
             db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('sqlite_layout', ?)", (layout,))
-        with pytest.raises(StoreError, match=f"has layout {layout}; this version of scrapy-neardup reads layout 3"):
+        with pytest.raises(StoreError, match=f"has layout {layout}; this version of scrapy-neardup reads layout 4"):
             s.open(META)
         s.close()
     assert db.execute("SELECT count(*) FROM docs").fetchone() == (1,)
     db.close()
+
+
+def test_a_sqlite_store_of_layout_3_is_upgraded_at_open_and_keeps_its_documents(tmp_path):
+    """Layout 3 had no body digests: its file opens, gains the column, and its documents read with none."""
+    import sqlite3
+
+    path = tmp_path / "layout3.sqlite3"
+    s = SqliteStore(str(path))
+    s.open(META)
+    s.add("http://old/", b"o", [1])
+    s.close()
+    db = sqlite3.connect(str(path), isolation_level=None)  # the file as layout 3 wrote it
+    db.executescript(
+        """
+        BEGIN;
+        CREATE TABLE docs3 (id INTEGER PRIMARY KEY, key_hash INTEGER NOT NULL, key TEXT NOT NULL,
+                            canonical INTEGER, similarity REAL NOT NULL, sig BLOB, seen INTEGER);
+        INSERT INTO docs3 SELECT id, key_hash, key, canonical, similarity, sig, seen FROM docs;
+        DROP TABLE docs;
+        ALTER TABLE docs3 RENAME TO docs;
+        CREATE INDEX docs_key_hash ON docs (key_hash);
+        UPDATE meta SET value = '3' WHERE name = 'sqlite_layout';
+        COMMIT;
+        """
+    )
+    s = SqliteStore(str(path))
+    s.open(META)
+    old = s.get("http://old/")
+    assert old is not None and old.signature == b"o" and old.body is None
+    s.add_many([Filing("http://new/", b"n", [2], body=b"12345678")])
+    s.close()
+    assert db.execute("SELECT value FROM meta WHERE name = 'sqlite_layout'").fetchone() == ("4",)
+    db.close()
+    s = SqliteStore(str(path))
+    s.open(META)
+    assert s.get("http://new/").body == b"12345678" and s.get("http://old/").body is None
+    s.close()
 
 
 def test_store_urls(tmp_path):

@@ -167,6 +167,42 @@ def test_a_known_url_whose_content_changed_is_checked_afresh(algorithm, store_ki
     assert keep.check("http://b/", article(3)).status == "seen"
 
 
+def test_a_page_fetched_again_with_the_bytes_it_was_filed_with_keeps_its_verdict(store_kind, tmp_path):
+    """A near-duplicate filed near the threshold, fetched again with the same bytes but its text found
+    another way (a learned template's replay where trafilatura ran before) that falls below the bar: its
+    verdict stands. The same text with other bytes, or with none known, is checked afresh; an orphan still
+    is, whatever its bytes."""
+    from scrapy_neardup.engine.detector import Check
+
+    algorithm = MinHashLSH(threshold=0.45, shingle_size=2)
+    detector = Detector(algorithm, make_store(store_kind, tmp_path))
+    detector.open()
+
+    def check(key, text, body):
+        fp = algorithm.fingerprint(text)
+        return detector.check_many([Check(key, fp.signature, fp.buckets, body=body)])[0]
+
+    base = article(7)
+    near = edit(base, 40)  # a near-duplicate a little above the threshold
+    far = edit(base, 120)  # well under the threshold: what the other extraction gives
+    assert algorithm.similarity(algorithm.fingerprint(far).signature, algorithm.fingerprint(base).signature) < 0.4
+    assert check("http://a/", base, b"A" * 8).status == "unique"
+    assert check("http://near/", near, b"N" * 8).canonical == "http://a/"
+    assert check("http://bare/", near, None).canonical == "http://a/"
+    same_bytes = check("http://near/", far, b"N" * 8)
+    assert (same_bytes.status, same_bytes.canonical, same_bytes.rechecked) == ("seen", "http://a/", None)
+    assert detector.store.get("http://near/").canonical == "http://a/"
+    assert check("http://bare/", far, b"N" * 8).rechecked == "changed"  # filed without a digest
+    other_bytes = check("http://near/", far, b"M" * 8)
+    assert (other_bytes.canonical, other_bytes.rechecked) == ("http://bare/", "changed")  # what it is now
+    assert detector.store.get("http://near/").body == b"M" * 8  # filed again, with its new bytes
+    assert check("http://copy/", near, b"C" * 8).canonical == "http://a/"
+    assert detector.store.remove(["http://a/"]) == 1
+    orphan = check("http://copy/", near, b"C" * 8)
+    assert (orphan.status, orphan.rechecked) == ("unique", "orphaned")
+    detector.close()
+
+
 def test_a_record_older_than_the_age_limit_is_checked_afresh(algorithm, tmp_path, monkeypatch):
     import time
 

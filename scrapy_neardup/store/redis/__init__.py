@@ -27,6 +27,9 @@ signature, so that costs a comparison, never a verdict. A record (little-endian)
     u8 version (3) | u32 canonical id (0: canonical itself) | f32 similarity | u32 last seen (Unix seconds) |
     u16 signature length | signature bytes | key (UTF-8, to the end)
 
+Version 4 is the record of a page filed with the digest of its bytes: after the header, u8 digest length and
+the digest, then the signature and the key as in version 3. The scripts read and patch the header only.
+
 Measured at a million pages (``bench/redis_layouts.py``): Redis keeps a hash field in 82 bytes of overhead
 and a string key in ~70, a byte of a string in one; hence bins. Record bins, most of the bytes, are written
 whole at their exact size (``APPEND`` grows a string by doubling it); bucket and key entries are appended,

@@ -13,9 +13,12 @@ from ..base import (
     StoreError,
 )
 
-#: The record format (a record: header, signature, key) and the fixed-size entries of the bins.
-RECORD_VERSION = 3
+#: The record formats (a record: header, signature, key; version 4: header, body digest, signature, key) and
+#: the fixed-size entries of the bins. A record without a body digest is written as version 3, as before.
+RECORD_VERSION = 4
+_WITHOUT_BODY = 3
 _HEADER = struct.Struct("<BIfIH")
+_BODY_LENGTH = struct.Struct("<B")
 U32 = struct.Struct("<I")
 U16 = struct.Struct("<H")
 _CHANGE = struct.Struct("<II")
@@ -23,21 +26,32 @@ _CHANGE = struct.Struct("<II")
 
 class StoredRecord(NamedTuple):
     """A record as stored: the document's key, its signature (empty for a near-duplicate), the id of its
-    canonical (0: it is canonical), its similarity to it and when it was last seen (Unix seconds)."""
+    canonical (0: it is canonical), its similarity to it, when it was last seen (Unix seconds) and the
+    digest of its bytes when filed (``None``: not given)."""
 
     key: str
     signature: bytes
     canonical_id: int
     similarity: float
     seen: float
+    body: bytes | None = None
 
 
 def pack_record(
-    key: str, signature: bytes | None, canonical_id: int, similarity: float, seen: float | None = None
+    key: str,
+    signature: bytes | None,
+    canonical_id: int,
+    similarity: float,
+    seen: float | None = None,
+    body: bytes | None = None,
 ) -> bytes:
     sig = signature or b""
     seen = time.time() if seen is None else seen
-    return _HEADER.pack(RECORD_VERSION, canonical_id, similarity, int(seen), len(sig)) + sig + key.encode("utf-8")
+    if not body:
+        header = _HEADER.pack(_WITHOUT_BODY, canonical_id, similarity, int(seen), len(sig))
+        return header + sig + key.encode("utf-8")
+    header = _HEADER.pack(RECORD_VERSION, canonical_id, similarity, int(seen), len(sig))
+    return header + _BODY_LENGTH.pack(len(body)) + body + sig + key.encode("utf-8")
 
 
 def unpack_record(data: bytes, where: str = "") -> StoredRecord:
@@ -46,14 +60,19 @@ def unpack_record(data: bytes, where: str = "") -> StoredRecord:
     if len(data) < _HEADER.size:
         raise StoreError(f"malformed record in the Redis store{where} (too short: {len(data)} bytes)")
     version, canonical_id, similarity, seen, sig_len = _HEADER.unpack_from(data)
-    if version != RECORD_VERSION or len(data) < _HEADER.size + sig_len:
+    start, body = _HEADER.size, None
+    if version == RECORD_VERSION and len(data) > start:
+        body_len = data[start]
+        body, start = data[start + 1 : start + 1 + body_len], start + 1 + body_len
+    elif version == RECORD_VERSION:
+        start += 1  # no digest length: malformed, as the check below says
+    if version not in (RECORD_VERSION, _WITHOUT_BODY) or len(data) < start + sig_len:
         raise StoreError(f"unknown or malformed record in the Redis store{where} (version {version})")
-    start = _HEADER.size
     try:
         key = data[start + sig_len :].decode("utf-8")
     except UnicodeDecodeError as exc:
         raise StoreError(f"malformed record in the Redis store{where} (its key is not UTF-8: {exc})") from None
-    return StoredRecord(key, data[start : start + sig_len], canonical_id, similarity, float(seen))
+    return StoredRecord(key, data[start : start + sig_len], canonical_id, similarity, float(seen), body)
 
 
 def lower_entry(delta: bytes, rest: int, doc: int) -> bool:

@@ -308,15 +308,22 @@ class RedisIndex(RedisConnection, Store):
         out: list[Lookup] = []
         for k, (query, doc) in enumerate(zip(items, known)):
             if doc:
-                _, sig, canonical_id, sim, seen = parse(doc)
+                _, sig, canonical_id, sim, seen, body = parse(doc)
                 if not canonical_id:
-                    out.append(Lookup(DocRecord(query.key, None, sim, sig or None, seen)))
+                    out.append(Lookup(DocRecord(query.key, None, sim, sig or None, seen, body=body)))
                 elif canonical_id not in records:
-                    out.append(Lookup(DocRecord(query.key, None, sim, None, seen, orphaned=True)))
+                    out.append(Lookup(DocRecord(query.key, None, sim, None, seen, orphaned=True, body=body)))
                 else:
                     canonical, canonical_sig, its_canonical, *_ = parse(canonical_id)
                     record = DocRecord(
-                        query.key, canonical, sim, None, seen, canonical_sig or None, chained=bool(its_canonical)
+                        query.key,
+                        canonical,
+                        sim,
+                        None,
+                        seen,
+                        canonical_sig or None,
+                        chained=bool(its_canonical),
+                        body=body,
                     )
                     out.append(Lookup(record))
                 continue
@@ -443,7 +450,11 @@ class RedisIndex(RedisConnection, Store):
                 filed = view.lengths is None or not stale[k]
             if filed:
                 record = pack_record(
-                    filing.key, filing.signature if view is not None else None, canonical_ids[k], filing.similarity
+                    filing.key,
+                    filing.signature if view is not None else None,
+                    canonical_ids[k],
+                    filing.similarity,
+                    body=filing.body if len(filing) > 7 else None,
                 )
                 writes[layout.record_group(doc)].append(struct.pack("<II", doc, len(record)) + record)
                 written.append(doc)

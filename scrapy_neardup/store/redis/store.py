@@ -95,7 +95,7 @@ class RedisStore(RedisIndex):
         old = unpack_record(records[doc], self._where(doc))
         if old.key != key or old.canonical_id:
             return False
-        record = pack_record(key, signature, 0, 1.0, old.seen)
+        record = pack_record(key, signature, 0, 1.0, old.seen, old.body)
         groups, bins, rests = self.layout.buckets(buckets)
         split = by_group(groups, bucket_rows(bins, rests, doc, 0xFFFFFFFF))
         self._scripts("claim", {g: [b"", blob, b""] for g, (_, blob) in split.items()})
@@ -153,13 +153,20 @@ class RedisStore(RedisIndex):
 
     def iter_records(self) -> Iterator[DocRecord]:
         by_id = self._all_records()
-        for _, (key, sig, canonical_id, sim, seen) in sorted(by_id.items()):
+        for _, (key, sig, canonical_id, sim, seen, body) in sorted(by_id.items()):
             if not canonical_id:
-                yield DocRecord(key, None, sim, sig or None, seen)
+                yield DocRecord(key, None, sim, sig or None, seen, body=body)
             elif canonical_id in by_id:  # an orphan (its canonical removed) is skipped
                 theirs = by_id[canonical_id]
                 yield DocRecord(
-                    key, theirs.key, sim, None, seen, theirs.signature or None, chained=bool(theirs.canonical_id)
+                    key,
+                    theirs.key,
+                    sim,
+                    None,
+                    seen,
+                    theirs.signature or None,
+                    chained=bool(theirs.canonical_id),
+                    body=body,
                 )
 
     # -- ageing --------------------------------------------------------------------------------------

@@ -1,10 +1,11 @@
 """SQLite store: the embedded, on-disk default (one file per spider).
 
-Layout (``FORMAT_VERSION`` 2, ``sqlite_layout`` 3)::
+Layout (``FORMAT_VERSION`` 2, ``sqlite_layout`` 4)::
 
     meta(name TEXT PRIMARY KEY, value TEXT)                 -- format version and algorithm parameters (JSON)
     docs(id INTEGER PRIMARY KEY, key_hash INTEGER, key TEXT, canonical INTEGER, similarity REAL, sig BLOB,
-         seen INTEGER)                                      -- seen: last filed or fetched again, Unix seconds
+         seen INTEGER,                                      -- seen: last filed or fetched again, Unix seconds
+         body BLOB)                                         -- the digest of the page's bytes when filed
     buckets(bucket INTEGER, doc INTEGER, PRIMARY KEY (bucket, doc)) WITHOUT ROWID
     staged(doc INTEGER PRIMARY KEY, buckets BLOB)           -- bucket keys of documents not yet in ``buckets``
 
@@ -13,6 +14,7 @@ Layout (``FORMAT_VERSION`` 2, ``sqlite_layout`` 3)::
 bytes instead of 8: with ~29 rows per document that is a tenth of the file. Two bucket keys that agree in
 32 bits only add a candidate, which verification against its signature then rejects (at 10 million pages,
 about one spurious candidate per 15 lookups).
+A store of layout 3 (before ``body``) is upgraded at open by adding the column; its rows keep no digest.
 ``canonical`` is the ``id`` of the canonical document for a near-duplicate, NULL for a canonical one; only
 canonical documents are filed in ``buckets``, and near-duplicates keep no signature.
 

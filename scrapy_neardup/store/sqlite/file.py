@@ -40,7 +40,8 @@ CREATE TABLE IF NOT EXISTS docs (
     canonical INTEGER,
     similarity REAL NOT NULL,
     sig BLOB,
-    seen INTEGER
+    seen INTEGER,
+    body BLOB
 );
 CREATE INDEX IF NOT EXISTS docs_key_hash ON docs (key_hash);
 CREATE TABLE IF NOT EXISTS buckets (bucket INTEGER NOT NULL, doc INTEGER NOT NULL, PRIMARY KEY (bucket, doc))
@@ -64,7 +65,9 @@ CREATE TABLE IF NOT EXISTS selectors (name TEXT PRIMARY KEY, record TEXT NOT NUL
 LAYOUT_NAME = "sqlite_layout"
 
 
-_LAYOUT = "3"
+_LAYOUT = "4"
+#: The layout before the documents' body digests (``docs.body``): upgraded at open, by adding the column.
+_LAYOUT_BEFORE_BODIES = "3"
 
 
 #: The highest document id handed out, kept once documents have been removed (ids are never reused).
@@ -237,6 +240,7 @@ class SqliteFile(Store):
             # after pages have been given verdicts that could not be saved.
             self._db.execute(f"PRAGMA application_id={APPLICATION_ID}")
             self._db.executescript(_SCHEMA)
+            self._add_bodies()
             self._read_counters()
             self._load_staged()
             self._db.execute("BEGIN")
@@ -260,6 +264,21 @@ class SqliteFile(Store):
             if "readonly" in str(exc) or isinstance(exc, PermissionError):
                 hint = " (the file or its folder cannot be written: the store needs both)"
             raise StoreError(f"Cannot open the SQLite store {self.path}: {exc}{hint}") from exc
+
+    def _add_bodies(self) -> None:
+        """Upgrade a store of layout 3 to 4: the column of the documents' body digests, empty in the rows filed
+        before (their pages are checked by their text when fetched again, as they were). A store of any
+        other layout is left as it is, for :meth:`read_meta` to refuse."""
+        db = self.db
+        if "body" in {row[1] for row in db.execute("PRAGMA table_info(docs)")}:
+            return
+        layout = db.execute("SELECT value FROM meta WHERE name = ?", (LAYOUT_NAME,)).fetchone()
+        if layout is None or layout[0] != _LAYOUT_BEFORE_BODIES:
+            return
+        db.execute("BEGIN")
+        db.execute("ALTER TABLE docs ADD COLUMN body BLOB")
+        db.execute("UPDATE meta SET value = ? WHERE name = ?", (_LAYOUT, LAYOUT_NAME))
+        db.execute("COMMIT")
 
     def _check_owner(self) -> None:
         """Refuse, without writing anything, a database that is neither empty nor a scrapy-neardup store."""

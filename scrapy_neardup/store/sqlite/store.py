@@ -54,20 +54,24 @@ def _bucket_ids(buckets: Sequence[int] | np.ndarray) -> list[int]:
 
 #: Every column of a document's record, its canonical's key and signature beside it.
 _RECORDS = (
-    "SELECT d.id, d.key, d.canonical, c.key, d.similarity, d.sig, d.seen, c.sig, c.canonical "
+    "SELECT d.id, d.key, d.canonical, c.key, d.similarity, d.sig, d.seen, c.sig, c.canonical, d.body "
     "FROM docs d LEFT JOIN docs c ON c.id = d.canonical "
 )
 
 
+#: A new row of ``docs``: id, key hash, key, canonical id, similarity, signature, last seen, body digest.
+_DocRow = tuple[int, int, str, "int | None", float, "bytes | None", int, "bytes | None"]
+
+
 def _record(row: tuple[Any, ...]) -> DocRecord:
     """The :class:`DocRecord` of a row of :data:`_RECORDS` (an orphan when its canonical is gone)."""
-    _, key, canonical_id, canonical, similarity, sig, seen, canonical_sig, chained = row
+    _, key, canonical_id, canonical, similarity, sig, seen, canonical_sig, chained, body = row
     seen = None if seen is None else float(seen)
     if canonical_id is None:
-        return DocRecord(key, None, similarity, sig, seen)
+        return DocRecord(key, None, similarity, sig, seen, body=body)
     if canonical is None:
-        return DocRecord(key, None, similarity, None, seen, orphaned=True)
-    return DocRecord(key, canonical, similarity, None, seen, canonical_sig, chained=chained is not None)
+        return DocRecord(key, None, similarity, None, seen, orphaned=True, body=body)
+    return DocRecord(key, canonical, similarity, None, seen, canonical_sig, chained=chained is not None, body=body)
 
 
 class SqliteStore(SqliteFile):
@@ -182,8 +186,8 @@ class SqliteStore(SqliteFile):
         items = queries
         if not items:
             return []
-        known = self._known([key for key, _, _ in items])
-        bucket_lists = [_bucket_ids(buckets) for _, _, buckets in items]
+        known = self._known([query[0] for query in items])
+        bucket_lists = [_bucket_ids(query[2]) for query in items]
         all_buckets = [b for bl in bucket_lists for b in bl]
         docs_in: dict[int, list[int]] = {}
         for bucket, doc in self._select_in("SELECT bucket, doc FROM buckets WHERE bucket IN ({marks})", all_buckets):
@@ -202,10 +206,10 @@ class SqliteStore(SqliteFile):
         self._touch_ids([doc for doc, _ in known.values()], now)
         out: list[Lookup] = []
         filed_now: dict[str, int] = {}
-        new_docs: list[tuple[int, int, str, int | None, float, bytes | None, int]] = []
+        new_docs: list[_DocRow] = []
         new_buckets: list[tuple[int, list[int]]] = []
         waiting: set[int] = set()
-        for (key, signature, _), buckets in zip(items, bucket_lists):
+        for (key, signature, _, *rest), buckets in zip(items, bucket_lists):
             record = known.get(key)
             if record is not None or key in filed_now:
                 out.append(Lookup(record[1] if record is not None else DocRecord(key, None, 1.0, signature)))
@@ -218,7 +222,7 @@ class SqliteStore(SqliteFile):
             doc = self._next_id
             self._next_id += 1
             filed_now[key] = doc
-            new_docs.append((doc, key_hash(key), key, None, 1.0, signature, now))
+            new_docs.append((doc, key_hash(key), key, None, 1.0, signature, now, rest[0] if rest else None))
             new_buckets.append((doc, buckets))
             for b in buckets:
                 docs_in.setdefault(b, []).append(doc)  # later items of the batch see it
@@ -241,10 +245,11 @@ class SqliteStore(SqliteFile):
         }
         out: list[Added] = []
         rules = BatchFiling()
-        new_docs: list[tuple[int, int, str, int | None, float, bytes | None, int]] = []
+        new_docs: list[_DocRow] = []
         new_buckets: list[tuple[int, list[int]]] = []
         now = int(time.time())
-        for key, signature, buckets, canonical, similarity, *_ in items:
+        for key, signature, buckets, canonical, similarity, *rest in items:
+            body = rest[2] if len(rest) > 2 else None
             bucket_list = _bucket_ids(buckets) if canonical is None else []
             alive = None if canonical is None else canonical in canonical_ids
             outcome = rules.decide(key, key in known, bucket_list, alive)
@@ -254,24 +259,25 @@ class SqliteStore(SqliteFile):
             doc = self._next_id
             self._next_id += 1
             if canonical is None:
-                new_docs.append((doc, key_hash(key), key, None, similarity, signature, now))
+                new_docs.append((doc, key_hash(key), key, None, similarity, signature, now, body))
                 new_buckets.append((doc, bucket_list))
             else:
-                new_docs.append((doc, key_hash(key), key, canonical_ids[canonical], similarity, None, now))
+                new_docs.append((doc, key_hash(key), key, canonical_ids[canonical], similarity, None, now, body))
             out.append(Added.FILED)
         self._insert(new_docs, new_buckets)
         return out
 
     def _insert(
         self,
-        docs: list[tuple[int, int, str, int | None, float, bytes | None, int]],
+        docs: list[_DocRow],
         buckets: list[tuple[int, list[int]]],
     ) -> None:
         """Write new documents, and stage the bucket keys of the canonical ones (``(doc, keys)`` pairs)."""
         if not docs:
             return
         self.db.executemany(
-            "INSERT INTO docs (id, key_hash, key, canonical, similarity, sig, seen) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO docs (id, key_hash, key, canonical, similarity, sig, seen, body) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             docs,
         )
         buckets = [(doc, bl) for doc, bl in buckets if len(bl)]  # nothing to find a document by: not staged
