@@ -13,7 +13,7 @@ from helpers.stores import expand_backends, make_store
 
 from scrapy_neardup.engine.algorithms.minhash import MinHashLSH
 from scrapy_neardup.engine.detector import Detector
-from scrapy_neardup.store import StoreError, store_from_url
+from scrapy_neardup.store import Filing, StoreError, store_from_url
 from scrapy_neardup.store.redis import CLUSTER_SLOTS, KeyLayout, RedisStore, pack_record, unpack_record
 
 
@@ -486,5 +486,34 @@ def test_a_group_is_re_pointed_and_books_kept_on_a_redis_cluster(shared_cluster)
     one.books.add(CrawlBooks(1.0, 2.0, "one", checked=3))
     two.books.add(CrawlBooks(1.5, 2.5, "two", checked=4))
     assert [b.process for b in one.books.read()] == ["one", "two"]
+    for store in (one, two):
+        store.close()
+
+
+def test_body_digests_on_a_redis_cluster_survive_touch_repoint_and_expire(shared_cluster):
+    """Records with a body digest (version 4) in every master's groups: another process reads the digests;
+    the scripts that patch records in place (last seen, re-pointing) and expiry read their header as before."""
+    import time
+
+    url = shared_cluster.url
+    prefix = f"bodies:{{{uuid.uuid4().hex}}}"
+    one, two = RedisStore(url, prefix=prefix), RedisStore(url, prefix=prefix)
+    for store in (one, two):
+        store.open({"format_version": 1, "algorithm": "minhash"})
+    for i in range(40):  # groups on every master
+        body = i.to_bytes(8, "little")
+        one.add_many([Filing(f"http://a.com/{i}?utm=x", f"sig-t{i}".encode(), [i * 7919 + 1], body=body)])
+        one.add_many([Filing(f"http://a.com/{i}", f"sig-p{i}".encode(), [i * 7919 + 3], body=body[::-1])])
+        assert one.repoint(f"http://a.com/{i}?utm=x", f"http://a.com/{i}", 0.95)
+    filed = time.time()
+    time.sleep(2.1)  # last-seen times are whole seconds
+    two.touch([f"http://a.com/{i}" for i in range(40)])
+    for i in range(40):
+        body = i.to_bytes(8, "little")
+        tracked, canonical = two.get(f"http://a.com/{i}?utm=x"), two.get(f"http://a.com/{i}")
+        assert (tracked.canonical, tracked.body, canonical.body) == (f"http://a.com/{i}", body, body[::-1])
+        assert canonical.seen >= filed + 1 > tracked.seen
+    assert two.expire(filed + 1) == 40  # the untouched tracking copies, read through their headers
+    assert all(two.get(f"http://a.com/{i}").body == i.to_bytes(8, "little")[::-1] for i in range(40))
     for store in (one, two):
         store.close()
