@@ -95,7 +95,7 @@ class DocRecord:
 
     ``body``: the digest of the bytes the page had when it was filed (:data:`BODY_DIGEST_BYTES`; ``None``
     where the caller gave none, or the record is of an older version of the plugin): a page fetched again
-    with the same bytes is the page its verdict was made on (:meth:`Detector.check_many`).
+    with the same bytes is the page its verdict was made on, and keeps it.
 
     The one missing-canonical rule: a near-duplicate whose canonical has been removed is *orphaned*. Its
     verdict has lost its ground, so every backend reports it as such (``orphaned``, ``canonical`` None)

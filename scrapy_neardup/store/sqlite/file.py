@@ -240,7 +240,7 @@ class SqliteFile(Store):
             # after pages have been given verdicts that could not be saved.
             self._db.execute(f"PRAGMA application_id={APPLICATION_ID}")
             self._db.executescript(_SCHEMA)
-            self._add_bodies()
+            self._upgrade_layout_3()
             self._read_counters()
             self._load_staged()
             self._db.execute("BEGIN")
@@ -265,7 +265,7 @@ class SqliteFile(Store):
                 hint = " (the file or its folder cannot be written: the store needs both)"
             raise StoreError(f"Cannot open the SQLite store {self.path}: {exc}{hint}") from exc
 
-    def _add_bodies(self) -> None:
+    def _upgrade_layout_3(self) -> None:
         """Upgrade a store of layout 3 to 4: the column of the documents' body digests, empty in the rows filed
         before (their pages are checked by their text when fetched again, as they were). A store of any
         other layout is left as it is, for :meth:`read_meta` to refuse."""
