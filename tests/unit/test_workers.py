@@ -3,6 +3,7 @@ the page it held; a page past the timeout is abandoned; no worker process outliv
 finishes, drops pages by the dozen, is stopped with Ctrl-C, is SIGKILLed or stops on a store error."""
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -356,9 +357,7 @@ def test_workers_are_recycled_after_max_tasks_and_stop_cleanly():
     assert_no_process_left({"workers": sorted(seen), "parents": [], "crawler": os.getpid()})
 
 
-@pytest.mark.skipif(
-    "forkserver" not in __import__("multiprocessing").get_all_start_methods(), reason="workers are spawned here"
-)
+@pytest.mark.skipif("forkserver" not in multiprocessing.get_all_start_methods(), reason="workers are spawned here")
 def test_every_worker_starts_with_the_tokenizer_tables_the_fork_server_built():
     """The fork server builds the tokenizer's tables once; each worker it forks, a recycled one too, has them
     before its first page instead of building them on it."""
