@@ -51,8 +51,8 @@ def write_paths(tmp_path, name, paths):
     return str(path)
 
 
-def spider_args(site, paths_file, *more):
-    return ["runspider", SPIDER, "-a", f"base={site}", "-a", f"paths_file={paths_file}", *more]
+def spider_args(site, paths_file):
+    return ["runspider", SPIDER, "-a", f"base={site}", "-a", f"paths_file={paths_file}"]
 
 
 def popen_scrapy(args, tmp_path, settings, name):
@@ -78,13 +78,9 @@ def assert_parts_keep_what_one_process_keeps(site, tmp_path, store_url, processe
     paths, groups = article_paths()
     parts = [paths[i::processes] for i in range(processes)]
     assert all(len({p for p in g if p in part}) < len(g) for g in groups for part in parts)
-    # One crawl in parts: each process's session begins before any of them files a page (a group's page filed
-    # by another process before this one's crawl began would not count as fetched in this crawl).
-    opened = tmp_path / f"{name}-opened"
-    opened.mkdir()
     runs = [
         popen_scrapy(
-            spider_args(site, write_paths(tmp_path, f"part{i}", part), "-a", f"together={opened}:{processes}"),
+            spider_args(site, write_paths(tmp_path, f"part{i}", part)),
             tmp_path,
             settings_for(store_url, **settings),
             f"{name}{i}",
