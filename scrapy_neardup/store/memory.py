@@ -168,7 +168,7 @@ class MemoryStore(Store):
         new: list[tuple[str, np.ndarray | None]] = []
         first = len(self._keys)
         next_canonical = iter(canonical_ids)
-        for (key, signature, buckets, canonical, similarity, *rest), doc in zip(items, known):
+        for (key, signature, buckets, canonical, similarity, _, _, body), doc in zip(items, known):
             canonical_id = None if canonical is None else next(next_canonical)
             keys = np.asarray(buckets, dtype=np.int64) if canonical is None else None
             alive = None if canonical_id is None else canonical_id >= 0 and self._canonical[canonical_id] == -1
@@ -176,7 +176,7 @@ class MemoryStore(Store):
             out.append(outcome)
             if outcome != Added.FILED:
                 continue
-            self._append(key, signature, canonical_id, similarity, rest[2] if len(rest) > 2 else None)
+            self._append(key, signature, canonical_id, similarity, body)
             new.append((key, keys))
         if new:
             ids = np.arange(first, len(self._keys), dtype=np.int32)

@@ -454,7 +454,7 @@ class RedisIndex(RedisConnection, Store):
                     filing.signature if view is not None else None,
                     canonical_ids[k],
                     filing.similarity,
-                    body=filing.body if len(filing) > 7 else None,
+                    body=filing.body,
                 )
                 writes[layout.record_group(doc)].append(struct.pack("<II", doc, len(record)) + record)
                 written.append(doc)

@@ -248,8 +248,7 @@ class SqliteStore(SqliteFile):
         new_docs: list[_DocRow] = []
         new_buckets: list[tuple[int, list[int]]] = []
         now = int(time.time())
-        for key, signature, buckets, canonical, similarity, *rest in items:
-            body = rest[2] if len(rest) > 2 else None
+        for key, signature, buckets, canonical, similarity, _, _, body in items:
             bucket_list = _bucket_ids(buckets) if canonical is None else []
             alive = None if canonical is None else canonical in canonical_ids
             outcome = rules.decide(key, key in known, bucket_list, alive)
