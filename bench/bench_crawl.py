@@ -58,7 +58,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 from urllib.parse import unquote, urlsplit
 
@@ -335,6 +336,19 @@ def collected(crawl: Callable[..., None]) -> Callable[..., None]:
     return run
 
 
+@contextmanager
+def wrapped_crawl_child(wrap: Callable[[Callable[..., None]], Callable[..., None]]) -> Iterator[None]:
+    """Within the block, the crawls :func:`run_crawl` forks run ``wrap(crawl_child)``: a probe's crawler
+    process, watched from inside."""
+    global crawl_child
+    crawl = crawl_child
+    crawl_child = wrap(crawl)
+    try:
+        yield
+    finally:
+        crawl_child = crawl
+
+
 def probe_crawl(
     dataset: str, order: str, settings: dict, wrap: Callable[[Callable[..., None]], Callable[..., None]]
 ) -> tuple[dict, float]:
@@ -342,18 +356,15 @@ def probe_crawl(
     :func:`base_settings`), the crawler process running ``wrap(crawl_child)`` instead of :func:`crawl_child`,
     for a probe that watches the crawler from inside: the crawl's result, and the local server's CPU seconds.
     The crawl's folder (its store, its items) is removed afterwards."""
-    global crawl_child
     manifest = load_manifest(os.path.join(dataset, "manifest.jsonl"))
     paths = crawl_orders(manifest, [order])[order]
     base, server = serve(load_pages(dataset, manifest))
     workdir = tempfile.mkdtemp()
-    crawl = crawl_child
-    crawl_child = wrap(crawl)  # run_crawl forks a process for it
     try:
-        result = run_crawl(base, paths, {**base_settings(workdir), **settings}, workdir)
+        with wrapped_crawl_child(wrap):
+            result = run_crawl(base, paths, {**base_settings(workdir), **settings}, workdir)
         server_cpu = (_proc_cpu_and_hwm(server.pid) or (0.0, 0))[0]
     finally:
-        crawl_child = crawl
         server.terminate()
         shutil.rmtree(workdir, ignore_errors=True)
     return result, server_cpu

@@ -84,18 +84,15 @@ def main() -> int:
     manifest = bench_crawl.load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
     paths = bench_crawl.crawl_orders(manifest, [args.order])[args.order]
     base, server = bench_crawl.serve(bench_crawl.load_pages(args.dataset, manifest))
-    crawl_child = bench_crawl.crawl_child
-    bench_crawl.crawl_child = recorded(crawl_child)  # run_crawl forks a process for it
     crawls = []
     try:
         for i in range(args.runs):
-            with tempfile.TemporaryDirectory() as workdir:
+            with tempfile.TemporaryDirectory() as workdir, bench_crawl.wrapped_crawl_child(recorded):
                 crawl_settings = {**bench_crawl.base_settings(workdir), **settings}
                 result = bench_crawl.run_crawl(base, paths, crawl_settings, workdir)
             crawls.append(result)
             print(f"crawl {i + 1}: {len(result['verdicts'])} verdicts in {result['seconds']:.1f} s", file=sys.stderr)
     finally:
-        bench_crawl.crawl_child = crawl_child
         server.terminate()
     algorithm = build_algorithm(Config.from_settings(settings))
     decided = set.intersection(*(set(c["verdicts"]) for c in crawls))

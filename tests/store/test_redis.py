@@ -435,12 +435,18 @@ def test_selectors_and_rule_counts_changed_on_a_redis_cluster(shared_cluster):
     _parts_shared_by_two(shared_cluster.url)
 
 
-def _parts_shared_by_two(url: str) -> None:
-    """:func:`_parts_shared` on two stores (two processes) of one prefix of ``url``."""
-    prefix = f"sel:{{{uuid.uuid4().hex}}}"
+def _two_stores(url: str, name: str) -> tuple[RedisStore, RedisStore]:
+    """Two stores (two processes) of one fresh prefix of ``url``, open."""
+    prefix = f"{name}:{{{uuid.uuid4().hex}}}"
     one, two = RedisStore(url, prefix=prefix), RedisStore(url, prefix=prefix)
     for store in (one, two):
         store.open({"format_version": 1, "algorithm": "minhash"})
+    return one, two
+
+
+def _parts_shared_by_two(url: str) -> None:
+    """:func:`_parts_shared` on two stores (two processes) of one prefix of ``url``."""
+    one, two = _two_stores(url, "sel")
     try:
         _parts_shared(one, two)
     finally:
@@ -452,10 +458,7 @@ def test_url_rule_counts_on_a_redis_cluster(shared_cluster):
     """The URL rules' counts of a spider live in one hash of its key prefix's slot: processes add to it on a
     cluster as on one server."""
     url = shared_cluster.url
-    prefix = f"rules:{{{uuid.uuid4().hex}}}"
-    one, two = RedisStore(url, prefix=prefix), RedisStore(url, prefix=prefix)
-    for store in (one, two):
-        store.open({"format_version": 1, "algorithm": "minhash"})
+    one, two = _two_stores(url, "rules")
     one.rules.add({("a.com", "param:utm_source"): (4, 0)})
     two.rules.add({("a.com", "param:utm_source"): (1, 1), ("b.org", "prefix:amp"): (0, 0)})
     assert one.rules.read() == {("a.com", "param:utm_source"): (5, 1), ("b.org", "prefix:amp"): (0, 0)}
@@ -470,10 +473,7 @@ def test_a_group_is_re_pointed_and_books_kept_on_a_redis_cluster(shared_cluster)
     from scrapy_neardup.store.books import CrawlBooks
 
     url = shared_cluster.url
-    prefix = f"repoint:{{{uuid.uuid4().hex}}}"
-    one, two = RedisStore(url, prefix=prefix), RedisStore(url, prefix=prefix)
-    for store in (one, two):
-        store.open({"format_version": 1, "algorithm": "minhash"})
+    one, two = _two_stores(url, "repoint")
     for i in range(40):  # groups on every master
         one.add(f"http://a.com/{i}?utm_source=x", f"sig-t{i}".encode(), [i * 7919 + 1, i * 7919 + 2])
         one.add(f"http://a.com/amp/{i}", None, [], canonical=f"http://a.com/{i}?utm_source=x", similarity=0.9)
@@ -496,10 +496,7 @@ def test_body_digests_on_a_redis_cluster_survive_touch_repoint_and_expire(shared
     import time
 
     url = shared_cluster.url
-    prefix = f"bodies:{{{uuid.uuid4().hex}}}"
-    one, two = RedisStore(url, prefix=prefix), RedisStore(url, prefix=prefix)
-    for store in (one, two):
-        store.open({"format_version": 1, "algorithm": "minhash"})
+    one, two = _two_stores(url, "bodies")
     for i in range(40):  # groups on every master
         body = i.to_bytes(8, "little")
         one.add_many([Filing(f"http://a.com/{i}?utm=x", f"sig-t{i}".encode(), [i * 7919 + 1], body=body)])
