@@ -17,6 +17,7 @@ check, the declared page); the item pipeline calls :meth:`~NearDupService.check`
 from __future__ import annotations
 
 import logging
+import uuid
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +74,7 @@ class NearDupService:
         #: Why the store could not be opened (a finish reason), once it could not: no response goes through.
         self.refused: str | None = None
         self._initial = 0  # pages in the store when it was opened
+        self.started = 0.0  # when this process's crawl began (its books'; the detector's may be earlier)
         self._expired = 0  # pages forgotten at open (NEARDUP_EXPIRATION_SECS)
         self._stopping = False
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
@@ -164,7 +166,9 @@ class NearDupService:
             logger.warning("scrapy-neardup: %s", warning)
         self.preparer = self._preparer(config, templates)
         guard = build_template_guard(config, detector.algorithm)
-        self.store_thread.open(detector, guard, self._url_rules(store, detector), templates)
+        self.started = detector.session_started  # this process's own start, for its books
+        member = f"{process_name()}:{uuid.uuid4().hex[:8]}"
+        self.store_thread.open(detector, guard, self._url_rules(store, detector), templates, member)
 
     def _url_rules(self, store: Store, detector: Detector) -> Learner | None:
         """The URL rules (``NEARDUP_URL_RULES``), learned and hand-written; ``None`` when they are off, or the
@@ -239,7 +243,7 @@ class NearDupService:
                     self.report.set(f"neardup/workers/{name}", value)
         except Exception:  # the store must still be flushed and closed below
             logger.exception("scrapy-neardup: stopping the extraction workers failed", extra={"spider": spider})
-        books = self.report.books(detector.session_started, process_name(), self.soft404_answers.hosts_with_answer)
+        books = self.report.books(self.started, process_name(), self.soft404_answers.hosts_with_answer)
         try:
             if thread is not None:
                 await in_thread(thread, self.store_thread.close, books)

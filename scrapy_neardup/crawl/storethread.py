@@ -14,14 +14,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from twisted.internet.task import LoopingCall
 from twisted.python.threadpool import ThreadPool
 
 from ..engine.decisions import Decision, DecisionLoop, Declared
 from ..engine.detector import Detector, Verdict
 from ..engine.urlrules import Learner, Prediction, host_of
 from ..store import StoreError
+from ..store.parts import BEAT_SECS
 from .reactor import in_thread
 from .screening import Skip
 
@@ -72,19 +74,55 @@ class StoreThread:
         #: Lookups that could not be answered: the store failing, or a fault of the plugin's own.
         self.lookup_failures = 0
         self._faults_logged: set[type] = set()
+        #: This process among those crawling on the store (:class:`~scrapy_neardup.store.parts.RunningCrawl`).
+        self.member = ""
+        self._beats: LoopingCall | None = None
 
     def open(
-        self, detector: Detector, guard: TemplateGuard | None, rules: Learner | None, templates: LearnedTemplates | None
+        self,
+        detector: Detector,
+        guard: TemplateGuard | None,
+        rules: Learner | None,
+        templates: LearnedTemplates | None,
+        member: str,
     ) -> None:
-        """The store is open: its detector, the template guard, the URL rules and the learned templates."""
+        """The store is open: its detector, the template guard, the URL rules and the learned templates; the
+        crawl joins the processes crawling on the store as ``member``, and takes when their crawl began as
+        its own start (the detector's :attr:`~Detector.session_started`)."""
         self.detector = detector
         self._decisions = DecisionLoop(detector, guard)
         self.rules = rules
         self.templates = templates
+        self.member = member
+        now = detector.session_started
+        try:
+            detector.session_started = min(now, detector.store.running.join(member, now))
+        except StoreError as exc:
+            logger.warning(
+                "scrapy-neardup: this process could not join the processes crawling on the store (%s): pages "
+                "they fetched before it began count as fetched in an earlier crawl",
+                exc,
+            )
+        if detector.session_started < now:
+            logger.info(
+                "scrapy-neardup: joined the crawl running on the store since %s (%.0f s ago): a page any of its "
+                "processes fetched since counts as fetched in this crawl",
+                time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(detector.session_started)),
+                now - detector.session_started,
+            )
 
     def start(self) -> None:
         self._thread = ThreadPool(0, 1, name="scrapy-neardup-store")
         self._thread.start()
+        self._beats = LoopingCall(self._beat)
+        self._beats.start(BEAT_SECS, now=False)
+
+    def _beat(self) -> Any:
+        """This process is still crawling: a beat on the store (one that fails is only logged at DEBUG)."""
+        from scrapy.utils.defer import deferred_from_coro
+
+        member = self.member
+        return deferred_from_coro(self._run(lambda detector: detector.store.running.beat(member, time.time()), None))
 
     async def _run(self, fn: Callable[[Detector], T], failed: T) -> T:
         """``fn`` of the detector, under the lock, here for a local store or on the store thread; ``failed``
@@ -219,6 +257,8 @@ class StoreThread:
     def stop(self) -> ThreadPool | None:
         """No call is taken from now on; the thread, to close the store on."""
         self.closing = True
+        if self._beats is not None and self._beats.running:
+            self._beats.stop()
         return self._thread
 
     def close(self, books: CrawlBooks) -> None:
@@ -246,4 +286,8 @@ class StoreThread:
                 detector.store.books.add(books)
             except Exception as exc:  # noqa: BLE001 - the fingerprints must still be saved below
                 logger.warning("scrapy-neardup: this crawl's books were not saved in the store: %s", exc)
+            try:
+                detector.store.running.leave(self.member)
+            except Exception as exc:  # noqa: BLE001 - its beats have stopped: it is taken for gone soon
+                logger.debug("scrapy-neardup: this process could not leave the crawl on the store: %s", exc)
             detector.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,9 @@ Recheck = Literal["changed", "expired", "orphaned"]
 #: How many rounds of a check-and-insert may pass without deciding a document (every insert refused
 #: because other processes filed documents in the same buckets meanwhile) before it gives up.
 MAX_RETRIES = 16
+#: The first and the longest pause (seconds) after a round of check-and-insert that decided nothing.
+FIRST_BACKOFF_SECS = 0.002
+MAX_BACKOFF_SECS = 0.25
 
 
 @dataclass(frozen=True)
@@ -114,8 +118,12 @@ class Detector:
         #: URL): set by a caller that re-points groups to their best copy (:mod:`.bestcopy`); ``None``: a
         #: group keeps the first page filed.
         self.better: Callable[[str, str], bool] | None = None
-        #: When this session began: a page last seen since was fetched in it (:meth:`fetched_now`).
+        #: When this session began: a page last seen since was fetched in it (:meth:`fetched_now`). A crawl
+        #: sets it to when the crawl it joined on the store began (:class:`~scrapy_neardup.store.parts.RunningCrawl`).
         self.session_started = time.time()
+        #: How a check-and-insert waits between fruitless rounds (:meth:`check_many`).
+        self.pause: Callable[[float], None] = time.sleep
+        self._jitter = random.Random()
 
     def meta(self) -> dict[str, object]:
         return {"format_version": FORMAT_VERSION, **self.algorithm.params(), **self.text_params}
@@ -181,8 +189,8 @@ class Detector:
         per round. A document whose insert was refused (another writer, or an earlier document of the same
         batch, filed a near-duplicate in its buckets meanwhile) goes into the next round and so finds that
         document; rounds go on while each decides a document, and give up after :data:`MAX_RETRIES` in a row
-        that decide none. So does a known key whose record is replaced (see the class): it is removed, then checked
-        as new."""
+        that decide none, pausing between them (:attr:`pause`). So does a known key whose record is replaced
+        (see the class): it is removed, then checked as new."""
         checks = [item if isinstance(item, Check) else Check(*item) for item in items]
         verdicts: list[Verdict | None] = [None] * len(checks)
         rechecked: dict[int, Recheck] = {}
@@ -264,6 +272,11 @@ class Detector:
             # A batch whose documents share buckets files them one round each, in order: never a failure.
             fruitless = 0 if stale or len(waiting) < len(pending) else fruitless + 1
             pending = sorted(waiting)
+            if pending and 0 < fruitless < MAX_RETRIES:
+                # Writers whose rounds collided would collide again in step: a random pause up to a bound
+                # that doubles with each fruitless round (exponential backoff with full jitter) puts them
+                # out of step.
+                self.pause(self._jitter.uniform(0, min(MAX_BACKOFF_SECS, FIRST_BACKOFF_SECS * 2**fruitless)))
         if pending:
             raise StoreError(f"check-and-insert kept colliding with other writers ({MAX_RETRIES} tries)")
         return verdicts  # type: ignore[return-value]

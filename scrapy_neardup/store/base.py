@@ -31,7 +31,9 @@ from .parts import (
     InProcessBooks,
     InProcessBudgets,
     InProcessRuleCounts,
+    InProcessRunning,
     InProcessSelectors,
+    RunningCrawl,
     SelectorRecords,
     UrlRuleCounts,
 )
@@ -225,18 +227,21 @@ class Store(ABC):
     #: Human-readable location for log lines (path, URL without password, "memory").
     location: str = ""
     #: What the store keeps beside the fingerprints (:mod:`.parts`): the URL rules' counts, the groups'
-    #: budgets, the learned selectors and the crawls' books. A backend shared by processes sets its own in
-    #: its ``__init__``, after the base class's, which keeps them in this process only.
+    #: budgets, the learned selectors, the crawls' books and the processes crawling on it now. A backend
+    #: shared by processes sets its own in its ``__init__``, after the base class's, which keeps them in this
+    #: process only.
     rules: UrlRuleCounts
     budgets: GroupBudgets
     selectors: SelectorRecords
     books: BookShelf
+    running: RunningCrawl
 
     def __init__(self) -> None:
         self.rules = InProcessRuleCounts()
         self.budgets = InProcessBudgets()
         self.selectors = InProcessSelectors()
         self.books = InProcessBooks()
+        self.running = InProcessRunning()
 
     #: Whether every call returns within local I/O time (memory, a local file): such a store may be called
     #: on the thread that receives a worker's result. A networked one (Redis, which retries for seconds)

@@ -1,6 +1,7 @@
 """What a store keeps beside the fingerprints, each a typed part with a contract of its own: the URL rules'
 counts (:mod:`scrapy_neardup.engine.urlrules`), the groups' budgets (``NEARDUP_GROUP_BUDGET``), the learned
-templates' selectors (:mod:`scrapy_neardup.engine.learned`) and the books of each crawl (:mod:`.books`).
+templates' selectors (:mod:`scrapy_neardup.engine.learned`), the books of each crawl (:mod:`.books`) and the
+processes crawling on the store now (:class:`RunningCrawl`).
 
 Every process of a crawl, and the next crawl, reads what the others wrote, so a backend shared by processes
 gives its own parts (SQLite, Redis do); the in-process parts here keep them in one process only (the memory
@@ -75,6 +76,40 @@ class BookShelf(ABC):
     @abstractmethod
     def read(self) -> list[CrawlBooks]:
         """The books kept, oldest first (a record that does not read as books is passed over)."""
+
+
+#: Seconds between two beats of a crawl process on its store (:meth:`RunningCrawl.beat`).
+BEAT_SECS = 10.0
+#: A crawl process whose last beat is older than this is taken for gone (it died without leaving).
+STALE_SECS = 60.0
+
+
+class RunningCrawl(ABC):
+    """The processes crawling on the store now, and when their crawl began: what "fetched in this crawl" is
+    measured from (a page last seen since). Processes that crawl on one store at once are one crawl, however
+    far apart they start, so that a page one of them fetched before another began counts as fetched for
+    both; a crawl ends when its last process leaves (or dies: its beats stop). Times are Unix seconds of the
+    processes' clocks, as the records' last-seen times are."""
+
+    @abstractmethod
+    def join(self, process: str, now: float) -> float:
+        """``process`` crawls on the store from ``now``: when the crawl it joins began (``now`` when no
+        process is crawling, or every one left has not beaten for :data:`STALE_SECS`)."""
+
+    @abstractmethod
+    def beat(self, process: str, now: float) -> None:
+        """``process`` is still crawling (every :data:`BEAT_SECS`)."""
+
+    @abstractmethod
+    def leave(self, process: str) -> None:
+        """``process`` has ended its crawl."""
+
+
+def running_since(beats: Mapping[str, float], started: float | None, now: float) -> float:
+    """When a crawl joined at ``now`` began, given the last ``beats`` of the processes on the store and when
+    their crawl began: the in-process rule (the Redis store's script keeps the same one)."""
+    live = any(beat >= now - STALE_SECS for beat in beats.values())
+    return started if live and started is not None else now
 
 
 #: Records a :class:`ChangeLog` remembers the last change of (the least recently changed forgotten first).
@@ -193,3 +228,21 @@ class InProcessBooks(BookShelf):
 
     def read(self) -> list[CrawlBooks]:
         return read_books(self._records)
+
+
+class InProcessRunning(RunningCrawl):
+    def __init__(self) -> None:
+        self._beats: dict[str, float] = {}
+        self._started: float | None = None
+
+    def join(self, process: str, now: float) -> float:
+        self._started = running_since(self._beats, self._started, now)
+        self._beats = {name: beat for name, beat in self._beats.items() if beat >= now - STALE_SECS}
+        self._beats[process] = now
+        return self._started
+
+    def beat(self, process: str, now: float) -> None:
+        self._beats[process] = now
+
+    def leave(self, process: str) -> None:
+        self._beats.pop(process, None)

@@ -10,6 +10,7 @@ import sys
 import time
 import uuid
 from collections import Counter
+from datetime import datetime
 
 import pytest
 from demo_site import build_site, make_server
@@ -51,8 +52,8 @@ def write_paths(tmp_path, name, paths):
     return str(path)
 
 
-def spider_args(site, paths_file):
-    return ["runspider", SPIDER, "-a", f"base={site}", "-a", f"paths_file={paths_file}"]
+def spider_args(site, paths_file, *more):
+    return ["runspider", SPIDER, "-a", f"base={site}", "-a", f"paths_file={paths_file}", *more]
 
 
 def popen_scrapy(args, tmp_path, settings, name):
@@ -78,9 +79,13 @@ def assert_parts_keep_what_one_process_keeps(site, tmp_path, store_url, processe
     paths, groups = article_paths()
     parts = [paths[i::processes] for i in range(processes)]
     assert all(len({p for p in g if p in part}) < len(g) for g in groups for part in parts)
+    # One crawl in parts: no process sends a request before all have joined the crawl on the store, so that
+    # none ends before another begins (processes that do not overlap are crawls of their own).
+    opened = tmp_path / f"{name}-opened"
+    opened.mkdir()
     runs = [
         popen_scrapy(
-            spider_args(site, write_paths(tmp_path, f"part{i}", part)),
+            spider_args(site, write_paths(tmp_path, f"part{i}", part), "-a", f"together={opened}:{processes}"),
             tmp_path,
             settings_for(store_url, **settings),
             f"{name}{i}",
@@ -124,6 +129,39 @@ def test_two_processes_sharing_redis_keep_what_one_process_keeps(site, redis_ser
     assert_parts_keep_what_one_process_keeps(
         site, tmp_path, redis_server.url, 2, "p", NEARDUP_REDIS_KEY="multi2:{%(spider)s}"
     )
+
+
+@one_server_kind()
+def test_a_process_that_joins_a_running_crawl_late_keeps_what_one_process_keeps(site, redis_server, tmp_path):
+    """Processes that crawl on one store at once are one crawl, however far apart they start: a page another
+    process filed before this one began was fetched in this crawl, so this one's copy of it is dropped and
+    that page is not requested again in the copy's place (it would reach the spiders twice). The first
+    process crawls slowly; the second starts once the first has filed half of its part."""
+    import redis
+
+    paths, groups = article_paths()
+    parts = [paths[0::2], paths[1::2]]
+    settings = settings_for(redis_server.url, NEARDUP_REDIS_KEY="late:{%(spider)s}")
+    first = popen_scrapy(
+        spider_args(site, write_paths(tmp_path, "first", parts[0])),
+        tmp_path,
+        {**settings, "DOWNLOAD_DELAY": "0.2", "CONCURRENT_REQUESTS": "1"},
+        "first",
+    )
+    client = redis.Redis.from_url(redis_server.url)
+    wait_until(lambda: int(client.get("late:{paths}:count") or 0) >= len(parts[0]) // 2, what="half filed")
+    second = popen_scrapy(spider_args(site, write_paths(tmp_path, "second", parts[1])), tmp_path, settings, "second")
+    kept, stats = [], []
+    for proc, stats_file, items_file in (first, second):
+        assert proc.wait(180) == 0
+        stats.append(json.loads(stats_file.read_text()))
+        assert stats[-1]["finish_reason"] == "finished" and "neardup/store_error" not in stats[-1]
+        kept += [json.loads(line)["path"] for line in items_file.read_text().splitlines()]
+    when = datetime.fromisoformat
+    assert when(stats[0]["finish_time"]) > when(stats[1]["start_time"])  # the crawls ran together
+    for group in groups:
+        assert len([p for p in group if p in kept]) == 1, (group, sorted(kept))
+    assert len(kept) == len(set(kept)), Counter(kept).most_common(3)
 
 
 def filed(client) -> int:

@@ -392,6 +392,51 @@ def test_a_filing_overtaken_by_a_near_duplicate_filed_since_its_lookup_is_stale_
         other.close()
 
 
+def test_rounds_that_another_writer_overtakes_each_time_pause_longer_and_longer_then_decide(redis_server):
+    """A check-and-insert whose rounds another writer overtakes each time (it files a page in the same buckets
+    between the lookup and the filing: refused, STALE, on the real server) pauses after each fruitless round,
+    a random while under a bound that doubles, so that writers colliding in step fall out of step; once the
+    other writer stops, the page is decided. Writers that never stop give up after MAX_RETRIES rounds."""
+    from scrapy_neardup.engine import detector as detector_module
+    from scrapy_neardup.store.base import Added
+
+    prefix = f"backoff:{{{uuid.uuid4().hex}}}"
+    algorithm = MinHashLSH(0.5)
+    (page,), *others = ([algorithm.fingerprint(t) for t in row] for row in group_texts(7, 1, seed=11))
+    mine, other = (RedisStore(redis_server.url, prefix=prefix) for _ in range(2))
+    for store in (mine, other):
+        store.open({"format_version": 1})
+    rivals = iter(range(5))
+    add_many = mine.add_many
+
+    def overtaken(filings):
+        turn = next(rivals, None)
+        if turn is not None:  # another writer files an unrelated page in this page's buckets first
+            rival = Filing(f"http://rival/{turn}", others[turn % 5][0].signature, filings[0].buckets)
+            assert other.add_many([rival]) == [Added.FILED]
+        return add_many(filings)
+
+    mine.add_many = overtaken  # type: ignore[method-assign]
+    detector = Detector(algorithm, mine)
+    pauses: list[float] = []
+    detector.pause = pauses.append
+    try:
+        verdict = detector.check_fingerprint("http://a/", page.signature, page.buckets)
+        assert (verdict.status, verdict.canonical) == ("unique", "http://a/")
+        assert len(pauses) == 5
+        first, most = detector_module.FIRST_BACKOFF_SECS, detector_module.MAX_BACKOFF_SECS
+        assert all(0 <= p <= min(most, first * 2 ** (i + 1)) for i, p in enumerate(pauses)), pauses
+        assert len(set(pauses)) == 5  # random, not in step with another writer's
+        rivals = iter(range(5, 10**6))
+        pauses.clear()
+        with pytest.raises(StoreError, match="kept colliding"):
+            detector.check_fingerprint("http://b/", others[5][0].signature, page.buckets)
+        assert len(pauses) == detector_module.MAX_RETRIES - 1
+    finally:
+        mine.close()
+        other.close()
+
+
 def _parts_shared(one: RedisStore, two: RedisStore) -> None:
     """What one process saves (selectors) or adds (URL rules' counts), another reads as changed since its
     mark, once; a store cleared and written to again is read whole."""

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from helpers.stores import PERSISTENT_BACKENDS, make_store
+from helpers.stores import PERSISTENT_BACKENDS, STORE_BACKENDS, make_store
 
 from scrapy_neardup.store import Filing, Query, StoreError, StoreMismatchError, sqlite_path, store_from_url
 from scrapy_neardup.store.sqlite import SqliteStore, StoreLockedError
@@ -664,3 +664,49 @@ def test_selectors_outlive_the_process(store_kind, tmp_path):
     s.open(META)
     assert s.selectors.read() == {"a.com\t1f": '{"v": 1}'}
     s.close()
+
+
+def test_a_crawl_begins_with_its_first_process_and_ends_when_the_last_leaves(store_kind, tmp_path):
+    """``Store.running``: when the crawl a process joins began (what "fetched in this crawl" is measured from).
+    On every backend a process alone begins a crawl, and one that left leaves none running."""
+    store = make_store(store_kind, tmp_path)
+    store.open(META)
+    try:
+        assert store.running.join("a", 1000.0) == 1000.0
+        store.running.beat("a", 1010.0)
+        store.running.leave("a")
+        assert store.running.join("a", 2000.5) == 2000.5
+        store.running.leave("a")
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("store_kind", [k for k in STORE_BACKENDS if k.startswith("redis")])
+def test_processes_crawling_on_one_shared_store_share_when_their_crawl_began(store_kind, tmp_path):
+    """Processes that crawl on one Redis store at once are one crawl: a process that joins late takes the
+    crawl's start; the crawl ends when the last leaves, or when the last beat of every process left is older
+    than :data:`~scrapy_neardup.store.parts.STALE_SECS` (they died without leaving); clearing the store
+    forgets it."""
+    from scrapy_neardup.store.parts import STALE_SECS
+
+    one, two = make_store(store_kind, tmp_path), make_store(store_kind, tmp_path)
+    for store in (one, two):
+        store.open(META)
+    try:
+        assert one.running.join("a", 1000.0) == 1000.0
+        assert two.running.join("b", 1030.0) == 1000.0
+        one.running.leave("a")
+        two.running.beat("b", 1000.0 + STALE_SECS)
+        assert one.running.join("c", 1000.0 + 1.5 * STALE_SECS) == 1000.0  # b is still crawling
+        one.running.leave("c")
+        two.running.leave("b")
+        assert one.running.join("d", 1200.0 + 2 * STALE_SECS) == 1200.0 + 2 * STALE_SECS  # a new crawl
+        # d dies without leaving: its crawl is over once its last beat is older than STALE_SECS.
+        assert two.running.join("e", 1200.0 + 3 * STALE_SECS - 1) == 1200.0 + 2 * STALE_SECS
+        two.running.leave("e")
+        assert two.running.join("f", 1200.0 + 3 * STALE_SECS + 1) == 1200.0 + 3 * STALE_SECS + 1
+        one.clear()
+        assert two.running.join("g", 5000.0) == 5000.0
+    finally:
+        one.close()
+        two.close()

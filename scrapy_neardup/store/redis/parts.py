@@ -7,8 +7,18 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ..books import KEPT_CRAWLS, CrawlBooks
-from ..parts import BookShelf, GroupBudgets, RuleCount, RuleName, SelectorRecords, UrlRuleCounts, read_books
-from .scripts import ADD_RULE_COUNTS, ADMIT, SAVE_SELECTORS
+from ..parts import (
+    STALE_SECS,
+    BookShelf,
+    GroupBudgets,
+    RuleCount,
+    RuleName,
+    RunningCrawl,
+    SelectorRecords,
+    UrlRuleCounts,
+    read_books,
+)
+from .scripts import ADD_RULE_COUNTS, ADMIT, JOIN_CRAWL, SAVE_SELECTORS
 
 if TYPE_CHECKING:
     from .client import RedisConnection
@@ -150,3 +160,31 @@ class RedisBooks(BookShelf):
     def read(self) -> list[CrawlBooks]:
         connection = self.connection
         return read_books(connection.call(connection.client.lrange, connection.key_of("crawls"), 0, -1))
+
+
+class RedisRunning(RunningCrawl):
+    """One hash, ``P:running``: ``started`` (ms), and a field ``p:<process>`` a process crawling, its last beat
+    (ms). A process joins through one script (:data:`.scripts.JOIN_CRAWL`: it drops the processes gone
+    stale, then takes the crawl's start or begins a new one), so that processes joining at once agree."""
+
+    def __init__(self, connection: RedisConnection) -> None:
+        self.connection = connection
+
+    def join(self, process: str, now: float) -> float:
+        connection = self.connection
+        key = connection.key_of("running")
+        started = connection.call(
+            connection.client.eval, JOIN_CRAWL, 1, key, process, int(now * 1000), int(STALE_SECS * 1000)
+        )
+        try:
+            return int(started) / 1000
+        except (TypeError, ValueError):  # not a number of ours: this process begins the crawl
+            return now
+
+    def beat(self, process: str, now: float) -> None:
+        connection = self.connection
+        connection.call(connection.client.hset, connection.key_of("running"), f"p:{process}", int(now * 1000))
+
+    def leave(self, process: str) -> None:
+        connection = self.connection
+        connection.call(connection.client.hdel, connection.key_of("running"), f"p:{process}")

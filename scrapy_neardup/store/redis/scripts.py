@@ -90,6 +90,8 @@ ADMIT = lua_script("admit")
 SAVE_SELECTORS = lua_script("save_selectors")
 # KEYS[1]: P:urlrules, KEYS[2]: P:urlrules_changed. ARGV: host<TAB>rule, successes, failures, ... Run with EVAL.
 ADD_RULE_COUNTS = lua_script("add_rule_counts")
+# KEYS[1]: P:running. ARGV: process, now (ms), stale (ms). Run with EVAL, as ADMIT.
+JOIN_CRAWL = lua_script("join_crawl")
 
 
 def _for_groups(body: str) -> str:

@@ -23,7 +23,7 @@ from .codec import (
 )
 from .index import RedisIndex
 from .layout import RECORDS_PER_BIN
-from .parts import RedisBooks, RedisBudgets, RedisRuleCounts, RedisSelectors
+from .parts import RedisBooks, RedisBudgets, RedisRuleCounts, RedisRunning, RedisSelectors
 
 logger = logging.getLogger("scrapy_neardup.store.redis")
 
@@ -39,6 +39,7 @@ OWN_KEYS = (
     "budget",
     "selectors",
     "selectors_changed",
+    "running",
 )
 
 
@@ -66,6 +67,7 @@ class RedisStore(RedisIndex):
         self.budgets = RedisBudgets(self)
         self.selectors = RedisSelectors(self)
         self.books = RedisBooks(self)
+        self.running = RedisRunning(self)
 
     # -- meta --------------------------------------------------------------------------------------
     def _group_keys(self) -> list[bytes]:
