@@ -559,3 +559,19 @@ def test_body_digests_on_a_redis_cluster_survive_touch_repoint_and_expire(shared
     assert all(two.get(f"http://a.com/{i}").body == i.to_bytes(8, "little")[::-1] for i in range(40))
     for store in (one, two):
         store.close()
+
+
+def test_processes_on_a_redis_cluster_join_one_crawl(shared_cluster):
+    """The crawl running on a store lives in its prefix's slot: a process joining late on another connection
+    takes its start; once the last has left, the next begins a crawl of its own."""
+    one, two = _two_stores(shared_cluster.url, "running")
+    try:
+        assert one.running.join("a", 1000.0) == 1000.0
+        assert two.running.join("b", 1002.5) == 1000.0
+        one.running.beat("a", 1010.0)
+        one.running.leave("a")
+        two.running.leave("b")
+        assert two.running.join("c", 1020.0) == 1020.0
+    finally:
+        one.close()
+        two.close()
