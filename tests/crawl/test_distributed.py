@@ -136,21 +136,29 @@ def test_a_process_that_joins_a_running_crawl_late_keeps_what_one_process_keeps(
     """Processes that crawl on one store at once are one crawl, however far apart they start: a page another
     process filed before this one began was fetched in this crawl, so this one's copy of it is dropped and
     that page is not requested again in the copy's place (it would reach the spiders twice). The first
-    process crawls slowly; the second starts once the first has filed half of its part."""
+    process crawls slowly (over ``BEAT_SECS``: its beats are seen on the store); the second starts once the
+    first has filed half of its part; both leave the store's roll when they close."""
     import redis
+
+    from scrapy_neardup.store.parts import BEAT_SECS
 
     paths, groups = article_paths()
     parts = [paths[0::2], paths[1::2]]
     settings = settings_for(redis_server.url, NEARDUP_REDIS_KEY="late:{%(spider)s}")
+    delay = 1.2 * BEAT_SECS / len(parts[0])
     first = popen_scrapy(
         spider_args(site, write_paths(tmp_path, "first", parts[0])),
         tmp_path,
-        {**settings, "DOWNLOAD_DELAY": "0.2", "CONCURRENT_REQUESTS": "1"},
+        {**settings, "DOWNLOAD_DELAY": f"{delay:.3f}", "RANDOMIZE_DOWNLOAD_DELAY": "False", "CONCURRENT_REQUESTS": "1"},
         "first",
     )
     client = redis.Redis.from_url(redis_server.url)
+    roll = lambda: {k: int(v) for k, v in client.hgetall("late:{paths}:running").items() if k.startswith(b"p:")}  # noqa: E731
+    wait_until(lambda: len(roll()) == 1, what="the first process on the store's roll")
+    (member, joined), = roll().items()
     wait_until(lambda: int(client.get("late:{paths}:count") or 0) >= len(parts[0]) // 2, what="half filed")
     second = popen_scrapy(spider_args(site, write_paths(tmp_path, "second", parts[1])), tmp_path, settings, "second")
+    wait_until(lambda: roll().get(member, 0) > joined, timeout=3 * BEAT_SECS, what="a beat of the first process")
     kept, stats = [], []
     for proc, stats_file, items_file in (first, second):
         assert proc.wait(180) == 0
@@ -159,9 +167,11 @@ def test_a_process_that_joins_a_running_crawl_late_keeps_what_one_process_keeps(
         kept += [json.loads(line)["path"] for line in items_file.read_text().splitlines()]
     when = datetime.fromisoformat
     assert when(stats[0]["finish_time"]) > when(stats[1]["start_time"])  # the crawls ran together
+    assert "joined the crawl running on the store since" in (tmp_path / "second.log").read_text()
     for group in groups:
         assert len([p for p in group if p in kept]) == 1, (group, sorted(kept))
     assert len(kept) == len(set(kept)), Counter(kept).most_common(3)
+    assert roll() == {}
 
 
 def filed(client) -> int:
