@@ -155,7 +155,7 @@ def test_a_process_that_joins_a_running_crawl_late_keeps_what_one_process_keeps(
     client = redis.Redis.from_url(redis_server.url)
     roll = lambda: {k: int(v) for k, v in client.hgetall("late:{paths}:running").items() if k.startswith(b"p:")}  # noqa: E731
     wait_until(lambda: len(roll()) == 1, what="the first process on the store's roll")
-    (member, joined), = roll().items()
+    ((member, joined),) = roll().items()
     wait_until(lambda: int(client.get("late:{paths}:count") or 0) >= len(parts[0]) // 2, what="half filed")
     second = popen_scrapy(spider_args(site, write_paths(tmp_path, "second", parts[1])), tmp_path, settings, "second")
     wait_until(lambda: roll().get(member, 0) > joined, timeout=3 * BEAT_SECS, what="a beat of the first process")
