@@ -970,11 +970,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.aliases:
         workdir = tempfile.mkdtemp(prefix="bench-crawl-")
-        print(
-            json.dumps(
-                {"command": " ".join(["bench/bench_crawl.py", *sys.argv[1:]]), **aliases(args, workdir)}, indent=1
-            )
-        )
+        try:
+            out = aliases(args, workdir)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        print(json.dumps({"command": " ".join(["bench/bench_crawl.py", *sys.argv[1:]]), **out}, indent=1))
         return 0
     manifest = load_manifest(os.path.join(args.dataset, "manifest.jsonl"))
     if args.limit:
@@ -994,6 +994,7 @@ def main() -> int:
             out = timings(args, base, paths, pages, workdir)
     finally:
         server.terminate()
+        shutil.rmtree(workdir, ignore_errors=True)
     print(json.dumps({"command": " ".join(["bench/bench_crawl.py", *sys.argv[1:]]), **out}, indent=1))
     return 0
 
