@@ -14,8 +14,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
+from scrapy.utils.defer import deferred_from_coro
+from twisted.internet.defer import Deferred
 from twisted.internet.task import LoopingCall
 from twisted.python.threadpool import ThreadPool
 
@@ -117,10 +119,8 @@ class StoreThread:
         self._beats = LoopingCall(self._beat)
         self._beats.start(BEAT_SECS, now=False)
 
-    def _beat(self) -> Any:
+    def _beat(self) -> Deferred[None]:
         """This process is still crawling: a beat on the store (one that fails is only logged at DEBUG)."""
-        from scrapy.utils.defer import deferred_from_coro
-
         member = self.member
         return deferred_from_coro(self._run(lambda detector: detector.store.running.beat(member, time.time()), None))
 
