@@ -15,7 +15,6 @@ import time
 
 import scrapy
 from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet import reactor
 from twisted.internet.task import deferLater
 
 
@@ -33,6 +32,10 @@ class PathsSpider(scrapy.Spider):
 
     async def start(self):
         if self.together:
+            # Imported here, once Scrapy has installed its reactor: runspider imports this module before
+            # Scrapy 2.13 installs it, and importing the reactor installs Twisted's default one.
+            from twisted.internet import reactor
+
             folder, count = self.together.rsplit(":", 1)
             open(os.path.join(folder, f"opened-{os.getpid()}"), "w").close()
             waited_until = time.monotonic() + 120
