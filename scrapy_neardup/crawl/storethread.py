@@ -120,9 +120,17 @@ class StoreThread:
         self._beats.start(BEAT_SECS, now=False)
 
     def _beat(self) -> Deferred[None]:
-        """This process is still crawling: a beat on the store (one that fails is only logged at DEBUG)."""
+        """This process is still crawling: a beat on the store. One the store fails is only logged at DEBUG
+        (the next comes in :data:`BEAT_SECS`; it is no lookup, and not counted as one)."""
         member = self.member
-        return deferred_from_coro(self._run(lambda detector: detector.store.running.beat(member, time.time()), None))
+
+        def beat(detector: Detector) -> None:
+            try:
+                detector.store.running.beat(member, time.time())
+            except StoreError as exc:
+                logger.debug("scrapy-neardup: a beat on the store failed: %s", exc)
+
+        return deferred_from_coro(self._run(beat, None))
 
     async def _run(self, fn: Callable[[Detector], T], failed: T) -> T:
         """``fn`` of the detector, under the lock, here for a local store or on the store thread; ``failed``
