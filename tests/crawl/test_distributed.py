@@ -167,7 +167,8 @@ def test_a_process_that_joins_a_running_crawl_late_keeps_what_one_process_keeps(
         kept += [json.loads(line)["path"] for line in items_file.read_text().splitlines()]
     when = datetime.fromisoformat
     assert when(stats[0]["finish_time"]) > when(stats[1]["start_time"])  # the crawls ran together
-    assert "joined the crawl running on the store since" in (tmp_path / "second.log").read_text()
+    joined = "joined the crawl running on the store since"
+    assert joined in (tmp_path / "second.log").read_text() and joined not in (tmp_path / "first.log").read_text()
     for group in groups:
         assert len([p for p in group if p in kept]) == 1, (group, sorted(kept))
     assert len(kept) == len(set(kept)), Counter(kept).most_common(3)

@@ -172,14 +172,13 @@ class RedisRunning(RunningCrawl):
 
     def join(self, process: str, now: float) -> float:
         connection = self.connection
-        key = connection.key_of("running")
-        started = connection.call(
-            connection.client.eval, JOIN_CRAWL, 1, key, process, int(now * 1000), int(STALE_SECS * 1000)
-        )
+        key, mine = connection.key_of("running"), int(now * 1000)
+        started = connection.call(connection.client.eval, JOIN_CRAWL, 1, key, process, mine, int(STALE_SECS * 1000))
         try:
-            return int(started) / 1000
+            started_ms = int(started)
         except (TypeError, ValueError):  # not a number of ours: this process begins the crawl
             return now
+        return now if started_ms == mine else started_ms / 1000  # kept in ms: this process's own start, exactly
 
     def beat(self, process: str, now: float) -> None:
         connection = self.connection
