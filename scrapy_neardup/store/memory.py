@@ -104,12 +104,12 @@ class MemoryStore(Store):
         ]  # a removed document's bucket entries stay: skipped here
 
     def lookup_many(self, queries: Sequence[Query], file_alone: bool = False) -> list[Lookup]:
-        items = queries
+        items = [Query(*query) for query in queries]
         n = len(items)
         if not n:
             return []
-        known = self._ids_of([query[0] for query in items])
-        arrays = [np.asarray(query[2], dtype=np.int64) for query in items]
+        known = self._ids_of([query.key for query in items])
+        arrays = [np.asarray(query.buckets, dtype=np.int64) for query in items]
         flat = np.concatenate(arrays)
         owner = np.repeat(np.arange(n), [len(b) for b in arrays])
         positions, ids = self._buckets.lookup(flat)
@@ -126,7 +126,7 @@ class MemoryStore(Store):
         new_buckets: dict[int, list[int]] = {}
         waiting: set[int] = set()
         filed_docs: list[int] = []
-        for i, (key, signature, _, *rest) in enumerate(items):
+        for i, (key, signature, _, body) in enumerate(items):
             doc = known[i] if known[i] >= 0 else filed_now.get(key, -1)
             if doc >= 0:
                 out.append(Lookup(self._record(doc)))  # as it was before this fetch
@@ -141,7 +141,7 @@ class MemoryStore(Store):
                 waiting.update(mine)  # later items sharing a bucket wait for this one's verdict
                 out.append(Lookup(None, self._candidates(docs)))
                 continue
-            filed_now[key] = doc = self._append(key, signature, None, 1.0, rest[0] if rest else None)
+            filed_now[key] = doc = self._append(key, signature, None, 1.0, body)
             filed_docs.append(i)
             if i in contested:
                 for b in arrays[i].tolist():

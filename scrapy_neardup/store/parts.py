@@ -105,13 +105,6 @@ class RunningCrawl(ABC):
         """``process`` has ended its crawl."""
 
 
-def running_since(beats: Mapping[str, float], started: float | None, now: float) -> float:
-    """When a crawl joined at ``now`` began, given the last ``beats`` of the processes on the store and when
-    their crawl began: the in-process rule (the Redis store's script keeps the same one)."""
-    live = any(beat >= now - STALE_SECS for beat in beats.values())
-    return started if live and started is not None else now
-
-
 #: Records a :class:`ChangeLog` remembers the last change of (the least recently changed forgotten first).
 MAX_LOGGED = 1 << 16
 
@@ -236,8 +229,9 @@ class InProcessRunning(RunningCrawl):
         self._started: float | None = None
 
     def join(self, process: str, now: float) -> float:
-        self._started = running_since(self._beats, self._started, now)
         self._beats = {name: beat for name, beat in self._beats.items() if beat >= now - STALE_SECS}
+        if not self._beats or self._started is None:
+            self._started = now
         self._beats[process] = now
         return self._started
 

@@ -183,11 +183,11 @@ class SqliteStore(SqliteFile):
 
     @translated
     def lookup_many(self, queries: Sequence[Query], file_alone: bool = False) -> list[Lookup]:
-        items = queries
+        items = [Query(*query) for query in queries]
         if not items:
             return []
-        known = self._known([query[0] for query in items])
-        bucket_lists = [_bucket_ids(query[2]) for query in items]
+        known = self._known([query.key for query in items])
+        bucket_lists = [_bucket_ids(query.buckets) for query in items]
         all_buckets = [b for bl in bucket_lists for b in bl]
         docs_in: dict[int, list[int]] = {}
         for bucket, doc in self._select_in("SELECT bucket, doc FROM buckets WHERE bucket IN ({marks})", all_buckets):
@@ -209,7 +209,7 @@ class SqliteStore(SqliteFile):
         new_docs: list[_DocRow] = []
         new_buckets: list[tuple[int, list[int]]] = []
         waiting: set[int] = set()
-        for (key, signature, _, *rest), buckets in zip(items, bucket_lists):
+        for (key, signature, _, body), buckets in zip(items, bucket_lists):
             record = known.get(key)
             if record is not None or key in filed_now:
                 out.append(Lookup(record[1] if record is not None else DocRecord(key, None, 1.0, signature)))
@@ -222,7 +222,7 @@ class SqliteStore(SqliteFile):
             doc = self._next_id
             self._next_id += 1
             filed_now[key] = doc
-            new_docs.append((doc, key_hash(key), key, None, 1.0, signature, now, rest[0] if rest else None))
+            new_docs.append((doc, key_hash(key), key, None, 1.0, signature, now, body))
             new_buckets.append((doc, buckets))
             for b in buckets:
                 docs_in.setdefault(b, []).append(doc)  # later items of the batch see it
