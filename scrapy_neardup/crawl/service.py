@@ -17,7 +17,6 @@ check, the declared page); the item pipeline calls :meth:`~NearDupService.check`
 from __future__ import annotations
 
 import logging
-import uuid
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +39,7 @@ from ..engine.prepare import Prepared
 from ..engine.urlrules import Learner
 from ..settings import Config, ConfigError, unknown_settings
 from ..store import Store, StoreError, StoreMismatchError, StoreWriteError, redact_url
+from .members import this_process
 from .preparer import Preparer
 from .reactor import in_thread
 from .reporting import Reporter
@@ -167,7 +167,7 @@ class NearDupService:
         self.preparer = self._preparer(config, templates)
         guard = build_template_guard(config, detector.algorithm)
         self.started = detector.session_started  # this process's own start, for its books
-        member = f"{process_name()}:{uuid.uuid4().hex[:8]}"
+        member = this_process().name
         self.store_thread.open(detector, guard, self._url_rules(store, detector), templates, member)
 
     def _url_rules(self, store: Store, detector: Detector) -> Learner | None:

@@ -25,7 +25,8 @@ from ..engine.decisions import Decision, DecisionLoop, Declared
 from ..engine.detector import Detector, Verdict
 from ..engine.urlrules import Learner, Prediction, host_of
 from ..store import StoreError
-from ..store.parts import BEAT_SECS
+from ..store.parts import BEAT_SECS, RunningCrawl
+from .members import died
 from .reactor import in_thread
 from .screening import Skip
 
@@ -98,6 +99,7 @@ class StoreThread:
         self.member = member
         now = detector.session_started
         try:
+            self._take_off_the_dead(detector.store.running)
             detector.session_started = min(now, detector.store.running.join(member, now))
         except StoreError as exc:
             logger.warning(
@@ -111,6 +113,20 @@ class StoreThread:
                 "processes fetched since counts as fetched in this crawl",
                 time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(detector.session_started)),
                 now - detector.session_started,
+            )
+
+    def _take_off_the_dead(self, running: RunningCrawl) -> None:
+        """Processes of this machine that died without leaving the roll (killed) are taken off it, so that
+        this process does not join the crawl they left behind (:func:`.members.died`)."""
+        dead = [name for name in running.members() if name != self.member and died(name)]
+        for name in dead:
+            running.leave(name)
+        if dead:
+            logger.info(
+                "scrapy-neardup: %d process(es) of this machine died without leaving the crawl on the store "
+                "(%s): taken off its roll",
+                len(dead),
+                ", ".join(dead),
             )
 
     def start(self) -> None:

@@ -102,7 +102,12 @@ class RunningCrawl(ABC):
 
     @abstractmethod
     def leave(self, process: str) -> None:
-        """``process`` has ended its crawl."""
+        """``process`` has ended its crawl (or died: the caller knows it did)."""
+
+    @abstractmethod
+    def members(self) -> list[str]:
+        """The processes on the roll, stale ones included (a process that died without leaving stays on it
+        until a process joins more than :data:`STALE_SECS` after its last beat)."""
 
 
 #: Records a :class:`ChangeLog` remembers the last change of (the least recently changed forgotten first).
@@ -240,3 +245,6 @@ class InProcessRunning(RunningCrawl):
 
     def leave(self, process: str) -> None:
         self._beats.pop(process, None)
+
+    def members(self) -> list[str]:
+        return list(self._beats)

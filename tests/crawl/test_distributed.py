@@ -175,6 +175,42 @@ def test_a_process_that_joins_a_running_crawl_late_keeps_what_one_process_keeps(
     assert roll() == {}
 
 
+def test_a_crawl_started_again_after_its_process_was_killed_is_a_crawl_of_its_own(site, redis_server, tmp_path):
+    """A process killed in the middle of its crawl never leaves the store's roll, and its beats stop. A crawl
+    started again on the same machine at once, long before they are ``STALE_SECS`` old, takes it off the roll
+    and begins a crawl of its own, as after a process that closed: it does not take the dead one's pages for
+    its own, and says so in one line. It keeps one page of each group, and leaves the roll empty."""
+    import redis
+
+    paths, groups = article_paths()
+    settings = settings_for(redis_server.url, NEARDUP_REDIS_KEY="killed:{%(spider)s}")
+    slow = {**settings, "DOWNLOAD_DELAY": "0.5", "RANDOMIZE_DOWNLOAD_DELAY": "False", "CONCURRENT_REQUESTS": "1"}
+    first, _, _ = popen_scrapy(spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path, slow, "first")
+    client = redis.Redis.from_url(redis_server.url)
+    roll = lambda: [k.decode()[2:] for k in client.hkeys("killed:{paths}:running") if k.startswith(b"p:")]  # noqa: E731
+    try:
+        wait_until(lambda: int(client.get("killed:{paths}:count") or 0) >= 3, what="3 pages filed")
+        (dead,) = roll()
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(30)
+    assert roll() == [dead]  # killed: it never left
+    again, stats_file, items_file = popen_scrapy(
+        spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path, settings, "again"
+    )
+    assert again.wait(180) == 0
+    stats = json.loads(stats_file.read_text())
+    assert stats["finish_reason"] == "finished" and "neardup/store_error" not in stats
+    log = (tmp_path / "again.log").read_text()
+    assert f"1 process(es) of this machine died without leaving the crawl on the store ({dead})" in log
+    assert "joined the crawl running on the store" not in log
+    kept = [json.loads(line)["path"] for line in items_file.read_text().splitlines()]
+    for group in groups:
+        assert len([p for p in group if p in kept]) == 1, (group, sorted(kept))
+    assert roll() == []
+    client.close()
+
+
 def filed(client) -> int:
     """Documents the paths spider has filed in a Redis store (its ``:count``), through any redis-py client."""
     return int(client.get("neardup:{paths}:count") or 0)

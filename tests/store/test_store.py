@@ -668,13 +668,16 @@ def test_selectors_outlive_the_process(store_kind, tmp_path):
 
 def test_a_crawl_begins_with_its_first_process_and_ends_when_the_last_leaves(store_kind, tmp_path):
     """``Store.running``: when the crawl a process joins began (what "fetched in this crawl" is measured from).
-    On every backend a process alone begins a crawl, and one that left leaves none running."""
+    On every backend a process alone begins a crawl, and one that left leaves none running (nor on the roll)."""
     store = make_store(store_kind, tmp_path)
     store.open(META)
     try:
+        assert store.running.members() == []
         assert store.running.join("a", 1000.0) == 1000.0
         store.running.beat("a", 1010.0)
+        assert store.running.members() == ["a"]
         store.running.leave("a")
+        assert store.running.members() == []
         assert store.running.join("a", 2000.5) == 2000.5
         store.running.leave("a")
     finally:
@@ -695,7 +698,9 @@ def test_processes_crawling_on_one_shared_store_share_when_their_crawl_began(sto
     try:
         assert one.running.join("a", 1000.0) == 1000.0
         assert two.running.join("b", 1030.0) == 1000.0
+        assert sorted(one.running.members()) == ["a", "b"]
         one.running.leave("a")
+        assert two.running.members() == ["b"]
         two.running.beat("b", 1000.0 + STALE_SECS)
         assert one.running.join("c", 1000.0 + 1.5 * STALE_SECS) == 1000.0  # b is still crawling
         one.running.leave("c")

@@ -187,3 +187,9 @@ class RedisRunning(RunningCrawl):
     def leave(self, process: str) -> None:
         connection = self.connection
         connection.call(connection.client.hdel, connection.key_of("running"), f"p:{process}")
+
+    def members(self) -> list[str]:
+        connection = self.connection
+        fields = connection.call(connection.client.hkeys, connection.key_of("running"))
+        names = (f.decode("utf-8", "replace") if isinstance(f, bytes) else str(f) for f in fields)
+        return [name[2:] for name in names if name.startswith("p:")]
