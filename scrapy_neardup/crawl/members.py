@@ -20,6 +20,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 
+#: The largest pid Linux gives (``PID_MAX_LIMIT`` on 64-bit systems): a name with another is none of ours.
+MAX_PID = 1 << 22
+
+
 @dataclass(frozen=True)
 class Member:
     """A crawl process on the roll: its host and pid (what the books name it by), a nonce, and where it can be
@@ -46,6 +50,8 @@ class Member:
         if len(parts) != 3 or not parts[1].isdigit():
             return None
         host, pid, nonce = parts
+        if not 0 < int(pid) <= MAX_PID:
+            return None
         if not marked:
             return cls(host, int(pid), nonce)
         machine, _, ticks = mark.rpartition(".")
@@ -105,6 +111,6 @@ def died(name: str) -> bool:
         ticks = start_ticks(member.pid)
     except ProcessLookupError:
         return True
-    except (OSError, ValueError, IndexError):
+    except (OSError, ValueError, IndexError, OverflowError):
         return False
     return ticks != member.ticks

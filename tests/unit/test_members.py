@@ -27,7 +27,17 @@ def test_a_name_reads_back_as_the_member_it_names():
     assert Member.parse(member.name) == member
     bare = Member("host", 12, "abcd")
     assert bare.name == "host:12:abcd" and Member.parse(bare.name) == bare
-    for foreign in ("", "a", "host:pid:x", "p:1:2/", "host:1:n/machine.", "host:1:n/.12", "h:1:n/m.x"):
+    for foreign in (
+        "",
+        "a",
+        "host:pid:x",
+        "p:1:2/",
+        "host:1:n/machine.",
+        "host:1:n/.12",
+        "h:1:n/m.x",
+        f"h:0:n/{this_machine()}.1",
+        f"h:{2**70}:n/{this_machine()}.1",
+    ):
         assert Member.parse(foreign) is None, foreign
         assert not died(foreign)
 
