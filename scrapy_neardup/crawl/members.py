@@ -19,7 +19,6 @@ import uuid
 from dataclasses import dataclass
 from functools import lru_cache
 
-
 #: The largest pid Linux gives (``PID_MAX_LIMIT`` on 64-bit systems): a name with another is none of ours.
 MAX_PID = 1 << 22
 
