@@ -61,6 +61,7 @@ Nothing here imports Scrapy or Twisted.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import multiprocessing
 import os
@@ -192,6 +193,29 @@ class _StartingWorker(threading.local):
 
 _starting = _StartingWorker()
 _wrap_lock = threading.Lock()
+#: Starts (of a worker, or of the fork server) in progress on any thread; whether the interpreter is exiting
+#: (none begins then); their condition.
+_starts = 0
+_exiting = False
+_starts_done = threading.Condition()
+
+
+class _Exiting(Exception):
+    """A worker is not started once the interpreter exits."""
+
+
+@atexit.register
+def _let_starts_finish() -> None:
+    """At the interpreter's exit, no worker starts any more, and a start in progress on another thread is let
+    finish (for up to :data:`CLOSE_WAIT_SECS`). A process that exits without closing its pool (``scrapy shell
+    -c`` ends so) would otherwise have a start cut off in the middle of its request to the fork server, which
+    then dies with an ``EOFError`` traceback on the user's terminal: one under way, or one begun to replace a
+    worker that ``multiprocessing`` stops at exit (its daemon processes are terminated after this runs). A
+    worker started so finds its pipe closed, and ends."""
+    global _exiting
+    with _starts_done:
+        _exiting = True
+        _starts_done.wait_for(lambda: _starts == 0, CLOSE_WAIT_SECS)
 
 
 def _without_main(start: Callable[[], Any]) -> None:
@@ -208,6 +232,7 @@ def _without_main(start: Callable[[], Any]) -> None:
     package's own. So the preparation data of a process started here leaves the main module out; what other
     code starts is left as it is (the wrapper acts only on the thread that is starting a worker, and is
     installed once)."""
+    global _starts
     from multiprocessing import spawn
 
     with _wrap_lock:
@@ -223,11 +248,18 @@ def _without_main(start: Callable[[], Any]) -> None:
 
             get_preparation_data._scrapy_neardup = True  # type: ignore[attr-defined]
             spawn.get_preparation_data = get_preparation_data
+    with _starts_done:
+        if _exiting:
+            raise _Exiting
+        _starts += 1
     _starting.now = True
     try:
         start()
     finally:
         _starting.now = False
+        with _starts_done:
+            _starts -= 1
+            _starts_done.notify_all()
 
 
 def start_fork_server() -> None:
@@ -598,6 +630,10 @@ class ExtractionPool:
                 self._starting += 1
         try:
             worker = self._spawn()
+        except _Exiting:  # the interpreter is exiting: nothing more is extracted
+            with self._lock:
+                self._starting -= 1
+            return
         except Exception as exc:  # noqa: BLE001 - whatever stopped the start, no page may wait for ever
             logger.error("scrapy-neardup: could not start an extraction worker: %s", exc)
             with self._lock:

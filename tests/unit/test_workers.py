@@ -481,6 +481,76 @@ def test_a_pool_closed_while_its_workers_start_fails_its_pages_and_leaves_no_wor
     assert_no_process_left({"workers": started, "parents": [], "crawler": os.getpid()})
 
 
+@pytest.mark.skipif("forkserver" not in multiprocessing.get_all_start_methods(), reason="workers are spawned here")
+def test_a_process_that_exits_without_closing_its_pool_starts_no_worker_on_its_way_out():
+    """A process that exits without closing its pool (``scrapy shell -c`` ends so): ``multiprocessing`` stops
+    its workers at exit, and the pool used to start one in place of each while the interpreter was going
+    away: the user's terminal showed ``could not start an extraction worker: [Errno 2] No such file or
+    directory`` (the fork server's socket already removed) or the fork server's ``EOFError`` traceback (the
+    start cut off in the middle of its request). No worker starts once the interpreter exits. The script
+    holds its exit until the pool has met the death of its worker (a handler of its own, run after
+    ``multiprocessing``'s), so that a start made in its place always falls within the exit."""
+    script = """
+import atexit, sys, threading
+met = threading.Event()
+atexit.register(met.wait, 30)  # registered first, so run last: after multiprocessing stopped the worker
+from scrapy_neardup.settings import Config
+from scrapy_neardup.workers import ExtractionPool
+
+pool = ExtractionPool(Config.from_settings({}), 1)
+lost = pool._lost
+
+def lost_and_met(worker):
+    lost(worker)
+    met.set()
+
+pool._lost = lost_and_met
+pool.start()
+print(pool.pids()[0], flush=True)
+sys.exit(0)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    for said in ("Traceback", "EOFError", "could not start"):
+        assert said not in done.stderr, done.stderr
+    assert_no_process_left({"workers": [int(done.stdout)], "parents": [], "crawler": -1})
+
+
+@pytest.mark.skipif("forkserver" not in multiprocessing.get_all_start_methods(), reason="workers are spawned here")
+def test_a_process_that_exits_while_a_worker_starts_lets_the_start_finish():
+    """A process that exits while its pool starts a worker on a thread of the pool's own (``start(wait=False)``,
+    as a crawl starts them; ``scrapy shell -c`` may be done with its page by then): the start is let finish,
+    not cut off in the middle of its request to the fork server, which then died with an ``EOFError``
+    traceback on the user's terminal. The fork server is made ready first (a pool started and closed), and
+    the start's file descriptors are sent late, so that the exit always falls within the request."""
+    script = """
+import sys, threading, time
+from multiprocessing import reduction
+from scrapy_neardup.settings import Config
+from scrapy_neardup.workers import ExtractionPool
+
+ready = ExtractionPool(Config.from_settings({}), 1)
+ready.start()
+ready.close()
+sending, sendfds = threading.Event(), reduction.sendfds
+
+def late_sendfds(sock, fds):
+    sending.set()
+    time.sleep(0.5)
+    return sendfds(sock, fds)
+
+reduction.sendfds = late_sendfds
+pool = ExtractionPool(Config.from_settings({}), 1)
+pool.start(wait=False)
+assert sending.wait(60), "the worker's start never reached the fork server"
+sys.exit(0)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    for said in ("Traceback", "EOFError", "could not start"):
+        assert said not in done.stderr, done.stderr
+
+
 def test_the_addon_starts_the_fork_server_only_for_a_crawl_with_workers():
     """The add-on has the workers' fork server start while Scrapy builds the crawl (it imports the extraction
     modules meanwhile), only when the plugin is enabled with worker processes; a bad setting is left to the
