@@ -68,6 +68,29 @@ def test_drop_mode_drops_all_but_one_page_per_group(site, groups, tmp_path):
     assert "near-duplicate groups found in this crawl" in result.log
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Twisted's epoll reactor is Linux's")
+def test_a_crawl_on_a_twisted_reactor_of_its_own_keeps_what_one_on_asyncio_keeps(site, groups, tmp_path):
+    """``TWISTED_REACTOR`` is the user's: on Twisted's epoll reactor (no asyncio loop) the workers' pipes are
+    watched and their results read as on the asyncio one: one page of each group kept, every other one
+    dropped."""
+    on_asyncio = crawl(site, tmp_path, name="asyncio")
+    on_epoll = crawl(
+        site,
+        tmp_path,
+        name="epoll",
+        NEARDUP_STORE_URL=f"sqlite:///{tmp_path}/epoll.sqlite3",
+        TWISTED_REACTOR="twisted.internet.epollreactor.EPollReactor",
+    )
+    assert "twisted.internet.epollreactor.EPollReactor" in on_epoll.log
+    kept = {path_of(i["url"], site) for i in on_epoll.items}
+    assert len(kept) == len(on_asyncio.items)  # which copy of a group comes first may differ; not how many
+    for group in groups:
+        assert len([p for p in group if p in kept]) == 1, group
+    duplicates = sum(len(g) - 1 for g in groups) + 1  # "/" and "/index.html" are the same page
+    for result in (on_asyncio, on_epoll):
+        assert result.stats["neardup/duplicate"] == result.stats["neardup/dropped"] == duplicates
+
+
 def test_tag_mode_tags_items_with_their_canonical(site, groups, tmp_path):
     # Settings as `-s` gives them: strings, "None" for None; and a misspelt one, named in the log.
     result = crawl(site, tmp_path, NEARDUP_ACTION="tag", NEARDUP_THRESHOLD="None", NEARDUP_TRESHOLD="0.9")
