@@ -69,7 +69,7 @@ def test_drop_mode_drops_all_but_one_page_per_group(site, groups, tmp_path):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Twisted's epoll reactor is Linux's")
-def test_a_crawl_on_a_twisted_reactor_of_its_own_keeps_what_one_on_asyncio_keeps(site, groups, tmp_path):
+def test_a_crawl_on_a_twisted_reactor_of_its_own_keeps_one_page_of_each_group_as_on_asyncio(site, groups, tmp_path):
     """``TWISTED_REACTOR`` is the user's: on Twisted's epoll reactor (no asyncio loop) the workers' pipes are
     watched and their results read as on the asyncio one: one page of each group kept, every other one
     dropped."""
