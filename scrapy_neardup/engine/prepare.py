@@ -245,15 +245,16 @@ class DocumentPipeline:
         pages), or by trafilatura with the lesson it teaches; and what to record of it in :class:`Prepared`.
         Without ``offers`` (or templates not learned): trafilatura's text. A page whose :func:`~.learned.prekey`
         its host has not met before is not parsed for its template, unless its offers say every page of the host
-        is (:data:`~.learned.learner.PARSE_ALL_TRIAL`)."""
+        is (:data:`~.learned.learner.PARSE_ALL_TRIAL`); such a page's pre-key is not read (it decides nothing
+        there), unless the page cannot be parsed."""
         if not self.learn or offers is None:
             return self.text_of(html, url), {}
-        pre = prekey(html)
-        if not offers.parse_all and not in_keys(offers.parse, pre):
+        pre = None if offers.parse_all else prekey(html)
+        if pre is not None and not in_keys(offers.parse, pre):
             return self.text_of(html, url), {"prekey": pre}
         tree = parse(html)
         if tree is None:
-            return self.text_of(html, url), {"prekey": pre}
+            return self.text_of(html, url), {"prekey": prekey(html) if pre is None else pre}
         template = skeleton_key(tree)
         found = {"prekey": pre, "template": template}
         offer = offers.selectors.get(template)

@@ -460,11 +460,16 @@ def test_a_page_parsed_whatever_its_pre_key_is_replayed_or_counted_under_its_tem
     selector = Offer(key, offer.locator, offer.decisions, 0.0)
     unmet = pipeline.from_html(templated_page(0, 56), "https://site.test/a/56", offered(selector))
     assert unmet.template is None and unmet.learned == ""  # the pre-key's gate: not parsed
+    assert unmet.prekey == learned.prekey(templated_page(0, 56))
     got = pipeline.from_html(templated_page(0, 56), "https://site.test/a/56", offered(selector, parse_all=True))
     assert got.template == key and got.learned == "replayed"
+    assert got.prekey is None  # every page parsed: the pre-key decides nothing, and is not read
     # A page of another template on that host: parsed, counted under its template, to trafilatura.
     other = pipeline.from_html(templated_page(1, 56), "https://site.test/b/56", offered(selector, parse_all=True))
     assert other.template not in (None, key) and other.learned == "" and other.lesson is None
+    before = learner.offers("site.test").parse
+    learner.observe("site.test", other.template, other.learned, other.lesson, other.prekey)
+    assert learner.offers("site.test").parse == before  # no pre-key remembered from it
 
 
 def test_the_guard_takes_one_article_in_two_templates_for_an_article_and_a_repeated_block_for_a_template():

@@ -24,7 +24,8 @@ LESSONS = 2
 #: each process, so a crawl that starts warm meets each of them anew, and would otherwise send the first page
 #: of each to trafilatura; a host whose parsed pages seldom find a selector (one host serving pages of many
 #: sites) keeps the pre-key's gate. The counts are halved every ``PARSE_ALL_WINDOW`` pages, so that they
-#: follow what the host serves now.
+#: follow what the host serves now. While every page of a host is parsed its pages' pre-keys are not read:
+#: a host that goes back to the gate meets its pre-keys anew, as a crawl that starts warm does.
 PARSE_ALL_TRIAL, PARSE_ALL_WINDOW = 16, 1024
 
 
