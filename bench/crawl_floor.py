@@ -20,6 +20,13 @@ local site, settings and order; 2 workers, no recycling; tag mode, SQLite):
   beside ``handed`` in the same rounds;
 * ``decided``: the whole path (the soft-404 check, the declared page, the decision in the store, the
   learned templates' bookkeeping), the worker answering from the record: a crawl whose extraction is free;
+* ``memory`` (with ``--steps``): ``decided`` on the in-memory store (``memory://``) instead of SQLite;
+* ``unique`` (with ``--steps``): ``decided`` with every decision answered "unique" at once, nothing filed
+  (``StoreThread._decide`` swapped): the path without the decision itself;
+* ``grouped``, ``grouped2``, ``grouped5`` (with ``--steps``): ``decided`` with the decisions asked for
+  meanwhile run one after another, in order, on the event loop's next turn, or 2 or 5 ms after the first
+  of them was asked for: whether a decision costs less when the crawl's other work does not run between
+  decisions (the caches it leaves cold);
 * ``real``: the defaults.
 
 Printed: for each, the median wall time, T / T_off, the crawler's and the workers' CPU ms a page, the
@@ -54,9 +61,14 @@ import bench_crawl
 RECORD_ENV, MODE_ENV = "CRAWL_FLOOR_RECORD", "CRAWL_FLOOR_MODE"
 STEPS = ("off", "screened", "handed", "decided", "real")
 #: Steps run only when asked for (``--steps``).
-OPTIONAL_STEPS = ("sent", "roundtrip")
+OPTIONAL_STEPS = ("sent", "roundtrip", "memory", "unique", "grouped", "grouped2", "grouped5")
 #: The steps whose crawl runs as it is, with these settings over the probe's (the plugin on, 2 workers).
 UNPATCHED_STEPS = {"off": {"NEARDUP_ENABLED": False}, "real": {}, "roundtrip": bench_crawl.VARIANTS["roundtrip"]}
+#: Settings of a patched step over the probe's.
+STEP_SETTINGS = {"memory": {"NEARDUP_STORE_URL": "memory://"}}
+#: The ``grouped*`` steps: how long after the first decision asked for the group is decided (``None``: the
+#: event loop's next turn).
+GROUP_DELAYS = {"grouped": None, "grouped2": 0.002, "grouped5": 0.005}
 
 #: Recorded results by page (:func:`_page_key`), and by its bytes alone (``(length, crc)``): byte-identical
 #: pages share one job, so the recording crawl sent only the first of them it met to a worker.
@@ -149,9 +161,56 @@ def _stepped(step: str, crawl: Any) -> Any:
         if step in ("screened", "handed", "sent"):
             cut = {"screened": screened, "handed": handed, "sent": sent}[step]
             NearDupDownloaderMiddleware._checked = cut  # type: ignore[method-assign,assignment]
+        elif step == "unique":
+            _answer_unique()
+        elif step in GROUP_DELAYS:
+            _group_decisions(GROUP_DELAYS[step])
         crawl(*crawl_args)
 
     return run
+
+
+def _answer_unique() -> None:
+    """Every decision answered "unique" at once, nothing filed or looked up (the ``unique`` step)."""
+    from scrapy_neardup.crawl.storethread import Outcome, StoreThread
+    from scrapy_neardup.engine.detector import Verdict
+
+    def answered(self: Any, detector: Any, key: str, url: Any, prepared: Any, declared: Any) -> Any:
+        return Outcome(prepared, Verdict("unique", key, key, 1.0))
+
+    StoreThread._decide = answered  # type: ignore[method-assign]
+
+
+def _group_decisions(delay: float | None) -> None:
+    """Decisions asked for meanwhile decided one after another, in the order asked, on the loop's next turn
+    or ``delay`` seconds after the first of them (the ``grouped*`` steps; a local store's decisions run on the
+    reactor, as ``StoreThread._run`` runs them)."""
+    from scrapy_neardup.crawl.screening import Skip
+    from scrapy_neardup.crawl.storethread import Outcome, StoreThread
+
+    waiting: list[tuple[asyncio.Future, tuple]] = []
+
+    def decide_waiting(thread: Any) -> None:
+        group = waiting[:]
+        del waiting[:]
+        for future, args in group:
+            with thread._lock:
+                future.set_result(thread._decide(thread.detector, *args))
+
+    async def decide(self: Any, key: str, url: Any, prepared: Any, declared: Any) -> Any:
+        if prepared.fingerprint is None:
+            return Outcome(prepared, Skip(prepared.skip_reason or "no_text"))
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        waiting.append((future, (key, url, prepared, declared)))
+        if len(waiting) == 1:
+            if delay is None:
+                loop.call_soon(decide_waiting, self)
+            else:
+                loop.call_later(delay, decide_waiting, self)
+        return await future
+
+    StoreThread.decide = decide  # type: ignore[method-assign]
 
 
 def _wrapped(step: str, crawl: Any) -> Any:
@@ -195,7 +254,7 @@ def main() -> int:
     runs: dict[str, list[dict]] = {step: [] for step in args.steps}
     for round_ in range(args.repeat):
         for step in args.steps:
-            step_settings = {**settings, **UNPATCHED_STEPS.get(step, {})}
+            step_settings = {**settings, **UNPATCHED_STEPS.get(step, {}), **STEP_SETTINGS.get(step, {})}
             result, server_cpu = bench_crawl.probe_crawl(
                 args.dataset, args.order, step_settings, partial(_wrapped, step)
             )
