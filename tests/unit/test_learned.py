@@ -190,7 +190,41 @@ def test_an_unstable_template_is_learned_again_later_and_each_time_it_fails_agai
     record = replace(learner.selectors()[0], state="active")
     learner.take_changes()
     assert learner.adopt([record]) == 1 and learner.active("site.test", key)
-    assert learner.waiting("site.test", key) is None and not learner._waiting
+    assert learner.waiting("site.test", key) is None
+
+
+def test_an_unstable_templates_wait_runs_on_over_the_sites_later_crawls_and_processes():
+    """A crawl of a site meets far fewer of a template's pages than its wait: counted in each crawl process
+    alone, the wait would start again with every crawl, and a template found unstable once would be left to
+    trafilatura in every later crawl. The count is kept with the selector, in the store."""
+    learner, key = learnt()
+    seed = iter(range(200, 2000))
+    assert learner.observe("site.test", key, "disagreed", None) == "retired"
+    for _ in range(learned.MAX_RETIREMENTS - 1):
+        teach_again(learner, key, seed)
+        change = learner.observe("site.test", key, "disagreed", None)
+    assert change == "unstable"
+    crawl = learned.RELEARN_AFTER // 4  # the template's pages a crawl meets
+    for _ in range(crawl):
+        assert learner.observe("site.test", key, "", None) == ""
+    stored = {(s.host, s.template): Selector.from_json(s.to_json()) for s in learner.take_changes()}
+    for number in range(2, 5):  # the site's next crawls, each a new process starting from the store
+        later = TemplateLearner(EXTRACTOR, lessons=3)
+        assert later.adopt(list(stored.values())) == 1
+        assert later.waiting("site.test", key) == learned.RELEARN_AFTER - (number - 1) * crawl
+        changes = [later.observe("site.test", key, "", None) for _ in range(crawl)]
+        stored.update({(s.host, s.template): Selector.from_json(s.to_json()) for s in later.take_changes()})
+    assert changes == [""] * (crawl - 1) + ["relearning"]  # the fourth crawl's last page ends the wait
+    assert stored["site.test", key].state == "retired" and stored["site.test", key].waited == 0
+    # Two processes of one crawl: each takes the other's longer count of the same wait, never a shorter one.
+    one, two = TemplateLearner(EXTRACTOR, lessons=3), TemplateLearner(EXTRACTOR, lessons=3)
+    unstable = replace(stored["site.test", key], state="unstable", retired=3, waited=10)
+    one.adopt([unstable]), two.adopt([unstable])
+    for _ in range(5):
+        one.observe("site.test", key, "", None)
+    ahead = one.take_changes()
+    assert two.adopt(ahead) == 1 and two.waiting("site.test", key) == learned.RELEARN_AFTER - 15
+    assert one.adopt([unstable]) == 0 and one.waiting("site.test", key) == learned.RELEARN_AFTER - 15
 
 
 def test_a_retirement_after_long_service_is_forgiven_and_still_reaches_every_process():
@@ -370,8 +404,13 @@ def test_a_selector_record_round_trips_as_json_and_anything_else_is_refused():
         {**record, "checked": "3"},
         {**record, "forgiven": record["retired"] + 1},
         {**record, "forgiven": -1},
+        {**record, "waited": -1},
+        {**record, "waited": "10"},
     ):
         assert Selector.from_json(json.dumps(broken)) is None
+    # A record of an earlier release of this format, without the wait's count: read, its count 0.
+    earlier = {k: v for k, v in record.items() if k != "waited"}
+    assert Selector.from_json(json.dumps(earlier)) == selector and selector.waited == 0
     assert Selector.from_json(b"\x80\x04\x95pickle") is None
     assert Selector.from_json("[1, 2]") is None
 

@@ -55,8 +55,6 @@ class TemplateLearner:
         self._hosts: OrderedDict[str, _Host] = OrderedDict()
         self._offers: dict[str, Offers] = {}
         self._changed: dict[tuple[str, int], Selector] = {}
-        #: Pages of each unstable template met here since it was found unstable (:meth:`_waited`).
-        self._waiting: dict[tuple[str, int], int] = {}
         self.foreign = 0
 
     # -- what a page of a host is sent with --------------------------------------------------------------
@@ -212,16 +210,15 @@ class TemplateLearner:
         return "learned"
 
     def _waited(self, host: str, template: int, selector: Selector) -> str:
-        """One more page of an unstable template gone to trafilatura: counted in this process, and once
+        """One more page of an unstable template gone to trafilatura: counted on its selector (which the
+        store keeps, so that the count runs on in the site's next crawls), and once
         :meth:`Selector.relearn_after` pages have, the template is retired instead, so that it teaches again
         (its retirements kept: one more short-lived selector leaves it unstable again)."""
-        key = (host, template)
-        waited = self._waiting.get(key, 0) + 1
+        waited = selector.waited + 1
         if waited < selector.relearn_after():
-            self._waiting[key] = waited
+            self._put(replace(selector, waited=waited), offers=False)
             return ""
-        self._waiting.pop(key, None)
-        self._put(replace(selector, state="retired"))
+        self._put(replace(selector, state="retired", waited=0))
         return "relearning"
 
     def waiting(self, host: str, template: int) -> int | None:
@@ -230,7 +227,7 @@ class TemplateLearner:
         selector = self._selectors.get(host, {}).get(template)
         if selector is None or selector.state != "unstable":
             return None
-        return selector.relearn_after() - self._waiting.get((host, template), 0)
+        return selector.relearn_after() - selector.waited
 
     def _selector(self, host: str, template: int, agreeing: list[Lesson], former: Selector | None) -> Selector:
         """A template's selector from the lessons that agree on where its article sits (its retirements
@@ -260,8 +257,6 @@ class TemplateLearner:
 
     def _put(self, selector: Selector, offers: bool = True, changed: bool = True) -> None:
         self._selectors.setdefault(selector.host, {})[selector.template] = selector
-        if selector.state != "unstable" and self._waiting:
-            self._waiting.pop((selector.host, selector.template), None)
         if changed:
             self._changed[(selector.host, selector.template)] = selector
         if offers:
@@ -271,7 +266,9 @@ class TemplateLearner:
     def adopt(self, records: list[Selector]) -> int:
         """Take the store's selectors: one of another extractor is never used (counted in ``foreign``); a
         stored one replaces ours when we have none, or when it was retired more often (another process met
-        a disagreement), or when ours is retired and it is not. Returns how many were taken."""
+        a disagreement), or when ours is retired and it is not, or when both are unstable after as many
+        retirements and it has waited longer (another process's pages of the template went to trafilatura
+        meanwhile). Returns how many were taken."""
         taken = 0
         for record in records:
             if record.extractor != self.extractor:
@@ -285,6 +282,11 @@ class TemplateLearner:
                 ours is None
                 or record.retired > ours.retired
                 or (not ours.usable and record.usable and record.retired >= ours.retired)
+                or (
+                    ours.state == record.state == "unstable"
+                    and record.retired == ours.retired
+                    and record.waited > ours.waited
+                )
             ):
                 self._put(record, changed=False)
                 taken += 1

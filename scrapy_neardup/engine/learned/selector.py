@@ -43,6 +43,10 @@ class Selector:
     ``missed``: how many pages its replay was compared with trafilatura on (its lessons' own pages, then its
     checks), and the sum of what each missed of trafilatura's word pairs (``1 - agreement``):
     :meth:`after_check` reads them.
+    ``waited``: the pages of an ``unstable`` template gone to trafilatura since it was found unstable, kept
+    with the record so that the wait (:meth:`relearn_after`) runs on over a site's later crawls, most of
+    which meet far fewer of its pages than the wait; with several processes at once, the most any of them
+    counted.
     """
 
     host: str
@@ -59,6 +63,7 @@ class Selector:
     checked: int = 0
     missed: float = 0.0
     forgiven: int = 0
+    waited: int = 0
 
     @property
     def usable(self) -> bool:
@@ -77,7 +82,7 @@ class Selector:
         retired = self.retired + 1
         forgiven = retired if self.served >= FORGIVEN_AFTER else self.forgiven
         state = "unstable" if retired - forgiven >= MAX_RETIREMENTS else "retired"
-        return replace(self, state=state, retired=retired, forgiven=forgiven)
+        return replace(self, state=state, retired=retired, forgiven=forgiven, waited=0)
 
     def relearn_after(self) -> int:
         """How many pages of this ``unstable`` template go to trafilatura before it is learned again:
@@ -135,6 +140,7 @@ class Selector:
                 "checked": self.checked,
                 "missed": self.missed,
                 "forgiven": self.forgiven,
+                "waited": self.waited,
             },
             separators=(",", ":"),
             sort_keys=True,
@@ -182,6 +188,8 @@ class Selector:
                 and 0.0 <= data["missed"] <= data["checked"]
                 and isinstance(data.get("forgiven", 0), int)
                 and 0 <= data.get("forgiven", 0) <= data["retired"]
+                and isinstance(data.get("waited", 0), int)
+                and data.get("waited", 0) >= 0
             )
             if not ok:
                 return None
@@ -200,6 +208,7 @@ class Selector:
                 data["checked"],
                 float(data["missed"]),
                 data.get("forgiven", 0),
+                data.get("waited", 0),
             )
         except (ValueError, KeyError, TypeError):
             return None
