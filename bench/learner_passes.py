@@ -16,6 +16,10 @@ the learner N pages later, as a crawl's results come back while other pages wait
 the 32 in flight at the crawl benchmark's concurrency); 0, the default, one page after another. What a
 crawl's workers add (their own selectors) and its timing still change when a selector reaches the pages.
 ``-s NAME=VALUE``: a setting other than its default (``NEARDUP_LEARN_LESSONS``, ``NEARDUP_LEARN_CHECK_SHARE``).
+``--new-process``: each pass after the first is the crawl of a new process, as a site's next crawl is: a new
+learner that starts from the selectors the last one left (their records read back from their JSON, as the
+store keeps them); by default one learner runs every pass, as one long-lived process would. Each pass also
+counts the unstable templates learned again (``relearning``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import bench_crawl
 from learned_templates import template_of
 
 from scrapy_neardup.assembly import build_pipeline, build_template_learner
+from scrapy_neardup.engine.learned import Selector
 from scrapy_neardup.engine.urlrules import host_of
 from scrapy_neardup.offline.evaluation import load_manifest, read_page
 from scrapy_neardup.settings import Config
@@ -87,6 +92,7 @@ def main() -> int:
     parser.add_argument("--orders", nargs="+", help="one pass an order (manifest, copies-first, shuffled-N)")
     parser.add_argument("--in-flight", type=int, default=0, help="pages whose results are still to come back")
     parser.add_argument("-s", dest="setting", action="append", default=[], metavar="NAME=VALUE", help="a setting")
+    parser.add_argument("--new-process", action="store_true", help="each pass a new learner, from the stored selectors")
     args = parser.parse_args()
     config = Config.from_settings({"NEARDUP_ENABLED": True, **bench_crawl.named_settings(args.setting)})
     pipeline, learner = build_pipeline(config), build_template_learner(config)
@@ -98,13 +104,19 @@ def main() -> int:
     orders = bench_crawl.crawl_orders(manifest, names)
     passes = []
     for n, name in enumerate(names, 1):
+        if args.new_process and n > 1:
+            stored = [Selector.from_json(selector.to_json()) for selector in learner.selectors()]
+            learner = build_template_learner(config)
+            assert learner is not None
+            learner.adopt([record for record in stored if record is not None])
         how: collections.Counter[str] = collections.Counter()
+        relearning = 0
         met: collections.Counter[str] = collections.Counter()
         late, retirements = 0, []
         flight: collections.deque[tuple[str, str, Prepared]] = collections.deque()
 
         def land() -> None:
-            nonlocal late
+            nonlocal late, relearning
             path, url, done = flight.popleft()
             host = host_of(url)
             if done.learned == "replayed" and not learner.active(host, done.template or 0):
@@ -114,6 +126,7 @@ def main() -> int:
                 change = learner.observe(host, done.template, done.learned, done.lesson, done.prekey, done.agreement)
                 kind = done.learned or ("trafilatura" if done.template is not None else "unparsed")
             how[kind] += 1
+            relearning += change == "relearning"
             met[template[path]] += 1
             if kind != "replayed" and met[template[path]] > FIRST_PAGES:
                 late += 1
@@ -142,6 +155,7 @@ def main() -> int:
                 "to_trafilatura": sum(v for k, v in how.items() if k != "replayed"),
                 "to_trafilatura_after_first_10": late,
                 "retirements": retirements,
+                "relearning": relearning,
             }
         )
     print(json.dumps({"command": "bench/learner_passes.py " + " ".join(sys.argv[1:]), "passes": passes}, indent=1))
