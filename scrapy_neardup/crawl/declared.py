@@ -3,8 +3,9 @@ followed after (``NEARDUP_CANONICAL_FETCH``).
 
 A copy is decided against its declared page when that page is filed, or fetched first (through every
 downloader middleware, as a redirect would be); a page being downloaded already is awaited, not fetched
-twice; a response fetched first is kept for the first request of its URL to come. What a page declares is a
-claim: the decision weighs it by content (:mod:`scrapy_neardup.engine.canonical`).
+twice; a response fetched first is kept for the first request of its URL to come, and used again by the
+next copy that declares it; a page that could not be had is not asked for again in the crawl. What a page
+declares is a claim: the decision weighs it by content (:mod:`scrapy_neardup.engine.canonical`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 MAX_KEPT_RESPONSES = 256
 #: How long a copy waits for its declared page's own request, already being downloaded, to be decided.
 DECLARED_WAIT_SECS = 30.0
+#: Declared pages remembered as not to be had (their fetch failed in this crawl), the oldest forgotten first.
+MAX_FAILED_DECLARED = 10_000
 
 
 class DeclaredPages:
@@ -51,6 +54,11 @@ class DeclaredPages:
         #: request, not as one that comes back through process_response, so the copy's decision releases the
         #: copies that wait for it.
         self._fetching_for: dict[str, str] = {}
+        #: Declared pages whose fetch failed in this crawl (an error, robots.txt, off the allowed domains, not
+        #: 2xx, not HTML): the other copies that declare one (a template declaring a missing page on every
+        #: page of a site) are checked on their own without fetching it again. The fetch went through the
+        #: downloader middlewares, retries included, so it would fail again.
+        self._failed: OrderedDict[str, None] = OrderedDict()
 
     def kept(self, request: Request) -> Response | None:
         """The response of a declared page fetched first, for the first request of its URL to come (the
@@ -96,6 +104,9 @@ class DeclaredPages:
         report = service.report
         if not may_fetch(self.policy, request.url, declared_url):
             return None  # under "site", counted once decided (:meth:`count_other_site`)
+        if declared_url in self._failed:
+            report.count("neardup/canonical/failed_before")
+            return None
         known = await service.store_thread.known(key, declared_url)
         if known is None or any(known):  # a page filed before (a re-crawl), or the declared one: no fetch
             return None
@@ -105,6 +116,28 @@ class DeclaredPages:
             report.count("neardup/canonical/awaited")
             await self._decision_of(request.url, declared_url)
             return None
+        response = self._kept.get(declared_url)
+        reused = response is not None
+        if response is None:
+            response = await self._download(request, key, declared_url)
+            if response is None:
+                return None
+        prepared = await self.requests.prepared(response)
+        if prepared is None or response.url == key:  # no text; or the declaration led back to the page itself
+            return None
+        # One fetched for an earlier copy, which it did not match (so it was not filed), and kept for its own
+        # request, is used again, not downloaded again (its extraction is shared too: the same bytes).
+        report.count("neardup/canonical/reused" if reused else "neardup/canonical/fetched")
+        self._kept[response.url] = response
+        self._kept.move_to_end(response.url)
+        while len(self._kept) > MAX_KEPT_RESPONSES:
+            self._kept.popitem(last=False)
+        return Declared(response.url, prepared)
+
+    async def _download(self, request: Request, key: str, declared_url: str) -> Response | None:
+        """The declared page, downloaded in the place of the copy's request; ``None`` (and the page
+        remembered as not to be had) when it cannot be had."""
+        report = self.service.report
         # Not dont_filter, whatever the copy's request says: the offsite check must apply to the declared page.
         own = request.replace(
             url=declared_url, meta={**carried_meta(request.meta), META_DECLARED_BY: request.url}, dont_filter=False
@@ -120,18 +153,19 @@ class DeclaredPages:
                 f"not be fetched ({type(exc).__name__}: {exc}); {key} is checked on its own (such "
                 "pages are counted in neardup/canonical/fetch_failed)",
             )
+            self._failed_to_have(declared_url)
             return None
         if not 200 <= response.status < 300 or not is_html(response):
             report.count("neardup/canonical/fetch_failed")
+            self._failed_to_have(declared_url)
             return None
-        prepared = await self.requests.prepared(response)
-        if prepared is None or response.url == key:  # no text; or the declaration led back to the page itself
-            return None
-        report.count("neardup/canonical/fetched")
-        self._kept[response.url] = response
-        while len(self._kept) > MAX_KEPT_RESPONSES:
-            self._kept.popitem(last=False)
-        return Declared(response.url, prepared)
+        return response
+
+    def _failed_to_have(self, url: str) -> None:
+        self._failed[url] = None
+        self._failed.move_to_end(url)
+        while len(self._failed) > MAX_FAILED_DECLARED:
+            self._failed.popitem(last=False)
 
     def _in_flight(self, url: str) -> bool:
         """Whether a request for ``url`` is being downloaded (or is in the downloader middlewares) now."""

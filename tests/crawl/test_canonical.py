@@ -5,6 +5,7 @@ every page the outcome it had (scrapy_neardup.engine.canonical)."""
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import random
@@ -382,7 +383,9 @@ def test_a_declared_page_forbidden_by_robots_txt_or_off_the_allowed_domains_is_n
             allowed="127.0.0.1",
         )
     stats = robots.neardup_stats()
-    assert stats["neardup/canonical/fetch_failed"] == 2 and "neardup/canonical/fetched" not in stats, stats
+    # The second copy does not ask again: the refusal is remembered for the crawl.
+    assert stats["neardup/canonical/fetch_failed"] == 1 and stats["neardup/canonical/failed_before"] == 1, stats
+    assert "neardup/canonical/fetched" not in stats, stats
     # Checked on their own: the first is filed as a canonical page, the second is its near-duplicate.
     assert stats["neardup/unique"] == 1 and stats["neardup/duplicate"] == 1
     assert "could not be fetched" in robots.log and "Forbidden by robots.txt" in robots.log
@@ -411,3 +414,41 @@ def test_copies_declaring_a_page_another_copy_fetches_first_are_released_by_its_
     assert "neardup/canonical/await_timeout" not in stats, stats
     assert result.stats["elapsed_time_seconds"] < DECLARED_WAIT_SECS  # (the old code waited it out)
     assert {item["path"] for item in result.items} >= set(crawled)
+
+
+def test_a_declared_page_that_cannot_be_had_or_is_not_matched_is_downloaded_once_for_all_its_copies(tmp_path):
+    """A site whose template declares one page on every page: a missing one (``/gone``), or an unrelated one
+    that the crawl never requests itself (``/other``). One request at a time, so each copy comes after the
+    one before was decided and never finds the declared page in flight: the failed fetch is remembered, and
+    the unrelated page's response, kept for its own request, is used again. Each is downloaded once (on
+    the code before, once a copy)."""
+    hits: collections.Counter[str] = collections.Counter()
+
+    def counted(path: str, page: object) -> object:
+        def answer() -> object:
+            hits[path] += 1
+            return page
+
+        return answer
+
+    pages: dict[str, object] = {
+        f"/t/{i}": html(story(500 + i), head='<link rel="canonical" href="/gone">') for i in range(6)
+    }
+    pages.update({f"/u/{i}": html(story(520 + i), head='<link rel="canonical" href="/other">') for i in range(6)})
+    crawled = list(pages)
+    pages["/gone"] = counted("/gone", None)
+    pages["/other"] = counted("/other", html(story(540)))
+    with ServerThread(pages_server(pages)) as server:
+        cmd, env, stats_file, items_file = paths_crawl_command(
+            tmp_path, server.url, crawled, {"NEARDUP_ACTION": "tag", "CONCURRENT_REQUESTS": "1"}
+        )
+        proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
+    result = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
+    assert result.returncode == 0 and "Traceback" not in result.log, result.log[-3000:]
+    assert hits == {"/gone": 1, "/other": 1}, hits
+    stats = result.neardup_stats()
+    assert stats["neardup/canonical/fetch_failed"] == 1 and stats["neardup/canonical/failed_before"] == 5, stats
+    assert stats["neardup/canonical/fetched"] == 1 and stats["neardup/canonical/reused"] == 5, stats
+    # Every copy checked on its own: twelve different articles, none tagged.
+    assert sorted(item["path"] for item in result.items) == sorted(crawled)
+    assert not any(item.get("near_duplicate_of") for item in result.items), result.items
