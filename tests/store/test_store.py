@@ -367,7 +367,34 @@ def test_sqlite_stages_new_documents_then_merges_them_into_the_band_index(tmp_pa
     assert keys([101]) == ["http://1/", "http://3/", "http://4/"]
     found = s.lookup_many([("http://new/", b"n", [101, 0])])[0].candidates
     assert sorted(c.key for c in found) == ["http://0/", "http://1/", "http://3/", "http://4/"]
+    s.close()
+
+    s = SqliteStore(str(path), merge_min_docs=4, merge_max_docs=4)
+    s.open(META)  # all in the band index now, nothing staged: read from there
+    assert keys([101]) == ["http://1/", "http://3/", "http://4/"]
     reader.close()
+    s.close()
+
+
+def test_sqlite_reads_the_band_index_once_a_merge_of_this_session_wrote_to_it(tmp_path):
+    """A new store's band index holds no row, and its lookups do not read it; the first merge writes it, and
+    from then on they do: a document merged and no longer staged is still found."""
+    import sqlite3
+
+    path = tmp_path / "merged.sqlite3"
+    s = SqliteStore(str(path), merge_min_docs=2, merge_max_docs=2)
+    s.open(META)
+    s.add("http://0/", b"sig-0", [7, 100])
+    s.add("http://1/", b"sig-1", [8, 101])  # the second: both frozen, to be merged by the writes that follow
+    for i in range(4):
+        s.add(f"http://more-{i}/", b"m", [])
+    s.flush()
+    reader = sqlite3.connect(str(path))
+    assert reader.execute("SELECT COUNT(*) FROM staged").fetchone()[0] == 0
+    assert reader.execute("SELECT COUNT(*) FROM buckets").fetchone()[0] == 4
+    reader.close()
+    assert [c.key for c in s.lookup([7])[0]] == ["http://0/"]
+    assert [c.key for c in s.lookup_many([("http://new/", b"n", [101])])[0].candidates] == ["http://1/"]
     s.close()
 
 

@@ -29,7 +29,8 @@ B-tree. Once the tree is larger than a commit, every row dirties a page of its o
 write-ahead log and once more into the file: ~200 KB of disk writes per document, which capped inserts
 below 1,000 documents per second at 3 million documents. New documents are therefore *staged*: their keys
 are appended to ``staged`` (one row per document, in id order, so appends are sequential) and held in
-memory in a :class:`~scrapy_neardup.store.compact.LevelIndex`; lookups search both. When the staged
+memory in a :class:`~scrapy_neardup.store.compact.LevelIndex`; lookups search both (``buckets`` only once
+it holds a row: a store smaller than ``merge_min_docs`` never reads it). When the staged
 documents reach an eighth of the store (at least ``merge_min_docs``, at most ``merge_max_docs``), they are
 frozen, sorted by key, and merged into ``buckets`` a slice of consecutive keys at a time, by the writes that
 follow (twice as many rows as each write stages, so one merge ends before the next is due): a slice falls on

@@ -97,6 +97,8 @@ class SqliteStore(SqliteFile):
         self._staged = LevelIndex(key_bits=32)
         self._staged_docs = 0
         self._merging: _Merge | None = None
+        #: Whether the band index is known to hold no row (read at open): its lookup is then skipped.
+        self._buckets_empty = False
         self.rules = rules = SqliteRuleCounts(self)
         self.budgets = SqliteBudgets(self)
         self.selectors = selectors = SqliteSelectors(self)
@@ -115,6 +117,7 @@ class SqliteStore(SqliteFile):
         self.db.execute("DELETE FROM buckets")
         self.db.execute("DELETE FROM staged")
         self._reset_staged()
+        self._buckets_empty = True
         self.db.execute("DELETE FROM docs")
         self.db.execute("DELETE FROM meta")
         self._count = 0
@@ -140,6 +143,7 @@ class SqliteStore(SqliteFile):
                 return False
             self.db.execute("UPDATE docs SET sig = ? WHERE id = ?", (signature, doc))
             # Straight into the B-tree, not staged: re-filing is rare, and a document is staged once.
+            self._buckets_empty = False
             self.db.executemany(
                 "INSERT OR IGNORE INTO buckets (bucket, doc) VALUES (?, ?)",
                 [(bucket, doc) for bucket in _bucket_ids(buckets)],
@@ -190,8 +194,9 @@ class SqliteStore(SqliteFile):
         bucket_lists = [_bucket_ids(query.buckets) for query in items]
         all_buckets = [b for bl in bucket_lists for b in bl]
         docs_in: dict[int, list[int]] = {}
-        for bucket, doc in self._select_in("SELECT bucket, doc FROM buckets WHERE bucket IN ({marks})", all_buckets):
-            docs_in.setdefault(bucket, []).append(doc)
+        if not self._buckets_empty:
+            for bucket, doc in self._select_in("SELECT bucket, doc FROM buckets WHERE bucket IN ({marks})", all_buckets):
+                docs_in.setdefault(bucket, []).append(doc)
         for bucket, doc in self._staged_hits(all_buckets):
             docs_in.setdefault(bucket, []).append(doc)
         wanted = {d for docs in docs_in.values() for d in docs}
@@ -324,6 +329,9 @@ class SqliteStore(SqliteFile):
         """Every staged row, a merge cut short included (its rows already in ``buckets`` are ignored when it
         runs again)."""
         self._reset_staged()
+        # A store whose band index has no row yet (no merge ran: fewer than merge_min_docs documents) is not
+        # asked for its rows by every lookup; the first row written there clears it.
+        self._buckets_empty = self.db.execute("SELECT 1 FROM buckets LIMIT 1").fetchone() is None
         rows = self.db.execute("SELECT doc, buckets FROM staged ORDER BY doc").fetchall()
         if rows:
             self._stage([np.frombuffer(blob, dtype="<i4") for _, blob in rows], [doc for doc, _ in rows])
@@ -343,6 +351,7 @@ class SqliteStore(SqliteFile):
         assert merge is not None
         started = time.monotonic()
         end = min(merge.done + rows, len(merge.keys))
+        self._buckets_empty = False
         for i in range(merge.done, end, _MERGE_BATCH):
             j = min(i + _MERGE_BATCH, end)
             self.db.executemany(
