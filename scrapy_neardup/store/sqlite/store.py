@@ -47,6 +47,9 @@ class _Merge:
         self.started = time.monotonic()
 
 
+_BUCKET_ROWS = "SELECT bucket, doc FROM buckets WHERE bucket IN ({marks})"
+
+
 def _bucket_ids(buckets: Sequence[int] | np.ndarray) -> list[int]:
     """The stored form of bucket keys: their low 32 bits as signed integers (4 bytes each in SQLite)."""
     return np.asarray(buckets, dtype=np.int64).astype(np.int32).tolist()
@@ -195,7 +198,7 @@ class SqliteStore(SqliteFile):
         all_buckets = [b for bl in bucket_lists for b in bl]
         docs_in: dict[int, list[int]] = {}
         if not self._buckets_empty:
-            for bucket, doc in self._select_in("SELECT bucket, doc FROM buckets WHERE bucket IN ({marks})", all_buckets):
+            for bucket, doc in self._select_in(_BUCKET_ROWS, all_buckets):
                 docs_in.setdefault(bucket, []).append(doc)
         for bucket, doc in self._staged_hits(all_buckets):
             docs_in.setdefault(bucket, []).append(doc)
