@@ -3,8 +3,9 @@ followed after (``NEARDUP_CANONICAL_FETCH``).
 
 A copy is decided against its declared page when that page is filed, or fetched first (through every
 downloader middleware, as a redirect would be); a page being downloaded already is awaited, not fetched
-twice; a response fetched first is kept for the first request of its URL to come, and used again by the
-next copy that declares it; a page that could not be had is not asked for again in the crawl. What a page
+twice; a response fetched first is kept, as soon as it is downloaded, for the first request of its URL to
+come (one that comes during the download waits for it), and used again by the next copy that declares it; a
+page that could not be had is not asked for again in the crawl. What a page
 declares is a claim: the decision weighs it by content (:mod:`scrapy_neardup.engine.canonical`).
 """
 
@@ -59,12 +60,22 @@ class DeclaredPages:
         #: page of a site) are checked on their own without fetching it again. The fetch went through the
         #: downloader middlewares, retries included, so it would fail again.
         self._failed: OrderedDict[str, None] = OrderedDict()
+        #: Declared pages being downloaded for a copy (URL -> the Deferreds of requests of that URL waiting for
+        #: the download): a request of the URL that comes meanwhile takes its response, not a download of its own.
+        self._downloading: dict[str, list[Deferred]] = {}
 
-    def kept(self, request: Request) -> Response | None:
+    async def kept(self, request: Request) -> Response | None:
         """The response of a declared page fetched first, for the first request of its URL to come (the
         plugin's own, following the copy, or the spider's, queued before it: one download, whichever comes
-        first, with any scheduler)."""
-        if not self._kept or request.method != "GET" or request.meta.get(META_DECLARED_BY) is not None:
+        first, with any scheduler); awaited when that page is being downloaded for a copy now."""
+        if request.method != "GET" or request.meta.get(META_DECLARED_BY) is not None:
+            return None
+        waiters = self._downloading.get(request.url)
+        if waiters is not None:
+            waiter: Deferred = Deferred()
+            waiters.append(waiter)
+            await maybe_deferred_to_future(waiter)
+        if not self._kept:
             return None
         kept = self._kept.pop(request.url, None)
         return None if kept is None else kept.replace(request=request)
@@ -128,10 +139,6 @@ class DeclaredPages:
         # One fetched for an earlier copy, which it did not match (so it was not filed), and kept for its own
         # request, is used again, not downloaded again (its extraction is shared too: the same bytes).
         report.count("neardup/canonical/reused" if reused else "neardup/canonical/fetched")
-        self._kept[response.url] = response
-        self._kept.move_to_end(response.url)
-        while len(self._kept) > MAX_KEPT_RESPONSES:
-            self._kept.popitem(last=False)
         return Declared(response.url, prepared)
 
     async def _download(self, request: Request, key: str, declared_url: str) -> Response | None:
@@ -143,6 +150,7 @@ class DeclaredPages:
             url=declared_url, meta={**carried_meta(request.meta), META_DECLARED_BY: request.url}, dont_filter=False
         )
         self._fetching_for[request.url] = declared_url
+        waiting = self._downloading.setdefault(declared_url, [])
         try:
             response = await self.requests.download(own)
         except Exception as exc:  # noqa: BLE001 - forbidden by robots.txt, off the allowed domains, unreachable
@@ -155,11 +163,27 @@ class DeclaredPages:
             )
             self._failed_to_have(declared_url)
             return None
-        if not 200 <= response.status < 300 or not is_html(response):
-            report.count("neardup/canonical/fetch_failed")
-            self._failed_to_have(declared_url)
-            return None
-        return response
+        else:
+            if not 200 <= response.status < 300 or not is_html(response):
+                report.count("neardup/canonical/fetch_failed")
+                self._failed_to_have(declared_url)
+                return None
+            # Kept at once, not once the copy is decided: the page's own request may come meanwhile.
+            self._kept[response.url] = response
+            self._kept.move_to_end(response.url)
+            while len(self._kept) > MAX_KEPT_RESPONSES:
+                self._kept.popitem(last=False)
+            return response
+        finally:
+            if self._downloading.get(declared_url) is waiting:
+                del self._downloading[declared_url]
+            self._release(waiting)  # the requests of the URL that came meanwhile: the kept response, or their own
+
+    @staticmethod
+    def _release(waiters: list[Deferred]) -> None:
+        for waiter in waiters:
+            if not waiter.called:
+                waiter.callback(None)
 
     def _failed_to_have(self, url: str) -> None:
         self._failed[url] = None

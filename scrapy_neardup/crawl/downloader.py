@@ -64,7 +64,7 @@ class NearDupDownloaderMiddleware:
         """A declared page fetched before its copy was decided: that response, for the first request of its
         URL. With ``NEARDUP_URL_RULES`` ``skip`` or ``deprioritize``: a request the URL rules predict to be a
         duplicate is not fetched, is replaced by its group's page, or is sent back at a lower priority."""
-        kept = self.declared.kept(request)
+        kept = await self.declared.kept(request)
         if kept is not None:
             return kept
         if self.predictor.may_predict(request):

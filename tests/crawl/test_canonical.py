@@ -11,11 +11,13 @@ import os
 import random
 import subprocess
 import sys
+import threading
 
 import pytest
 from helpers import SPIDERS
-from helpers.crawlkit import ServerThread, pages_server, paths_crawl_command, read_result, scrapy_command
+from helpers.crawlkit import ServerThread, gated, pages_server, paths_crawl_command, read_result, scrapy_command
 from helpers.pages import html, story
+from helpers.sitegen import slow_page
 from helpers.redis_server import one_server_kind
 
 from scrapy_neardup.crawl.declared import DECLARED_WAIT_SECS
@@ -452,3 +454,38 @@ def test_a_declared_page_that_cannot_be_had_or_is_not_matched_is_downloaded_once
     # Every copy checked on its own: twelve different articles, none tagged.
     assert sorted(item["path"] for item in result.items) == sorted(crawled)
     assert not any(item.get("near_duplicate_of") for item in result.items), result.items
+
+
+def test_a_declared_pages_own_request_during_its_copys_check_takes_the_response_fetched_for_the_copy(tmp_path):
+    """The copy ``/amp/x`` comes first and has its declared page ``/x`` fetched; the spider's own request for
+    ``/x`` leaves the queue while the copy is still being checked (``/x`` is long to extract, and the request
+    ahead of it, ``/gate``, is answered a moment after ``/x`` was served). It takes the response fetched for
+    the copy: ``/x`` is downloaded once (on the code before, it was kept only once the copy's check was
+    done, and ``/x`` was downloaded again)."""
+    hits: collections.Counter[str] = collections.Counter()
+    gate = threading.Event()
+    article = slow_page(3000)
+    head = '<link rel="canonical" href="/x">'
+
+    def declared() -> str:
+        if not hits["/x"]:
+            threading.Timer(0.3, gate.set).start()
+        hits["/x"] += 1
+        return article.replace("<html>", f"<html><head>{head}</head>")
+
+    pages = {
+        "/amp/x": article.replace("<html>", f"<html><head>{head}</head>").replace("<body>", "<body><div>amp</div>"),
+        "/gate": gated(html(story(30)), gate),
+        "/x": declared,
+    }
+    with ServerThread(pages_server(pages)) as server:
+        cmd, env, stats_file, items_file = paths_crawl_command(
+            tmp_path, server.url, ["/amp/x", "/gate", "/x"], {"NEARDUP_ACTION": "tag", "CONCURRENT_REQUESTS": "2"}
+        )
+        proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
+    gate.set()
+    result = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
+    assert result.returncode == 0 and "Traceback" not in result.log, result.log[-3000:]
+    assert result.neardup_stats()["neardup/canonical/fetched"] == 1, result.neardup_stats()
+    assert hits["/x"] == 1, hits
+    assert sorted(item["path"] for item in result.items) == ["/amp/x", "/gate", "/x"]
