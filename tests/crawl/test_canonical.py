@@ -17,8 +17,8 @@ import pytest
 from helpers import SPIDERS
 from helpers.crawlkit import ServerThread, gated, pages_server, paths_crawl_command, read_result, scrapy_command
 from helpers.pages import html, story
-from helpers.sitegen import slow_page
 from helpers.redis_server import one_server_kind
+from helpers.sitegen import slow_page
 
 from scrapy_neardup.crawl.declared import DECLARED_WAIT_SECS
 from scrapy_neardup.engine.canonical import declared_canonical, link_header_canonical
