@@ -477,6 +477,7 @@ VARIANTS = {
     "noextract": {"NEARDUP_EXTRACT": False},
     "nocache": {"NEARDUP_BODY_CACHE_SIZE": 0},
     "nice10": {"NEARDUP_WORKER_NICE": 10},
+    "nice19": {"NEARDUP_WORKER_NICE": 19},
     "roundtrip": _ROUNDTRIP,
     "roundtrip5": {**_ROUNDTRIP, "ROUNDTRIP_WORKER_MS": 5},
     "roundtrip3": {**_ROUNDTRIP, "ROUNDTRIP_WORKER_MS": 3},
