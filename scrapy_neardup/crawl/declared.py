@@ -168,11 +168,12 @@ class DeclaredPages:
                 report.count("neardup/canonical/fetch_failed")
                 self._failed_to_have(declared_url)
                 return None
-            # Kept at once, not once the copy is decided: the page's own request may come meanwhile.
-            self._kept[response.url] = response
-            self._kept.move_to_end(response.url)
-            while len(self._kept) > MAX_KEPT_RESPONSES:
-                self._kept.popitem(last=False)
+            if response.url not in (key, request.url):  # not a declaration that led back to the copy itself
+                # Kept at once, not once the copy is decided: the page's own request may come meanwhile.
+                self._kept[response.url] = response
+                self._kept.move_to_end(response.url)
+                while len(self._kept) > MAX_KEPT_RESPONSES:
+                    self._kept.popitem(last=False)
             return response
         finally:
             if self._downloading.get(declared_url) is waiting:

@@ -489,3 +489,27 @@ def test_a_declared_pages_own_request_during_its_copys_check_takes_the_response_
     assert result.neardup_stats()["neardup/canonical/fetched"] == 1, result.neardup_stats()
     assert hits["/x"] == 1, hits
     assert sorted(item["path"] for item in result.items) == ["/amp/x", "/gate", "/x"]
+
+
+def test_a_declaration_that_leads_back_to_the_copy_itself_keeps_nothing(tmp_path):
+    """``/r/a`` declares ``/r/canon``, which redirects back to ``/r/a``: the copy is checked on its own, and
+    the response the redirect led to is not kept as a declared page's (it is the copy's own page). So its
+    near-duplicate ``/r/b``, met next, does not request ``/r/a`` again in its place (``followed``): the
+    group's page was fetched in this crawl."""
+    text = story(40)
+    pages = {
+        "/r/a": html(text, head='<link rel="canonical" href="/r/canon">'),
+        "/r/canon": (b"", {"Location": "/r/a", "Content-Type": "text/html"}, 301),
+        "/r/b": html(text, chrome="<div>mirror</div>"),
+    }
+    with ServerThread(pages_server(pages)) as server:
+        cmd, env, stats_file, items_file = paths_crawl_command(
+            tmp_path, server.url, ["/r/a", "/r/b"], {"NEARDUP_ACTION": "tag", "CONCURRENT_REQUESTS": "1"}
+        )
+        proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
+    result = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
+    assert result.returncode == 0 and "Traceback" not in result.log, result.log[-3000:]
+    stats = result.neardup_stats()
+    assert stats["neardup/unique"] == 1 and stats["neardup/duplicate"] == 1, stats
+    assert "neardup/canonical/followed" not in stats, stats
+    assert sorted(item["path"] for item in result.items) == ["/r/a", "/r/b"]
