@@ -12,7 +12,8 @@ declares is a claim: the decision weighs it by content (:mod:`scrapy_neardup.eng
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, TypeVar
 
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
@@ -36,8 +37,25 @@ if TYPE_CHECKING:
 MAX_KEPT_RESPONSES = 256
 #: How long a copy waits for its declared page's own request, already being downloaded, to be decided.
 DECLARED_WAIT_SECS = 30.0
+T = TypeVar("T")
+
 #: Declared pages remembered as not to be had (their fetch failed in this crawl), the oldest forgotten first.
 MAX_FAILED_DECLARED = 10_000
+
+
+def _remember(table: OrderedDict[str, T], key: str, value: T, limit: int) -> None:
+    """``key`` put last in ``table`` (the most recently met), the oldest forgotten beyond ``limit``."""
+    table[key] = value
+    table.move_to_end(key)
+    while len(table) > limit:
+        table.popitem(last=False)
+
+
+def _release(waiters: Iterable[Deferred]) -> None:
+    """The waiting requests or copies go on."""
+    for waiter in waiters:
+        if not waiter.called:
+            waiter.callback(None)
 
 
 class DeclaredPages:
@@ -161,36 +179,21 @@ class DeclaredPages:
                 f"not be fetched ({type(exc).__name__}: {exc}); {key} is checked on its own (such "
                 "pages are counted in neardup/canonical/fetch_failed)",
             )
-            self._failed_to_have(declared_url)
+            _remember(self._failed, declared_url, None, MAX_FAILED_DECLARED)
             return None
         else:
             if not 200 <= response.status < 300 or not is_html(response):
                 report.count("neardup/canonical/fetch_failed")
-                self._failed_to_have(declared_url)
+                _remember(self._failed, declared_url, None, MAX_FAILED_DECLARED)
                 return None
             if response.url not in (key, request.url):  # not a declaration that led back to the copy itself
                 # Kept at once, not once the copy is decided: the page's own request may come meanwhile.
-                self._kept[response.url] = response
-                self._kept.move_to_end(response.url)
-                while len(self._kept) > MAX_KEPT_RESPONSES:
-                    self._kept.popitem(last=False)
+                _remember(self._kept, response.url, response, MAX_KEPT_RESPONSES)
             return response
         finally:
             if self._downloading.get(declared_url) is waiting:
                 del self._downloading[declared_url]
-            self._release(waiting)  # the requests of the URL that came meanwhile: the kept response, or their own
-
-    @staticmethod
-    def _release(waiters: list[Deferred]) -> None:
-        for waiter in waiters:
-            if not waiter.called:
-                waiter.callback(None)
-
-    def _failed_to_have(self, url: str) -> None:
-        self._failed[url] = None
-        self._failed.move_to_end(url)
-        while len(self._failed) > MAX_FAILED_DECLARED:
-            self._failed.popitem(last=False)
+            _release(waiting)  # the requests of the URL that came meanwhile: the kept response, or their own
 
     def _in_flight(self, url: str) -> bool:
         """Whether a request for ``url`` is being downloaded (or is in the downloader middlewares) now."""
@@ -223,9 +226,7 @@ class DeclaredPages:
         if fetched:
             urls.append(fetched)
         for url in urls:
-            for waiter in self._deciding.pop(url, ()):
-                if not waiter.called:
-                    waiter.callback(None)
+            _release(self._deciding.pop(url, ()))
 
     def failed(self, request: Request) -> None:
         """A request that failed: the copies waiting for its page's decision go on."""
