@@ -9,7 +9,8 @@ of a 64 MB array, again and again (``memory``: the caches and the memory bus mor
 19 the neighbour takes a core only where the crawl leaves it idle (the local server's core, most of the
 time), so what slows the crawl beside it is not the turns on its cores.
 
-Printed: for each, the median crawl time (its rounds) and the crawler's CPU ms a page. A crawler process that
+Printed: for each, the median crawl time (its rounds), its ratio to the crawl alone (``t_on_over_t_off``:
+here "on" is "beside the neighbour") and the crawler's CPU ms a page. A crawler process that
 spends more CPU on the same pages beside the ``memory`` neighbour than alone is slowed by the memory both
 share; the plugin's workers extract beside the crawler process the same way.
 """
@@ -20,7 +21,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -75,14 +75,7 @@ def main() -> int:
         server.terminate()
         shutil.rmtree(workdir, ignore_errors=True)
     n = len(paths)
-    rows = {
-        name: {
-            "median_seconds": round(statistics.median(r["seconds"] for r in results), 2),
-            "all_seconds": [round(r["seconds"], 2) for r in results],
-            "crawler_cpu_ms_per_page": round(1000 * statistics.median(r["crawler_cpu"] for r in results) / n, 2),
-        }
-        for name, results in runs.items()
-    }
+    rows = {name: bench_crawl.timing_row(results, runs["alone"], n) for name, results in runs.items()}
     command = " ".join(["bench/crawl_neighbours.py", *sys.argv[1:]])
     print(json.dumps({"command": command, "pages": n, "rows": rows}, indent=1))
     return 0
