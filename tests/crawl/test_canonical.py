@@ -15,7 +15,7 @@ import threading
 
 import pytest
 from helpers import SPIDERS
-from helpers.crawlkit import ServerThread, gated, pages_server, paths_crawl_command, read_result, scrapy_command
+from helpers.crawlkit import ServerThread, gated, held, pages_server, paths_crawl_command, read_result, scrapy_command
 from helpers.pages import html, story
 from helpers.redis_server import one_server_kind
 from helpers.sitegen import slow_page
@@ -399,12 +399,16 @@ def test_a_declared_page_forbidden_by_robots_txt_or_off_the_allowed_domains_is_n
 def test_copies_declaring_a_page_another_copy_fetches_first_are_released_by_its_decision(tmp_path, declared):
     """Twelve pages of one template declare one page (missing, or an original not linked from anywhere):
     the first copy fetches it first; the others, finding it in flight, wait for that copy's decision and
-    go on right after it, never for the whole wait (``neardup/canonical/await_timeout``)."""
+    go on right after it, never for the whole wait (``neardup/canonical/await_timeout``). The declared page
+    is answered 2 s after it is asked for, so that the other copies' checks come while it is in flight on a
+    loaded machine too (answered at once, a copy checked after the first copy's decision finds the page
+    failed or kept instead, and nothing waits)."""
     head = f'<link rel="canonical" href="{declared}">'
     pages: dict[str, object] = {f"/t/{i}": html(story(400 + i), head=head) for i in range(12)}
+    crawled = list(pages)
     pages["/original"] = html(story(400))
+    pages[declared] = held(pages.get(declared), 2.0)
     with ServerThread(pages_server(pages)) as server:
-        crawled = [p for p in pages if p != "/original"]
         cmd, env, stats_file, items_file = paths_crawl_command(
             tmp_path, server.url, crawled, {"NEARDUP_ACTION": "tag", "CONCURRENT_REQUESTS": "16"}
         )

@@ -276,6 +276,18 @@ def gated(page, gate, timeout=60.0):
     return answer
 
 
+def held(page, seconds):
+    """``page``, answered ``seconds`` after it is requested (the server answers other requests meanwhile): a
+    response that is in flight while the crawl goes on, however fast or loaded the machine."""
+    import time
+
+    def answer():
+        time.sleep(seconds)
+        return page
+
+    return answer
+
+
 SPIDER_PATHS = os.path.join(SPIDERS, "paths.py")
 SPIDER_FOLLOW = os.path.join(SPIDERS, "follow.py")
 
