@@ -278,7 +278,7 @@ def gated(page, gate, timeout=60.0):
 
 def held(page, seconds):
     """``page``, answered ``seconds`` after it is requested (the server answers other requests meanwhile): a
-    response that is in flight while the crawl goes on, however fast or loaded the machine."""
+    request that stays in flight that long while the rest of the crawl goes on."""
     import time
 
     def answer():
