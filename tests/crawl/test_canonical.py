@@ -15,7 +15,16 @@ import threading
 
 import pytest
 from helpers import SPIDERS
-from helpers.crawlkit import ServerThread, gated, held, pages_server, paths_crawl_command, read_result, scrapy_command
+from helpers.crawlkit import (
+    ServerThread,
+    crawl_tagged,
+    gated,
+    held,
+    pages_server,
+    paths_crawl_command,
+    read_result,
+    scrapy_command,
+)
 from helpers.pages import html, story
 from helpers.redis_server import one_server_kind
 from helpers.sitegen import slow_page
@@ -408,12 +417,7 @@ def test_copies_declaring_a_page_another_copy_fetches_first_are_released_by_its_
     crawled = list(pages)
     pages["/original"] = html(story(400))
     pages[declared] = held(pages.get(declared), 2.0)
-    with ServerThread(pages_server(pages)) as server:
-        cmd, env, stats_file, items_file = paths_crawl_command(
-            tmp_path, server.url, crawled, {"NEARDUP_ACTION": "tag", "CONCURRENT_REQUESTS": "16"}
-        )
-        proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
-    result = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
+    result = crawl_tagged(tmp_path, pages, {"CONCURRENT_REQUESTS": "16"}, timeout=120, paths=crawled)
     assert result.returncode == 0 and "Traceback" not in result.log, result.log[-3000:]
     stats = result.neardup_stats()
     assert stats.get("neardup/canonical/awaited", 0) >= 1, stats
@@ -444,12 +448,7 @@ def test_a_declared_page_that_cannot_be_had_or_is_not_matched_is_downloaded_once
     crawled = list(pages)
     pages["/gone"] = counted("/gone", None)
     pages["/other"] = counted("/other", html(story(540)))
-    with ServerThread(pages_server(pages)) as server:
-        cmd, env, stats_file, items_file = paths_crawl_command(
-            tmp_path, server.url, crawled, {"NEARDUP_ACTION": "tag", "CONCURRENT_REQUESTS": "1"}
-        )
-        proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
-    result = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
+    result = crawl_tagged(tmp_path, pages, {"CONCURRENT_REQUESTS": "1"}, timeout=120, paths=crawled)
     assert result.returncode == 0 and "Traceback" not in result.log, result.log[-3000:]
     assert hits == {"/gone": 1, "/other": 1}, hits
     stats = result.neardup_stats()
@@ -482,13 +481,8 @@ def test_a_declared_pages_own_request_during_its_copys_check_takes_the_response_
         "/gate": gated(html(story(30)), gate),
         "/x": declared,
     }
-    with ServerThread(pages_server(pages)) as server:
-        cmd, env, stats_file, items_file = paths_crawl_command(
-            tmp_path, server.url, ["/amp/x", "/gate", "/x"], {"NEARDUP_ACTION": "tag", "CONCURRENT_REQUESTS": "2"}
-        )
-        proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
+    result = crawl_tagged(tmp_path, pages, {"CONCURRENT_REQUESTS": "2"}, timeout=120)
     gate.set()
-    result = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
     assert result.returncode == 0 and "Traceback" not in result.log, result.log[-3000:]
     assert result.neardup_stats()["neardup/canonical/fetched"] == 1, result.neardup_stats()
     assert hits["/x"] == 1, hits
@@ -506,12 +500,7 @@ def test_a_declaration_that_leads_back_to_the_copy_itself_keeps_nothing(tmp_path
         "/r/canon": (b"", {"Location": "/r/a", "Content-Type": "text/html"}, 301),
         "/r/b": html(text, chrome="<div>mirror</div>"),
     }
-    with ServerThread(pages_server(pages)) as server:
-        cmd, env, stats_file, items_file = paths_crawl_command(
-            tmp_path, server.url, ["/r/a", "/r/b"], {"NEARDUP_ACTION": "tag", "CONCURRENT_REQUESTS": "1"}
-        )
-        proc = subprocess.run(cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
-    result = read_result(proc.returncode, stats_file, items_file, proc.stdout + proc.stderr)
+    result = crawl_tagged(tmp_path, pages, {"CONCURRENT_REQUESTS": "1"}, timeout=120, paths=["/r/a", "/r/b"])
     assert result.returncode == 0 and "Traceback" not in result.log, result.log[-3000:]
     stats = result.neardup_stats()
     assert stats["neardup/unique"] == 1 and stats["neardup/duplicate"] == 1, stats

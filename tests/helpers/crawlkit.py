@@ -403,11 +403,13 @@ def wait_until(condition, timeout=60.0, what="the condition"):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-def crawl_tagged(tmp_path, pages, settings=None, name="crawl", timeout=180, preexec=None):
-    """Serve ``pages`` (see :func:`pages_server`) and crawl them in tag mode; the result."""
+def crawl_tagged(tmp_path, pages, settings=None, name="crawl", timeout=180, preexec=None, paths=None):
+    """Serve ``pages`` (see :func:`pages_server`) and crawl them in tag mode, or only ``paths`` of them (the
+    rest served for the requests the crawl makes itself: declared pages, redirects); the result."""
     settings = {"NEARDUP_ACTION": "tag", "LOG_LEVEL": "INFO", **(settings or {})}
+    crawled = list(pages) if paths is None else list(paths)
     with ServerThread(pages_server(pages)) as running:
-        cmd, env, stats_file, items_file = paths_crawl_command(tmp_path, running.url, list(pages), settings, name)
+        cmd, env, stats_file, items_file = paths_crawl_command(tmp_path, running.url, crawled, settings, name)
         proc = subprocess.run(
             cmd, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=timeout, preexec_fn=preexec
         )
