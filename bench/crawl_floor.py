@@ -23,6 +23,9 @@ local site, settings and order; 2 workers, no recycling; tag mode, SQLite):
 * ``memory`` (with ``--steps``): ``decided`` on the in-memory store (``memory://``) instead of SQLite;
 * ``unique`` (with ``--steps``): ``decided`` with every decision answered "unique" at once, nothing filed
   (``StoreThread._decide`` swapped): the path without the decision itself;
+* ``unique-real`` (with ``--steps``): the defaults (extraction for real, the templates learned) with every
+  decision answered "unique" at once as in ``unique``: how near the crawl would come if the decision cost the
+  crawler process nothing (moved to a process of its own, say) and everything else stayed;
 * ``grouped``, ``grouped2``, ``grouped5`` (with ``--steps``): ``decided`` with the decisions asked for
   meanwhile run one after another, in order, on the event loop's next turn, or 2 or 5 ms after the first
   of them was asked for: whether a decision costs less when the crawl's other work does not run between
@@ -61,7 +64,7 @@ import bench_crawl
 RECORD_ENV, MODE_ENV = "CRAWL_FLOOR_RECORD", "CRAWL_FLOOR_MODE"
 STEPS = ("off", "screened", "handed", "decided", "real")
 #: Steps run only when asked for (``--steps``).
-OPTIONAL_STEPS = ("sent", "roundtrip", "memory", "unique", "grouped", "grouped2", "grouped5")
+OPTIONAL_STEPS = ("sent", "roundtrip", "memory", "unique", "unique-real", "grouped", "grouped2", "grouped5")
 #: The steps whose crawl runs as it is, with these settings over the probe's (the plugin on, 2 workers).
 UNPATCHED_STEPS = {"off": {"NEARDUP_ENABLED": False}, "real": {}, "roundtrip": bench_crawl.VARIANTS["roundtrip"]}
 #: Settings of a patched step over the probe's.
@@ -133,6 +136,10 @@ def _stepped(step: str, crawl: Any) -> Any:
         from scrapy_neardup.crawl.downloader import NearDupDownloaderMiddleware
         from scrapy_neardup.crawl.screening import Skip, response_job
 
+        if step == "unique-real":  # the workers extract for real
+            _answer_unique()
+            crawl(*crawl_args)
+            return
         task = importlib.import_module("crawl_floor").recorded_analysis
         call = screening.Job.call
 
