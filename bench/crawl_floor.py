@@ -178,7 +178,8 @@ def _stepped(step: str, crawl: Any) -> Any:
 
 
 def _answer_unique() -> None:
-    """Every decision answered "unique" at once, nothing filed or looked up (the ``unique`` step)."""
+    """Every decision answered "unique" at once, nothing filed or looked up (the ``unique`` and
+    ``unique-real`` steps)."""
     from scrapy_neardup.crawl.storethread import Outcome, StoreThread
     from scrapy_neardup.engine.detector import Verdict
 

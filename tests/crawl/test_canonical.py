@@ -464,12 +464,11 @@ def test_a_declared_pages_own_request_during_its_copys_check_takes_the_response_
     ``/x`` leaves the queue while the copy is still being checked (``/x`` is long to extract, and the request
     ahead of it, ``/gate``, is answered a moment after ``/x`` was served). It takes the response fetched for
     the copy: ``/x`` is downloaded once (on the code before, it was kept only once the copy's check was
-    done, and ``/x`` was downloaded again). ``/x`` takes a worker about 0.6 s of CPU on a quiet machine, and a
-    loaded machine slows it more than the 0.1 s of wall time after which ``/gate`` is answered: the spider's
-    request leaves the queue before the copy's check is done, however fast the machine. (With 0.3 s and a
-    page half the size, extracted in 0.28 s, the check ended first on a quiet machine: the copy's verdict then
-    followed ``/x`` with a request of its own, which took the kept response, and the spider's request, not
-    filtered, downloaded ``/x`` again.)"""
+    done, and ``/x`` was downloaded again). ``/x`` takes a worker about 0.6 s of CPU on a quiet machine, and
+    ``/gate`` is answered 0.1 s of wall time after ``/x`` was served: the spider's request leaves the queue
+    before the copy's check ends, on a quiet machine as on a loaded one, which slows the extraction more than
+    the timer. Were the check to end first, the copy's verdict would follow ``/x`` with a request of its own,
+    which would take the kept response, and the spider's request (not filtered) would download ``/x`` again."""
     hits: collections.Counter[str] = collections.Counter()
     gate = threading.Event()
     article = slow_page(6000)
