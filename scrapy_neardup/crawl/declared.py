@@ -37,10 +37,10 @@ if TYPE_CHECKING:
 MAX_KEPT_RESPONSES = 256
 #: How long a copy waits for its declared page's own request, already being downloaded, to be decided.
 DECLARED_WAIT_SECS = 30.0
-T = TypeVar("T")
-
 #: Declared pages remembered as not to be had (their fetch failed in this crawl), the oldest forgotten first.
 MAX_FAILED_DECLARED = 10_000
+
+T = TypeVar("T")
 
 
 def _remember(table: OrderedDict[str, T], key: str, value: T, limit: int) -> None:

@@ -279,7 +279,6 @@ def gated(page, gate, timeout=60.0):
 def held(page, seconds):
     """``page``, answered ``seconds`` after it is requested (the server answers other requests meanwhile): a
     request that stays in flight that long while the rest of the crawl goes on."""
-    import time
 
     def answer():
         time.sleep(seconds)
@@ -370,8 +369,6 @@ def tokenizer_tables_built():
 
 def sleepy(seconds):
     """A worker task that takes ``seconds``."""
-    import time
-
     time.sleep(seconds)
     return seconds
 
