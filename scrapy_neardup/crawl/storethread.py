@@ -91,22 +91,28 @@ class StoreThread:
     ) -> None:
         """The store is open: its detector, the template guard, the URL rules and the learned templates; the
         crawl joins the processes crawling on the store as ``member``, and takes when their crawl began as
-        its own start (the detector's :attr:`~Detector.session_started`)."""
+        its own start (the detector's :attr:`~Detector.session_started`; a new crawl on a store that holds
+        pages begins at the next whole second, :meth:`Detector.begin_session`)."""
         self.detector = detector
         self._decisions = DecisionLoop(detector, guard)
         self.rules = rules
         self.templates = templates
         self.member = member
-        now = detector.session_started
-        try:
-            self._take_off_the_dead(detector.store.running)
-            detector.session_started = min(now, detector.store.running.join(member, now))
-        except StoreError as exc:
-            logger.warning(
-                "scrapy-neardup: this process could not join the processes crawling on the store (%s): pages "
-                "they fetched before it began count as fetched in an earlier crawl",
-                exc,
-            )
+        now = time.time()
+
+        def join(proposed: float) -> float:
+            try:
+                self._take_off_the_dead(detector.store.running)
+                return detector.store.running.join(member, proposed)
+            except StoreError as exc:
+                logger.warning(
+                    "scrapy-neardup: this process could not join the processes crawling on the store (%s): "
+                    "pages they fetched before it began count as fetched in an earlier crawl",
+                    exc,
+                )
+                return proposed
+
+        detector.begin_session(join)
         if detector.session_started < now:
             logger.info(
                 "scrapy-neardup: joined the crawl running on the store since %s (%.0f s ago): a page any of its "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -311,8 +312,28 @@ class Detector:
             old = self.group_of(verdict.key)
         return verdict
 
+    def begin_session(self, join: Callable[[float], float] | None = None) -> None:
+        """Begin this session (a crawl, a batch run): at once on an empty store; on a store that holds pages,
+        at the next whole second, waited for here. Last-seen times are whole seconds, so a session begun
+        within the second the session before it last saw a page in could not tell that page from one of its
+        own (:meth:`fetched_now`): a predicted copy of it would be left unfetched and its group not delivered.
+        ``join`` turns the proposed start into the start of the crawl this process joins
+        (:meth:`~scrapy_neardup.store.parts.RunningCrawl.join`: an earlier one when other processes crawl on
+        the store, whose start is then this session's)."""
+        try:
+            empty = self.store.count() == 0
+        except StoreError:  # it cannot say: as if it held pages
+            empty = False
+        now = time.time()
+        proposed = now if empty else float(math.floor(now) + 1)
+        self.session_started = proposed if join is None else min(proposed, join(proposed))
+        delay = self.session_started - time.time()
+        if delay > 0:
+            time.sleep(delay)
+
     def fetched_now(self, key: str) -> bool:
-        """Whether ``key`` was filed or fetched again in this session (its last-seen time)."""
+        """Whether ``key`` was filed or fetched again in this session (its last-seen time, in whole seconds:
+        :meth:`begin_session` makes a session begin after the last second of the one before)."""
         record = self.store.get(key)
         return record is not None and record.seen is not None and record.seen >= int(self.session_started)
 

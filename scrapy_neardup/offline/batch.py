@@ -316,6 +316,7 @@ class BatchDeduplicator:
         stats = stats if stats is not None else BatchStats()
         started = time.perf_counter()
         self.config, self.detector, note = open_detector(self.config, self.store, reset=self.reset)
+        self.detector.begin_session()
         if note:
             print(f"scrapy-neardup: {note.replace('NEARDUP_RESET = True', '--reset')}", file=sys.stderr)
             self.guard = build_template_guard(self.config, self.detector.algorithm)

@@ -321,6 +321,38 @@ def test_a_better_copy_whose_group_was_not_fetched_in_this_session_reaches_the_s
     assert detector.group_of("http://a.com/x?utm_source=feed") == "http://a.com/x"
 
 
+def test_a_session_begun_in_the_second_the_one_before_it_saw_a_page_in_does_not_take_that_page_for_its_own(
+    store_kind, tmp_path, monkeypatch
+):
+    """Last-seen times are whole seconds: a session that began within the second the session before it last
+    saw a page in would count that page as fetched in it, and a better copy of it would be dropped as a
+    near-duplicate of a page this session never delivered. A session on a store that holds pages begins at
+    the next whole second (and a page it sees from then on is its own)."""
+    import time
+
+    store = make_store(store_kind, tmp_path)
+    first, loop, pipeline = deciding(store)
+    loop.decide("http://a.com/x?utm_source=feed", None, pipeline.from_text(article(1)))
+    filed = time.time()
+    second = Detector(first.algorithm, store)
+    second.begin_session()
+    assert second.session_started == int(filed) + 1 <= time.time()
+    assert not second.fetched_now("http://a.com/x?utm_source=feed")
+    from scrapy_neardup.engine.decisions import DecisionLoop
+
+    (made,) = DecisionLoop(second, None).decide("http://a.com/x", None, pipeline.from_text(article(1)))
+    assert (made.verdict.status, made.verdict.displaced) == ("unique", "http://a.com/x?utm_source=feed")
+    assert second.fetched_now("http://a.com/x")
+    store.close()
+    # On an empty store a session begins at once: no page was seen before it.
+    waits = []
+    monkeypatch.setattr(time, "sleep", waits.append)
+    empty = Detector(first.algorithm, make_store("memory", None))
+    before = time.time()
+    empty.begin_session()
+    assert before <= empty.session_started <= time.time() and waits == []
+
+
 def test_a_group_a_declaration_chose_is_not_taken_by_a_better_copy(tmp_path):
     from scrapy_neardup.engine.decisions import Declared
     from scrapy_neardup.store import MemoryStore
