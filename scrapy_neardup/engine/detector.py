@@ -119,8 +119,9 @@ class Detector:
         #: URL): set by a caller that re-points groups to their best copy (:mod:`.bestcopy`); ``None``: a
         #: group keeps the first page filed.
         self.better: Callable[[str, str], bool] | None = None
-        #: When this session began: a page last seen since was fetched in it (:meth:`fetched_now`). A crawl
-        #: sets it to when the crawl it joined on the store began (:class:`~scrapy_neardup.store.parts.RunningCrawl`).
+        #: When this session began: a page last seen since was fetched in it (:meth:`fetched_now`). Set by
+        #: :meth:`begin_session`: a crawl's is when the crawl it joined on the store began
+        #: (:class:`~scrapy_neardup.store.parts.RunningCrawl`).
         self.session_started = time.time()
         #: How a check-and-insert waits between fruitless rounds (:meth:`check_many`).
         self.pause: Callable[[float], None] = time.sleep
