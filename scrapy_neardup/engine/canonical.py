@@ -47,8 +47,7 @@ class Declaration:
     source: Source = "html"
 
 
-#: ``<link>`` elements in a page's head, and the attributes of one.
-_LINK_TAG = re.compile(r"<link\b([^>]*)>", re.IGNORECASE)
+#: The attributes of a ``<link>`` tag.
 _ATTRIBUTE = re.compile(r"""([a-zA-Z-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""")
 #: How far into a page its ``<link rel="canonical">`` is looked for: the whole head (it belongs there), up to
 #: this bound. Real heads run past 64 KB (inline styles, scripts, JSON-LD) with the link after them, and
@@ -71,35 +70,62 @@ def canonical_url(value: str | None, base: str | None) -> str | None:
         return None
 
 
-#: Where a head ends: its end tag, or the body's start tag where the end tag is left out (HTML allows it).
-_HEAD_END = re.compile(r"</head\s*>|<body[\s>]", re.IGNORECASE)
 _CANONICAL_WORD = re.compile("canonical", re.IGNORECASE)
+
+
+#: The head's tokens that matter to a declaration, found as an HTML parser's tokenizer meets them: a comment
+#: or the start of an element whose contents are text, not markup (a ``<script>`` that mentions ``<body>`` or
+#: holds a ``<link>`` in a string declares nothing), the head's end (its end tag, or the body's start tag where
+#: the end tag is left out: HTML allows it), and ``<link`` tags.
+_HEAD_TOKEN = re.compile(
+    r"<!--|<(script|style|title|textarea|xmp|iframe|noembed|noframes)(?=[\s/>])|</head\s*>|<body(?=[\s/>])|<link\b",
+    re.IGNORECASE,
+)
+#: Where a raw-text element ends: its end tag (HTML 5, 13.2.5.15: ``</script`` followed by space, ``/`` or
+#: ``>``), per element name.
+_RAW_TEXT_END = {
+    name: re.compile(rf"</{name}[\s/>]", re.IGNORECASE)
+    for name in ("script", "style", "title", "textarea", "xmp", "iframe", "noembed", "noframes")
+}
 
 
 def declared_canonical(html: str, base: str | None = None) -> str | None:
     """The URL a page declares canonical with ``<link rel="canonical" href="...">`` in its head, made
-    absolute (RFC 6596). Read with patterns over the page's first characters, not a parse, and only around
-    the word itself: a case-insensitive search finds the end of the head and each "canonical" in it, and
-    only the ``<link>`` tag around one is read (lower-casing the head, or reading each of its dozens of
-    tags, cost ~0.25 ms a page; this, tens of microseconds). An attribute the patterns misread yields
-    ``None``, never a wrong page."""
-    head_end = _HEAD_END.search(html, 0, CANONICAL_SCAN_CHARS)
-    end = head_end.start() if head_end else min(len(html), CANONICAL_SCAN_CHARS)
-    for word in _CANONICAL_WORD.finditer(html, 0, end):
-        at = word.start()
-        back = max(0, at - 4096)
-        before = html[back:at].lower()
-        start = before.rfind("<link")
-        close = html.find(">", at, end)
-        # The word inside a <link ...> tag: no '>' between the tag's start and the word.
-        if start < 0 or close < 0 or ">" in before[start:] or not _LINK_TAG.match(html, back + start):
-            continue
-        attributes = {
-            name.lower(): next((v for v in values if v), "")
-            for name, *values in _ATTRIBUTE.findall(html, back + start + 5, close)
-        }
-        if "canonical" in attributes.get("rel", "").lower().split():
-            return canonical_url(attributes.get("href"), base)
+    absolute (RFC 6596). Read as a parser's tokenizer reads the head, but only its few tokens that matter:
+    comments and the contents of scripts, styles and the other raw-text elements are skipped (they are text,
+    not markup), the head ends at ``</head>`` or ``<body``, and each ``<link`` tag in it is read for
+    ``rel=canonical``. Patterns over the page's first :data:`CANONICAL_SCAN_CHARS` characters, tens of
+    microseconds a page; an attribute the patterns misread yields ``None``, never a wrong page."""
+    end = min(len(html), CANONICAL_SCAN_CHARS)
+    at = 0
+    while at < end:
+        token = _HEAD_TOKEN.search(html, at, end)
+        if token is None:
+            return None
+        text = token.group(0)
+        if text == "<!--":
+            close = html.find("-->", token.end(), end)
+            if close < 0:
+                return None
+            at = close + 3
+        elif token.group(1):
+            raw_end = _RAW_TEXT_END[token.group(1).lower()].search(html, token.end(), end)
+            if raw_end is None:
+                return None
+            at = raw_end.end()
+        elif text[1] == "/" or text[1] in "bB":
+            return None
+        else:
+            close = html.find(">", token.end(), end)
+            if close < 0:
+                return None
+            at = close + 1
+            tag = html[token.end() : close]
+            if not _CANONICAL_WORD.search(tag):
+                continue
+            attributes = {name.lower(): next((v for v in values if v), "") for name, *values in _ATTRIBUTE.findall(tag)}
+            if "canonical" in attributes.get("rel", "").lower().split():
+                return canonical_url(attributes.get("href"), base)
     return None
 
 
