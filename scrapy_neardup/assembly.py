@@ -214,9 +214,11 @@ def build_store(config: Config, spider_name: str, data_dir: str) -> Store:
         store_class=config.store_class,
         commit_every=config.store_commit_every,
         commit_secs=config.store_commit_secs,
+        make_folders=config.store_url is None,  # the default file's folder is ours to make; a given path's is not
         prefix=config.redis_key % {"spider": spider_name},
         retries=config.redis_retries,
         timeout_secs=config.redis_timeout_secs,
+        start_wait_secs=config.redis_start_wait_secs,
         bucket_bins=config.redis_bucket_bins,
         tls_ca_file=config.redis_tls_ca_file,
         tls_cert_file=config.redis_tls_cert_file,

@@ -140,6 +140,16 @@ def _is_corruption(exc: BaseException) -> bool:
     return type(exc) is sqlite3.DatabaseError
 
 
+def _is_sqlite_file(path: str) -> bool:
+    """Whether the file starts with SQLite's header (``SQLite format 3``): a damaged database of ours does,
+    a text file or another program's data at the store's path does not."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
 def _marked_as_ours(path: str) -> bool:
     """Whether the file's header says it is a scrapy-neardup store (SQLite's header, with the application id
     at byte 68): only such a file is ever moved aside by a reset."""
@@ -159,9 +169,10 @@ class SqliteFile(Store):
     """A store's SQLite file, opened, locked and committed in batches; :class:`~.store.SqliteStore` keeps
     the documents in it."""
 
-    def __init__(self, path: str, commit_every: int = 500, commit_secs: float = 1.0) -> None:
+    def __init__(self, path: str, commit_every: int = 500, commit_secs: float = 1.0, make_folders: bool = True) -> None:
         super().__init__()
         self.path = os.path.abspath(path)
+        self.make_folders = make_folders
         self.location = f"sqlite:///{self.path}"
         self.commit_every = commit_every
         self.commit_secs = commit_secs
@@ -220,7 +231,14 @@ class SqliteFile(Store):
             directory = os.path.dirname(self.path)
             if not self._create and not os.path.exists(self.path):
                 raise StoreError(f"There is no SQLite store at {self.path}")
-            if directory:
+            if directory and not os.path.isdir(directory):
+                if not self.make_folders:
+                    # A path the user gave: a folder that is not there is a typo more often than a wish, and
+                    # a crawl on a new empty store would forget every page met before without a word.
+                    raise StoreError(
+                        f"Cannot open the SQLite store {self.path}: its folder {directory} does not exist "
+                        "(create it, or correct NEARDUP_STORE_URL / --store)"
+                    )
                 os.makedirs(directory, exist_ok=True)
             # The real file: a second path to it (a symbolic link) must meet the same lock.
             self.path = os.path.realpath(self.path)
@@ -248,6 +266,13 @@ class SqliteFile(Store):
             self._abandon()
             raise
         except (sqlite3.Error, OSError) as exc:
+            if _is_corruption(exc) and not _is_sqlite_file(self.path):
+                self._abandon()
+                raise ForeignDatabaseError(
+                    f"The file {self.path} is not a scrapy-neardup store, nor a SQLite database: it is left "
+                    "untouched, and NEARDUP_RESET (--reset) never moves it. Point NEARDUP_STORE_URL (--store) at "
+                    "another path, or remove the file yourself if it is not needed."
+                ) from exc
             if _is_corruption(exc):
                 if self._db is not None:
                     self._db.close()  # the lock is kept: a reset moves the file aside under it

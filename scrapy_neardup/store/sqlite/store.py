@@ -84,7 +84,10 @@ class SqliteStore(SqliteFile):
     def from_url(cls, url: str, **options: Any) -> SqliteStore:
         from .. import sqlite_path
 
-        return cls(sqlite_path(url), **{k: v for k, v in options.items() if k in ("commit_every", "commit_secs")})
+        return cls(
+            sqlite_path(url),
+            **{k: v for k, v in options.items() if k in ("commit_every", "commit_secs", "make_folders")},
+        )
 
     def __init__(
         self,
@@ -93,8 +96,9 @@ class SqliteStore(SqliteFile):
         commit_secs: float = 1.0,
         merge_min_docs: int = 20_000,
         merge_max_docs: int = 250_000,
+        make_folders: bool = True,
     ) -> None:
-        super().__init__(path, commit_every, commit_secs)
+        super().__init__(path, commit_every, commit_secs, make_folders)
         self.merge_min_docs = merge_min_docs
         self.merge_max_docs = merge_max_docs
         self._staged = LevelIndex(key_bits=32)
