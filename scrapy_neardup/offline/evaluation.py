@@ -39,6 +39,30 @@ def load_manifest(path: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def cluster_originals(manifest: list[dict]) -> dict[str, str]:
+    """Each cluster's original, against which recall per kind and missed pages are counted: its page of kind
+    ``original``, else its first page in the manifest (a manifest may name no kind at all)."""
+    originals: dict[str, str] = {}
+    named: set[str] = set()
+    for row in manifest:
+        cluster = row.get("cluster")
+        if cluster is None or cluster in named:
+            continue
+        if row.get("kind") == "original":
+            originals[cluster] = row["url"]
+            named.add(cluster)
+        else:
+            originals.setdefault(cluster, row["url"])
+    return originals
+
+
+def names_no_original(manifest: list[dict]) -> bool:
+    """Whether the manifest has clusters of several pages but no page of kind ``original`` (each cluster's
+    first page then stands for it: :func:`cluster_originals`)."""
+    sizes = Counter(row.get("cluster") for row in manifest if row.get("cluster") is not None)
+    return any(n > 1 for n in sizes.values()) and not any(row.get("kind") == "original" for row in manifest)
+
+
 def _pairs(n: int) -> int:
     return n * (n - 1) // 2
 
@@ -60,14 +84,15 @@ def score(manifest: list[dict], pairs: Iterable[tuple[str, str]]) -> Score:
     precision = tp / pp if pp else 1.0
     recall = tp / gp if gp else 1.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    originals = {row["cluster"]: row["url"] for row in manifest if row.get("kind") == "original"}
+    originals = cluster_originals(manifest)
     hits: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for row in manifest:
         kind = row.get("kind", "")
-        if kind in ("", "original", "teaser") or row["cluster"] not in originals:
+        original = originals.get(row.get("cluster", ""))
+        if kind in ("", "original", "teaser") or original is None or original == row["url"]:
             continue
         hits[kind][1] += 1
-        hits[kind][0] += predicted[row["url"]] == predicted[originals[row["cluster"]]]
+        hits[kind][0] += predicted[row["url"]] == predicted[original]
     kind_recall = {k: h / t for k, (h, t) in sorted(hits.items())}
     return Score(precision, recall, f1, pp, gp, tp, kind_recall)
 
@@ -155,13 +180,19 @@ def error_report(manifest: list[dict], pairs: Iterable[tuple[str, str, float]]) 
         root = predicted[edges[0]["url_a"]]
         cost = members[(root, ca)] * members[(root, cb)]
         report.append({"type": "false_merge", "clusters": [ca, cb], "false_pairs": cost, "edges": edges})
-    originals = {row["cluster"]: row["url"] for row in manifest if row["kind"] == "original"}
+    originals = cluster_originals(manifest)
     for row in manifest:
-        original = originals.get(row["cluster"])
+        original = originals.get(row.get("cluster", ""))
         if original is None or original == row["url"] or predicted[row["url"]] == predicted[original]:
             continue
         report.append(
-            {"type": "missed", "cluster": row["cluster"], "url": row["url"], "kind": row["kind"], "original": original}
+            {
+                "type": "missed",
+                "cluster": row["cluster"],
+                "url": row["url"],
+                "kind": row.get("kind", ""),
+                "original": original,
+            }
         )
     return report
 

@@ -14,11 +14,18 @@ from .parser import settings_from_args
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from ..evaluation import load_manifest
+    from ..evaluation import load_manifest, names_no_original
     from ..inputs import InputError
 
-    if not load_manifest(args.manifest) and not args.allow_empty:
+    manifest = load_manifest(args.manifest)
+    if not manifest and not args.allow_empty:
         raise InputError(f"{args.manifest}: no page in the manifest; nothing scored (pass --allow-empty to exit 0)")
+    if names_no_original(manifest):
+        print(
+            f"scrapy-neardup: WARNING: no page of {args.manifest} has kind 'original': each cluster's first page "
+            "is taken as its original for the recall per kind and the missed pages",
+            file=sys.stderr,
+        )
 
     with tempfile.TemporaryDirectory(prefix="neardup-evaluate-") as scratch:  # the lexicon I-Match is given
         return _evaluate(args, scratch)
