@@ -105,7 +105,9 @@ def parse_line(raw: RawLine) -> Document:
         raise BadLine(f"{where}: JSON nested too deeply") from None
     except ValueError as exc:
         problem = exc.msg if isinstance(exc, json.JSONDecodeError) else "invalid"
-        column = f" at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+        # json's "Unterminated string starting at" ends in the word the column follows.
+        at = "" if problem.endswith(" at") else " at"
+        column = f"{at} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
         raise BadLine(f"{where}: not JSON ({problem.lower()}{column})") from None
     if not isinstance(row, dict):
         raise BadLine(f'{where}: {_json_kind(row)}, not a JSON object with "url" and "html" or "text"')
