@@ -335,6 +335,14 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("NEARDUP_REDIS_RETRIES", "int", 3, "retries of a Redis call after a passing fault", low=0, high=100),
     Setting(
+        "NEARDUP_REDIS_START_WAIT_SECS",
+        "float",
+        15.0,
+        "seconds a crawl's start waits for a Redis server that does not answer",
+        low=0.0,
+        high=3600.0,
+    ),
+    Setting(
         "NEARDUP_REDIS_TIMEOUT_SECS",
         "float",
         5.0,
@@ -507,6 +515,7 @@ class Config:
     redis_key: str
     redis_bucket_bins: int
     redis_retries: int
+    redis_start_wait_secs: float
     redis_timeout_secs: float
     redis_tls_ca_file: str | None
     redis_tls_cert_file: str | None

@@ -17,6 +17,7 @@ from .base import (
     Store,
     StoreError,
     StoreMismatchError,
+    StoreUnavailableError,
     StoreWriteError,
     redact_url,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "StoreError",
     "StoreLockedError",
     "StoreMismatchError",
+    "StoreUnavailableError",
     "StoreWriteError",
     "redact_url",
     "sqlite_path",

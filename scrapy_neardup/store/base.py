@@ -62,6 +62,10 @@ class StoreError(Exception):
     caller can follow ``NEARDUP_ON_STORE_ERROR`` whatever the backend."""
 
 
+class StoreUnavailableError(StoreError):
+    """The store's server did not answer (down, restarting, loading its data): a later try may succeed."""
+
+
 class StoreWriteError(StoreError):
     """A write failed and was rolled back. ``unsaved``: documents that had been given their verdict since
     the store's last durable commit and whose fingerprints were lost with it (a batching backend, SQLite,

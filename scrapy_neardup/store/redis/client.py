@@ -12,6 +12,7 @@ from urllib.parse import unquote, urlsplit
 
 from ..base import (
     StoreError,
+    StoreUnavailableError,
     redact_url,
 )
 from .layout import BUCKET_BIN_BITS, GROUP_BITS, KeyLayout
@@ -36,6 +37,7 @@ class RedisConnection:
         tls_ca_file: str | None = None,
         tls_cert_file: str | None = None,
         tls_key_file: str | None = None,
+        start_wait_secs: float = 0.0,
     ) -> None:
         super().__init__()  # the store's in-process parts, replaced by the store's own (a RedisStore)
         try:
@@ -49,6 +51,7 @@ class RedisConnection:
         self.retries = retries
         self.backoff_secs = backoff_secs
         self.timeout_secs = timeout_secs
+        self.start_wait_secs = start_wait_secs
         self.location = redact_url(url) + f" (keys {prefix}:*)"
         #: ``redis+cluster://host:port[,host:port...]/`` (``rediss+cluster://`` with TLS): a Redis Cluster through
         #: redis-py's cluster client.
@@ -83,6 +86,35 @@ class RedisConnection:
 
     # -- plumbing ----------------------------------------------------------------------------------
     def connect(self) -> None:
+        """Reach the server. Opened for a crawl or a run (not for maintenance), a server that does not answer
+        is waited for up to ``start_wait_secs`` (``NEARDUP_REDIS_START_WAIT_SECS``), said in one WARNING line:
+        a routine restart, or a server still loading its data, at the moment a crawl starts is ridden out as
+        one mid-crawl is."""
+        deadline = time.monotonic() + self.start_wait_secs
+        said = False
+        while True:
+            try:
+                self._connect_once()
+                return
+            except StoreUnavailableError as exc:
+                left = deadline - time.monotonic()
+                if not self._create or left <= 0:
+                    if said:
+                        raise StoreUnavailableError(f"{exc} (waited {self.start_wait_secs:g} s for it)") from exc
+                    raise
+                if not said:
+                    logger.warning(
+                        "scrapy-neardup: Redis at %s does not answer (%s); waiting up to %g s for it to come back "
+                        "(NEARDUP_REDIS_START_WAIT_SECS)",
+                        self.location,
+                        exc.__cause__ or exc,
+                        self.start_wait_secs,
+                    )
+                    said = True
+                self.client = None
+                time.sleep(min(0.5, left))
+
+    def _connect_once(self) -> None:
         redis = self._redis_module
         if self.cluster:
             from redis.cluster import ClusterNode, RedisCluster
@@ -170,7 +202,7 @@ class RedisConnection:
                         if attempt < self.retries:
                             continue
             if attempt == self.retries:
-                raise StoreError(
+                raise StoreUnavailableError(
                     f"Redis at {self.location} {state} after {attempt + 1} tries: {type(failure).__name__}: {failure}"
                 ) from failure
             logger.debug("Redis call failed (%s: %s); retrying in %.2fs", type(failure).__name__, failure, delay)

@@ -58,6 +58,7 @@ class RedisStore(RedisIndex):
             "tls_ca_file",
             "tls_cert_file",
             "tls_key_file",
+            "start_wait_secs",
         )
         return cls(url, **{k: v for k, v in options.items() if k in wanted})
 
