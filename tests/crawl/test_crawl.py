@@ -185,10 +185,16 @@ def test_an_unreachable_store_fails_the_start_up_with_exit_status_1(site, tmp_pa
     result = run_scrapy(
         ["crawl", "news", "-a", f"site={site}"],
         tmp_path,
-        {"NEARDUP_STORE_URL": "redis://127.0.0.1:1/0", "NEARDUP_REDIS_RETRIES": "0"},
+        {
+            "NEARDUP_STORE_URL": "redis://127.0.0.1:1/0",
+            "NEARDUP_REDIS_RETRIES": "0",
+            "NEARDUP_REDIS_START_WAIT_SECS": "1",
+        },
     )
     assert result.refused_at_start(), result.log[-3000:]
     assert "unreachable" in result.log and "GET " not in result.log
+    # It waited for the server, as for a restart, said in one line, then said what it waited.
+    assert result.log.count("NEARDUP_REDIS_START_WAIT_SECS") == 1 and "(waited 1 s for it)" in result.log
 
 
 def test_simhash_crawl(site, groups, tmp_path):

@@ -271,6 +271,27 @@ def test_redis_faults_mid_crawl_leave_no_page_unchecked_and_lose_nothing_acknowl
     }
 
 
+def test_a_redis_restarting_as_the_crawl_starts_is_waited_for(site, redis_server, tmp_path):
+    """The server is down when the crawl starts and back two seconds later (a routine restart): the crawl
+    waits for it, says so in one line, and checks every page, where it used to stop after ~1.4 s of retries."""
+    redis_server.stop()
+    paths, _ = article_paths()
+    settings = settings_for(redis_server.url, NEARDUP_REDIS_START_WAIT_SECS="20")
+    proc, stats_file, _ = popen_scrapy(
+        spider_args(site, write_paths(tmp_path, "all", paths)), tmp_path, settings, "late"
+    )
+    log = tmp_path / "late.log"
+    wait_until(lambda: "NEARDUP_REDIS_START_WAIT_SECS" in log.read_text(), what="the line that says it waits")
+    time.sleep(2)
+    redis_server.start()
+    assert proc.wait(120) == 0
+    stats = json.loads(stats_file.read_text())
+    assert stats["finish_reason"] == "finished"
+    checked = stats["neardup/unique"] + stats["neardup/duplicate"]
+    assert checked == len(paths) and "neardup/store_error" not in stats, stats
+    assert log.read_text().count("waiting up to 20 s for it to come back") == 1
+
+
 @pytest.mark.extended
 def test_a_redis_restarted_without_persistence_mid_crawl_leaves_no_page_unchecked(site, redis_server, tmp_path):
     """Killed and started again with nothing on disk: the index is gone, and the crawl checks every page

@@ -506,3 +506,13 @@ def test_ctrl_c_stops_the_batch_cli_cleanly_with_consistent_files(tmp_path):
     members = sum(json.loads(line)["size"] for line in clusters.read_text().splitlines())
     assert members == 2 * summary["duplicate"]  # each cluster: a page and its copy
     assert stored_docs(str(store)) == summary["unique"] + summary["duplicate"]
+
+
+def test_a_store_path_whose_folder_does_not_exist_fails_the_start_up(tmp_path):
+    """A typo in NEARDUP_STORE_URL's folder: the crawl refuses to start in one line and makes no folder,
+    where it used to make the folders and crawl on an empty history."""
+    missing = tmp_path / "no-such-folder"
+    result = crawl_tagged(tmp_path, distinct_pages(4), {"NEARDUP_STORE_URL": f"sqlite:///{missing}/s.sqlite3"})
+    assert result.refused_at_start(), result.log[-3000:]
+    assert "does not exist" in result.log and "Traceback" not in result.log
+    assert not missing.exists()
