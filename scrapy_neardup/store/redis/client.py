@@ -84,6 +84,9 @@ class RedisConnection:
         self._nodes: dict[str, Any] = {}
         self._mean_bin = 0.0  # mean length of the bucket bins the last lookup met
 
+    #: Whether the store is opened for a crawl or a run (:meth:`Store.open_existing`, maintenance, clears it).
+    _create = True
+
     # -- plumbing ----------------------------------------------------------------------------------
     def connect(self) -> None:
         """Reach the server. Opened for a crawl or a run (not for maintenance), a server that does not answer
