@@ -62,18 +62,37 @@ def is_tracking(name: str) -> bool:
     return name.startswith("utm_") or name in TRACKING_PARAMS
 
 
-def copy_rank(url: str) -> tuple[int, int, int, int, int, int, int]:
-    """A URL's place in the order of copies, best first: fewer tracking or session parameters, https, fewer
-    parameters, fewer path segments, no index file, no trailing slash, no ``www.``."""
+#: Path segments that make a URL a rendering of another page's content: an AMP, print, mobile or comments
+#: view, or the archive of the page's date.
+DECORATIONS = frozenset(
+    {"amp", "print", "printable", "printer-friendly", "print-friendly", "mobile", "comments", "archive", "archives"}
+)
+
+
+def _is_decoration(segment: str) -> bool:
+    """An AMP, print, mobile, comments or archive segment, or a date's number (``2024``, ``05``, ``2024-05-01``)
+    before the page's own name."""
+    lowered = segment.lower()
+    return lowered in DECORATIONS or (lowered.replace("-", "").isdigit() and len(lowered) in (2, 4, 8, 10))
+
+
+def copy_rank(url: str) -> tuple[int, int, int, int, int, int, int, int]:
+    """A URL's place in the order of copies, best first: fewer tracking or session parameters, fewer
+    decorations (an ``amp``, ``print``, ``comments`` or archive date segment: :data:`DECORATIONS`), fewer
+    parameters, fewer path segments, https, no index file, no trailing slash, no ``www.``. The page's own
+    shape comes before its scheme: an article served over http has no better copy in its https print view or
+    its https ``?rev=2`` revision."""
     parts = urlsplit(url)
     params = parse_qsl(parts.query, keep_blank_values=True)
     path = parts.path or "/"
     segments = [s for s in path.split("/") if s]
     return (
         sum(1 for name, _ in params if is_tracking(name)),
-        0 if parts.scheme == "https" else 1,
+        sum(1 for segment in segments[:-1] if _is_decoration(segment))
+        + (1 if segments and segments[-1].lower() in DECORATIONS else 0),
         len(params),
         len(segments),
+        0 if parts.scheme == "https" else 1,
         1 if segments and segments[-1] in INDEX_NAMES else 0,
         1 if path != "/" and path.endswith("/") else 0,
         1 if (parts.hostname or "").startswith("www.") else 0,

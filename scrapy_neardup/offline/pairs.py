@@ -36,3 +36,35 @@ def cluster_edges(verdict: Verdict, pair: Pair, cluster_mode: str) -> list[tuple
     if cluster_mode == "components":
         edges.extend((verdict.key, other) for other in verdict.also)
     return edges
+
+
+class FinalGroups:
+    """The group pages a run re-pointed, so that what it writes describes its final groups: a pair written
+    before a better copy took its group names that copy, as a rerun over the store (which reads the groups
+    as they ended) names it. Holds one entry per re-pointed group, not one per document."""
+
+    def __init__(self) -> None:
+        self._moved: dict[str, str] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._moved)
+
+    def note(self, verdict: Verdict) -> None:
+        """A verdict's re-pointing, if it made one: its group's former page now has ``verdict.key`` for page."""
+        if verdict.displaced is not None and verdict.displaced != verdict.key:
+            self._moved[verdict.displaced] = verdict.key
+
+    def page_of(self, page: str) -> str:
+        """The page that ``page``'s group has at the end of the run (``page`` itself unless re-pointed)."""
+        seen = {page}
+        while page in self._moved:
+            page = self._moved[page]
+            if page in seen:  # never made by a strict order; a guard all the same
+                break
+            seen.add(page)
+        return page
+
+    def final(self, pair: Pair) -> Pair:
+        """``pair`` with its group's final page."""
+        page = self.page_of(pair.page)
+        return pair if page == pair.page or page == pair.near else Pair(pair.near, page, pair.similarity)

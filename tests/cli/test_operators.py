@@ -159,3 +159,41 @@ def test_a_bad_json_line_is_said_in_plain_words(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "(expecting ',' delimiter at column 14)" in proc.stderr, proc.stderr
     assert "(unterminated string starting at column 23)" in proc.stderr, proc.stderr
+
+
+def test_a_rerun_of_dedup_over_one_store_writes_the_final_groups_of_the_first(tmp_path):
+    """An article met over http after two of its copies, then better copies of other groups: the first run's
+    groups are re-pointed as better copies arrive (the http article over the https print view and revision),
+    and the first run's outputs already name each group's final page, so a rerun over the store writes them
+    byte for byte. The article, not its comments or print view or revision, is its group's page."""
+    rows = []
+    for n in range(4):
+        text = _text(300 + n)
+        site = f"news{n}.test"
+        urls = [
+            f"https://{site}/a/{n}/comments",
+            f"https://{site}/a/{n}/?utm_source=feed",
+            f"https://{site}/a/{n}/print",
+            f"http://{site}/a/{n}/",
+            f"https://{site}/a/{n}/?rev=2",
+            f"https://mirror.{site}/a/{n}/",
+        ]
+        for i, url in enumerate(urls):
+            words = text.split()
+            body = " ".join(words[: len(words) - i]) if i % 2 else text
+            rows.append({"url": url, "text": body})
+    rows.sort(key=lambda r: (r["url"].count("/"), r["url"]))  # groups interleaved, copies before articles
+    src = tmp_path / "t.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    store = f"sqlite:///{tmp_path}/s.sqlite3"
+    outputs = []
+    for run in range(3):
+        pairs, clusters = tmp_path / f"p{run}.tsv", tmp_path / f"c{run}.jsonl"
+        proc = run_cli("dedup", str(src), "-o", str(pairs), "--clusters", str(clusters), "--store", store, "--workers", "1")
+        assert proc.returncode == 0, proc.stderr
+        outputs.append((pairs.read_text(), clusters.read_text()))
+    assert outputs[0] == outputs[1] == outputs[2]
+    groups = [json.loads(line) for line in outputs[0][1].splitlines()]
+    assert sorted(g["canonical"] for g in groups) == [f"http://news{n}.test/a/{n}/" for n in range(4)], groups
+    lines = outputs[0][0].splitlines()
+    assert len(lines) == 4 * 5 and all(line.split("\t")[1].startswith("http://") for line in lines), lines

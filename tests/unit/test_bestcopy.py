@@ -18,6 +18,12 @@ from scrapy_neardup.engine.urlrules import UrlRule, explain
         ("https://a.com/x", "https://a.com/x/"),
         ("https://a.com/x", "https://www.a.com/x"),
         ("https://a.com/x?sessionid=1", "https://a.com/x?sessionid=1&utm_medium=m"),
+        # The page's shape before its scheme: an http article over its https views and revisions.
+        ("http://a.com/x.htm", "https://a.com/x.htm?rev=2"),
+        ("http://a.com/x", "https://a.com/x/print"),
+        ("http://a.com/275221/", "https://a.com/275221/comments"),
+        ("https://a.com/news/x", "https://a.com/archive/2024/05/x"),
+        ("https://a.com/news/x", "https://a.com/amp/x"),
     ],
 )
 def test_the_clean_copy_is_better(new, old):
@@ -43,8 +49,11 @@ def test_every_atomic_rewrite_leads_to_a_better_copy():
         "http://www.a.com/amp/news/x/index.html?utm_source=t&page=2",
         "http://a.com/news/x/print/?ref=home",
         "https://www.a.com/x/",
+        "http://a.com/amp/2024/05/x/print?utm_source=t",
     ):
-        for rule in (UrlRule(k, arg) for k, arg in [("scheme", ""), ("www", ""), ("prefix", "amp")]):
+        for rule in (
+            UrlRule(k, arg) for k, arg in [("scheme", ""), ("www", ""), ("prefix", "amp"), ("suffix", "print")]
+        ):
             rewritten = rule.apply(copy)
             if rewritten is not None:
                 assert copy_rank(rewritten) < copy_rank(copy), (rule, copy)

@@ -5,13 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Protocol
+import tempfile
+from collections.abc import Iterator
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from ...assembly import build_algorithm
 from ..inputs import ReadCounts
-from ..pairs import Pair, cluster_edges, pair_of
+from ..pairs import FinalGroups, Pair, pair_of
 from .common import AtomicOutput, StopRequest, config_of, tsv_field
 from .parser import settings_from_args
+
+if TYPE_CHECKING:
+    from ...engine.detector import Verdict
 
 
 def nothing_read(inputs: list[str], counts: ReadCounts) -> str:
@@ -55,6 +60,63 @@ def open_outputs(args: argparse.Namespace) -> list[AtomicOutput]:
         outputs[0].discard()
         raise
     return outputs
+
+
+class PairSpool:
+    """The verdicts of a run, kept on disk until it ends so that its pairs and clusters are written with its
+    groups' final pages (:class:`~scrapy_neardup.offline.pairs.FinalGroups`) and in input order: a group's
+    former page, displaced by a better copy, is written where the run met it, as a rerun over the store
+    (which finds it a near-duplicate) writes it. One line of disk a verdict; in memory, the re-pointed groups."""
+
+    def __init__(self, cluster_mode: str, only_new: bool) -> None:
+        self.file = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self.groups = FinalGroups()
+        self.cluster_mode = cluster_mode
+        self.only_new = only_new
+
+    def add(self, verdict: Verdict) -> None:
+        self.groups.note(verdict)
+        pair = pair_of(verdict, self.only_new)
+        if pair is None:
+            record: list[Any] = ["page", verdict.key, []]
+        else:
+            also = list(verdict.also) if self.cluster_mode == "components" else []
+            kind = "displaced" if verdict.displaced is not None else "pair"
+            record = [kind, pair.near, pair.page, pair.similarity, verdict.key, also]
+        self.file.write(json.dumps(record) + "\n")
+
+    def _records(self) -> Iterator[list[Any]]:
+        self.file.seek(0)
+        for line in self.file:
+            yield json.loads(line)
+
+    def write(self, out: IO[str] | None, edges: list[tuple[str, str]] | None) -> None:
+        """Write the pairs to ``out`` and the clusters' edges to ``edges`` (each when given)."""
+        groups = self.groups
+        displaced: dict[str, Pair] = {}
+        placed: set[str] = set()
+        if groups:
+            displaced = {r[1]: Pair(r[1], r[2], r[3]) for r in self._records() if r[0] == "displaced"}
+            placed = {r[1] for r in self._records() if r[0] == "page" and r[1] in displaced}
+
+        def put(pair: Pair) -> None:
+            final = groups.final(pair)
+            if out is not None:
+                out.write(pair_line(final))
+            if edges is not None:
+                edges.append((final.near, final.page))
+
+        for record in self._records():
+            kind, also = record[0], record[-1]
+            if kind == "pair" or (kind == "displaced" and record[1] not in placed):
+                put(Pair(record[1], record[2], record[3]))
+            elif kind == "page" and record[1] in placed:
+                put(displaced[record[1]])
+            if edges is not None and also:
+                edges.extend((record[4], groups.page_of(other)) for other in also)
+
+    def close(self) -> None:
+        self.file.close()
 
 
 class Tally(Protocol):
@@ -120,8 +182,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     )
     outputs = open_outputs(args)
     out = outputs[0].file
-    edges: list[tuple[str, str]] = []
-    keep_edges = bool(args.clusters)
+    spool = PairSpool(args.cluster_mode, args.only_new)
 
     all_pairs = None
     if args.all_pairs:
@@ -134,15 +195,6 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         for other, similarity in all_pairs.add(key, fp.signature, fp.buckets):
             out.write(pair_line(Pair(key, other, similarity)))
 
-    def on_verdict(verdict):
-        pair = pair_of(verdict, args.only_new)
-        if pair is None:
-            return
-        if all_pairs is None:
-            out.write(pair_line(pair))
-        if keep_edges:
-            edges.extend(cluster_edges(verdict, pair, args.cluster_mode))
-
     stop = StopRequest()
     stats = BatchStats()
     try:
@@ -150,7 +202,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         with stop:
             runner.run(
                 reader,
-                on_verdict,
+                spool.add,
                 Progress(args.progress, lambda: reader.fraction),
                 stats=stats,
                 should_stop=stop.requested,
@@ -159,12 +211,15 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         if stats.documents == 0 and not args.allow_empty and not stop.requested():
             # An output with no pairs would read "no near-duplicates" in a pipeline: it is not written.
             raise InputError(nothing_read(args.inputs, reader.counts()))
-        if args.clusters:
+        edges: list[tuple[str, str]] | None = [] if args.clusters else None
+        spool.write(out if all_pairs is None else None, edges)
+        if edges is not None:
             for members in clusters(edges, args.cluster_mode):
                 outputs[1].file.write(cluster_line(members))
         for output in outputs:
             output.commit()
     finally:
+        spool.close()
         for output in outputs:
             output.discard()
     summary = summary_line(stats, reader.counts(), stats.seconds)
