@@ -133,12 +133,20 @@ def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
+#: The characters of a bar's label shown (a longer one ends in an ellipsis; its bar's tooltip holds it whole).
+_LABEL_CHARS = 46
+
+
 def _bars(rows: list[tuple[str, float, str]], width: int = 640, unit: str = "") -> str:
     """A horizontal bar chart as inline SVG: ``(label, value, note)`` a bar, values scaled to the largest."""
     if not rows:
         return "<p class=none>Nothing to plot.</p>"
     top = max(value for _, value, _ in rows) or 1.0
-    label_w, bar_w, row_h = 260, width - 260 - 90, 18
+    # The label column is as wide as the longest label shown (7 px a character at the chart's 12 px font),
+    # so that no label runs off the chart's left edge.
+    longest = max(min(len(label), _LABEL_CHARS) for label, _, _ in rows)
+    label_w, row_h = 7 * longest + 16, 18
+    bar_w = width - label_w - 90
     parts = [
         f'<svg class=chart role=img width="{width}" height="{row_h * len(rows) + 6}" '
         f'viewBox="0 0 {width} {row_h * len(rows) + 6}">'
@@ -146,7 +154,7 @@ def _bars(rows: list[tuple[str, float, str]], width: int = 640, unit: str = "") 
     for i, (label, value, note) in enumerate(rows):
         y = i * row_h + 3
         length = max(1.0, bar_w * value / top)
-        shown = label if len(label) <= 40 else label[:39] + "…"
+        shown = label if len(label) <= _LABEL_CHARS else label[: _LABEL_CHARS - 1] + "…"
         parts.append(
             f'<text x="{label_w - 6}" y="{y + 13}" text-anchor="end">{_e(shown)}</text>'
             f'<rect x="{label_w}" y="{y}" width="{length:.1f}" height="{row_h - 4}"><title>{_e(label)}: '
@@ -166,18 +174,33 @@ def _histogram(values: list[float], low: float = 0.0, bins: int = 20) -> str:
     for value in values:
         counts[min(bins - 1, max(0, int((value - low) / step)))] += 1
     top = max(counts) or 1
-    width, height, column = 640, 180, 640 // bins
-    parts = [f'<svg class=chart role=img width="{width}" height="{height + 24}" viewBox="0 0 {width} {height + 24}">']
+    axis, top_pad = 48, 8  # the count axis on the left, room above the tallest column for its label
+    width, height, column = 640 + axis, 180, 640 // bins
+    parts = [
+        f'<svg class=chart role=img width="{width}" height="{height + top_pad + 24}" '
+        f'viewBox="0 0 {width} {height + top_pad + 24}">',
+        f'<line x1="{axis - 2}" y1="{top_pad}" x2="{axis - 2}" y2="{height + top_pad}" stroke="#888"/>',
+    ]
+    for tick in sorted({0, (top + 1) // 2, top}):
+        y = top_pad + height - height * tick / top
+        parts.append(
+            f'<line x1="{axis - 6}" y1="{y:.1f}" x2="{axis - 2}" y2="{y:.1f}" stroke="#888"/>'
+            f'<text x="{axis - 8}" y="{y + 4:.1f}" text-anchor="end">{tick}</text>'
+        )
+    parts.append(
+        f'<text x="10" y="{top_pad + height / 2:.1f}" transform="rotate(-90 10 {top_pad + height / 2:.1f})" '
+        'text-anchor="middle">pages</text>'
+    )
     for i, count in enumerate(counts):
         h = height * count / top
         lo = low + i * step
         parts.append(
-            f'<rect x="{i * column + 1}" y="{height - h:.1f}" width="{column - 2}" height="{h:.1f}">'
+            f'<rect x="{axis + i * column + 1}" y="{top_pad + height - h:.1f}" width="{column - 2}" height="{h:.1f}">'
             f"<title>{lo:.2f}–{lo + step:.2f}: {count}</title></rect>"
         )
         if i % 4 == 0:
-            parts.append(f'<text x="{i * column}" y="{height + 16}">{lo:.2f}</text>')
-    parts.append(f'<text x="{width - 24}" y="{height + 16}">1.00</text></svg>')
+            parts.append(f'<text x="{axis + i * column}" y="{top_pad + height + 16}">{lo:.2f}</text>')
+    parts.append(f'<text x="{axis + 640 - 24}" y="{top_pad + height + 16}">1.00</text></svg>')
     return "".join(parts)
 
 

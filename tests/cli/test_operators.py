@@ -189,7 +189,9 @@ def test_a_rerun_of_dedup_over_one_store_writes_the_final_groups_of_the_first(tm
     outputs = []
     for run in range(3):
         pairs, clusters = tmp_path / f"p{run}.tsv", tmp_path / f"c{run}.jsonl"
-        proc = run_cli("dedup", str(src), "-o", str(pairs), "--clusters", str(clusters), "--store", store, "--workers", "1")
+        proc = run_cli(
+            "dedup", str(src), "-o", str(pairs), "--clusters", str(clusters), "--store", store, "--workers", "1"
+        )
         assert proc.returncode == 0, proc.stderr
         outputs.append((pairs.read_text(), clusters.read_text()))
     assert outputs[0] == outputs[1] == outputs[2]

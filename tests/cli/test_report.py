@@ -112,3 +112,21 @@ def test_the_report_renders_in_a_headless_browser_with_no_network(report, tmp_pa
         assert section in dom
     assert dom.count("<svg") >= 3 and "<rect" in dom
     assert "news.example" in dom and "param:utm_source" in dom
+
+
+def test_the_charts_keep_their_labels_on_the_chart_and_give_counts_an_axis():
+    """A URL pattern's label, right-aligned at the label column's edge, starts inside the chart at 7 px a
+    character (the chart's 12 px font); the similarity histogram says what its columns count."""
+    import re
+
+    from scrapy_neardup.offline.report import _bars, _histogram
+
+    long = "news.example.com/" + "x" * 80
+    svg = _bars([(long, 10.0, "10"), ("short", 3.0, "3")])
+    for x, text in re.findall(r'<text x="([\d.]+)" y="[\d.]+" text-anchor="end">([^<]*)</text>', svg):
+        assert float(x) - 7 * len(text) >= 0, (x, text)
+    assert "x" * 80 in svg  # whole in the bar's tooltip
+    histogram = _histogram([0.5] * 7 + [0.9] * 3 + [0.95])
+    ticks = re.findall(r'text-anchor="end">(\d+)</text>', histogram)
+    assert ticks == ["0", "4", "7"] and ">pages</text>" in histogram
+    assert all(float(x) >= 48 for x in re.findall(r'<rect x="([\d.]+)"', histogram))
