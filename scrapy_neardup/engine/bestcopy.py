@@ -23,44 +23,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlsplit
 
-from .urlrules import INDEX_NAMES, host_of
-
-#: Query parameters that only track a visit or a session: their presence makes a URL a worse copy.
-TRACKING_PARAMS = frozenset(
-    {
-        "fbclid",
-        "gclid",
-        "dclid",
-        "msclkid",
-        "yclid",
-        "mc_cid",
-        "mc_eid",
-        "igshid",
-        "ref",
-        "ref_src",
-        "referrer",
-        "source",
-        "src",
-        "cmpid",
-        "sessionid",
-        "session_id",
-        "sid",
-        "phpsessid",
-        "jsessionid",
-        "aspsessionid",
-        "_ga",
-        "_gl",
-        "share",
-        "from",
-    }
-)
-
-
-def is_tracking(name: str) -> bool:
-    """A query parameter that only tracks a visit or a session (``utm_*`` and :data:`TRACKING_PARAMS`)."""
-    name = name.lower()
-    return name.startswith("utm_") or name in TRACKING_PARAMS
-
+from .urlrules import INDEX_NAMES, host_of, is_tracking
 
 #: Path segments that make a URL a rendering of another page's content: an AMP, print, mobile or comments
 #: view, or the archive of the page's date.

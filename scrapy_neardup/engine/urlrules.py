@@ -50,6 +50,63 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 KINDS = ("scheme", "www", "index", "prefix", "suffix", "param", "slash")
 #: Last path segments that stand for their directory.
 INDEX_NAMES = frozenset({"index.html", "index.htm", "index.php", "default.aspx", "default.asp", "index.shtml"})
+#: Query parameters that only track a visit or a session: their presence makes a URL a worse copy.
+TRACKING_PARAMS = frozenset(
+    {
+        "fbclid",
+        "gclid",
+        "dclid",
+        "msclkid",
+        "yclid",
+        "mc_cid",
+        "mc_eid",
+        "igshid",
+        "ref",
+        "ref_src",
+        "referrer",
+        "source",
+        "src",
+        "cmpid",
+        "sessionid",
+        "session_id",
+        "sid",
+        "phpsessid",
+        "jsessionid",
+        "aspsessionid",
+        "_ga",
+        "_gl",
+        "share",
+        "from",
+    }
+)
+
+
+def is_tracking(name: str) -> bool:
+    """A query parameter that only tracks a visit or a session (``utm_*`` and :data:`TRACKING_PARAMS`)."""
+    name = name.lower()
+    return name.startswith("utm_") or name in TRACKING_PARAMS
+
+
+#: The path segments of the AMP and print renderings sites make of their pages: with tracking parameters
+#: (:func:`is_tracking`), the rewrites a page's likely original is guessed by before any rule is learned
+#: (:meth:`RuleBook.likely_page`).
+PRIOR_SEGMENTS = ("amp", "print")
+
+
+def url_shape(url: str) -> str:
+    """What kind of copy a URL's shape makes it, by the priors (:data:`PRIOR_SEGMENTS`, :func:`is_tracking`):
+    ``amp`` or ``print`` (its first or last path segment), ``tracking`` (a tracking parameter), or ``""``.
+    Copies of one shape are alike in size (an AMP page is a fraction of its article's)."""
+    parts = urlsplit(url)
+    segments = [s for s in parts.path.lower().split("/") if s]
+    for segment in (segments[0], segments[-1]) if segments else ():
+        if segment in PRIOR_SEGMENTS:
+            return segment
+    if parts.query and any(is_tracking(name) for name, _ in parse_qsl(parts.query, keep_blank_values=True)):
+        return "tracking"
+    return ""
+
+
 #: Path segments a prefix or suffix rule may drop: short words, not identifiers (an article's slug or number
 #: in a path is content, never a variant marker).
 _SEGMENT = re.compile(r"^[a-z][a-z0-9_-]{0,15}$")
@@ -552,6 +609,27 @@ class RuleBook:
             default=0,
         )
         return min(EXPLORE_MAX, self.explore * max(1.0, EXPLORE_MATURE / max(youngest, 1)))
+
+    def likely_page(self, url: str) -> tuple[str, tuple[str, ...]] | None:
+        """The URL ``url`` is most likely a copy of, to fetch and decide first (a guess the content then
+        confirms or not, as a declared canonical): ``url`` rewritten by its host's confident rules and by the
+        priors every site shares (its tracking parameters dropped, an ``amp`` or ``print`` first or last
+        segment dropped: :data:`PRIOR_SEGMENTS`) that have not failed on its host; with the names of the
+        rules used. ``None`` when none rewrites it."""
+        host = host_of(url)
+        counts = self.counts.get(host, {})
+        confident = self.confident(host)
+        parts = urlsplit(url)
+        priors = [
+            UrlRule("param", name) for name, _ in parse_qsl(parts.query, keep_blank_values=True) if is_tracking(name)
+        ]
+        priors += [UrlRule(kind, segment) for kind in ("prefix", "suffix") for segment in PRIOR_SEGMENTS]
+        rules = set(confident) | {rule for rule in priors if not counts.get(rule.name, _NONE)[1]}
+        steps = _steps(url, in_order(rules))
+        if not steps:
+            return None
+        target, used = steps[-1]
+        return target, tuple(rule.name for rule in used)
 
     def rewrites(self, url: str) -> list[Prediction]:
         """What ``url`` becomes by its host's confident rules, each applied once in order: every step's URL
