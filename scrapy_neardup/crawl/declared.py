@@ -21,7 +21,7 @@ from twisted.internet.defer import Deferred
 from ..engine.canonical import may_fetch, site_of
 from ..engine.decisions import Declared
 from ..engine.urlrules import same_host
-from .meta import META_DECLARED_BY, META_FOLLOWED_FROM, carried_meta
+from .meta import KEPT_FLAG, META_DECLARED_BY, META_FOLLOWED_FROM, carried_meta
 from .screening import Skip, is_html
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ class DeclaredPages:
         if not self._kept:
             return None
         kept = self._kept.pop(request.url, None)
-        return None if kept is None else kept.replace(request=request)
+        return None if kept is None else kept.replace(request=request, flags=[*kept.flags, KEPT_FLAG])
 
     async def resolve(self, request: Request, key: str, declared_url: str) -> Declared:
         """The page ``key`` declares canonical, for its decision: fetched first when it may be (``None`` as its

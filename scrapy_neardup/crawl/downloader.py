@@ -19,12 +19,15 @@ from scrapy.exceptions import IgnoreRequest
 
 from ..engine.canonical import Declaration, chosen, link_header_canonical
 from ..engine.detector import Verdict
+from ..engine.urlrules import same_host
 from .declared import DeclaredPages
 from .meta import (
     FLAG,
+    KEPT_FLAG,
     META_DECLARED_BY,
     META_ENABLED,
     META_KEY,
+    META_PREDICTED_GROUP,
     META_REWRITTEN_FROM,
     META_SOFT404_PROBE,
     META_VERDICT,
@@ -42,6 +45,8 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from typing_extensions import Self
+
+    from ..engine.decisions import Declared
 
 
 class NearDupDownloaderMiddleware:
@@ -73,7 +78,8 @@ class NearDupDownloaderMiddleware:
 
     async def process_response(self, request: Request, response: Response, spider: object = None) -> Response | Request:
         service = self.service
-        service.report.fetched(response.url, len(response.body))
+        if KEPT_FLAG not in response.flags:  # a response downloaded before and handed over is not a fetch
+            service.report.fetched(response.url, len(response.body))
         if not 200 <= response.status < 300 and request.meta.get(META_REWRITTEN_FROM):
             return self.predictor.fell_back(request, f"status {response.status}")
         if service.refused:  # the store could not be opened and the spider is closing: nothing unchecked
@@ -94,6 +100,10 @@ class NearDupDownloaderMiddleware:
                 return response
         given = request.meta.get(META_KEY)
         key, own_key = str(given or response.url), bool(given)
+        group = request.meta.get(META_PREDICTED_GROUP)
+        if group is not None and response.url == request.url and not own_key:
+            self.declared.decided(request.url, response.url)
+            return self._tagged_as_predicted(request, response, key, str(group))
         try:
             result = await self._checked(request, response, key, own_key)
         finally:
@@ -101,8 +111,19 @@ class NearDupDownloaderMiddleware:
         if isinstance(result, Skip):
             request.meta[META_VERDICT] = {"status": "skipped", "reason": result.reason}
             return response
-        request.meta[META_VERDICT] = verdict_meta(result)
+        request.meta[META_VERDICT] = verdict_meta(result, service.names.of(result))
         return await self._acted_on(request, response, key, own_key, result)
+
+    def _tagged_as_predicted(self, request: Request, response: Response, key: str, group: str) -> Response:
+        """A copy the URL rules predicted in tag mode: passed on tagged as a near-duplicate of its group's page,
+        without extraction (its similarity is not measured: 1.0 stands for the rule's "same page"); neither
+        filed nor counted as checked, as a copy the rules leave unfetched in drop mode."""
+        service = self.service
+        verdict = Verdict("duplicate", key, group, 1.0)
+        service.report.count("neardup/url_rules/tagged")
+        service.report.count("neardup/tagged")
+        request.meta[META_VERDICT] = {**verdict_meta(verdict, service.names.note(verdict)), "predicted": True}
+        return response.replace(flags=[*response.flags, FLAG])
 
     async def _checked(self, request: Request, response: Response, key: str, own_key: bool) -> Verdict | Skip:
         """The response's verdict, or why it was passed on unchecked (both counted)."""
@@ -119,12 +140,28 @@ class NearDupDownloaderMiddleware:
             declaration = chosen(self._header_declaration(response), prepared.declared_canonical)
             if declaration is not None and declaration.url != key:
                 declared = await self.declared.resolve(request, key, declaration.url)
+            elif declaration is None and self.config.canonical_fetch != "none":
+                declared = await self._likely_page(request, key, response.url)
         outcome = await service.decide(key, response.url, prepared, declared)
         if declared is not None:
             self.declared.count_other_site(request, key, declared.key, outcome)
         if self.soft404 is not None and not own_key:
             outcome = self.soft404.confirmed(response.url, outcome)
         return service.settle(key, outcome)
+
+    async def _likely_page(self, request: Request, key: str, url: str) -> Declared | None:
+        """A page that declares nothing, whose URL its host's rules or the priors every site shares make
+        another URL of the host not filed yet (a tracking, AMP or print copy met before its article): that
+        page is fetched and decided first, as a declared one, so that the article, not the copy, becomes the
+        group's page on the first crawl. A guess: the decision weighs it by content as a declaration."""
+        guess = await self.service.store_thread.likely_page(url)
+        if guess is None or guess == key or not same_host(url, guess):
+            return None
+        found = await self.declared.resolve(request, key, guess)
+        if found.prepared is None:
+            return None
+        self.service.report.count("neardup/url_rules/page_first")
+        return found
 
     @staticmethod
     def _header_declaration(response: Response) -> Declaration | None:

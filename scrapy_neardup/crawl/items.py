@@ -47,13 +47,17 @@ class NearDupPipeline:
         if not isinstance(key, str) or not key:
             key = "item:%032x" % mmh3.hash128(text, 0x17E5, signed=False)
         verdict = await self.service.check(key, text_job(text))
-        if isinstance(verdict, Skip) or not verdict.is_duplicate:
+        if isinstance(verdict, Skip):
+            return item
+        name = self.service.names.of(verdict)
+        if not verdict.is_duplicate:
+            self.tagger.group(item, name)
             return item
         if self.service.config.action == "drop":
             self.service.report.count("neardup/dropped")
             raise DropItem(
                 f"near-duplicate of {verdict.canonical} (similarity {verdict.similarity:.3f})", log_level="DEBUG"
             )
-        self.tagger.tag(item, verdict.canonical, verdict.similarity)
+        self.tagger.tag(item, name, verdict.similarity)
         self.service.report.count("neardup/tagged")
         return item

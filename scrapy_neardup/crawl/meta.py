@@ -16,6 +16,9 @@ META_VERDICT = "neardup"
 FLAG = "near-duplicate"
 #: Flag added to ``Response.flags`` of a soft-404 page in tag mode.
 SOFT404_FLAG = "soft-404"
+#: Flag added to ``Response.flags`` of a declared page's response fetched first and handed over to the first
+#: request of its URL (one download, not counted twice in the books).
+KEPT_FLAG = "neardup-kept"
 #: ``Request.meta`` keys of the plugin's own requests for a declared canonical page: fetched first, before the
 #: copy that declared it is decided (the value: the copy's URL); and followed afterwards, through the
 #: scheduler, so that the declared original reaches the spider (the value: the copy's URL).
@@ -25,6 +28,9 @@ META_FOLLOWED_FROM = "neardup_followed_from"
 #: decided that its URL becomes): fetched anyway to keep checking the rules, or sent back to the scheduler
 #: at a lower priority (``NEARDUP_URL_RULES = "deprioritize"``).
 META_PREDICTED = "neardup_predicted"
+#: ``Request.meta`` key of a request the URL rules predict to be a duplicate in tag mode (the value: its group's
+#: page): fetched, and passed on tagged from the prediction without being extracted.
+META_PREDICTED_GROUP = "neardup_predicted_group"
 #: ``Request.meta`` key of a request made in the place of a predicted duplicate (the value: the URL asked):
 #: when it is not answered with a page (a 4xx or 5xx, a failure), that URL is fetched after all.
 META_REWRITTEN_FROM = "neardup_rewritten_from"
@@ -39,6 +45,7 @@ OWN_META = (
     META_DECLARED_BY,
     META_FOLLOWED_FROM,
     META_PREDICTED,
+    META_PREDICTED_GROUP,
     META_SOFT404_PROBE,
     META_REWRITTEN_FROM,
     "redirect_urls",

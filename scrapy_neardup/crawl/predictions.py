@@ -1,6 +1,8 @@
-"""Requests the URL rules predict to be duplicates (``NEARDUP_URL_RULES`` ``skip`` or ``deprioritize``): left
-unfetched, replaced by a request for their group's page, or sent back to the scheduler at a lower priority,
-before they are downloaded (:mod:`scrapy_neardup.engine.urlrules`)."""
+"""Requests the URL rules predict to be duplicates (``NEARDUP_URL_RULES`` ``skip`` or ``deprioritize``): in
+drop mode left unfetched, replaced by a request for their group's page, or sent back to the scheduler at a
+lower priority, before they are downloaded; in tag mode fetched, and passed on tagged from the prediction
+without being extracted, since tag mode passes every page the spider asked for
+(:mod:`scrapy_neardup.engine.urlrules`)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,15 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import IgnoreRequest
 
 from ..engine.urlrules import same_host
-from .meta import META_DECLARED_BY, META_ENABLED, META_KEY, META_PREDICTED, META_REWRITTEN_FROM, carried_meta
+from .meta import (
+    META_DECLARED_BY,
+    META_ENABLED,
+    META_KEY,
+    META_PREDICTED,
+    META_PREDICTED_GROUP,
+    META_REWRITTEN_FROM,
+    carried_meta,
+)
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -35,6 +45,9 @@ class RulePredictor:
         self.mode = service.config.url_rules
         self.budget = service.config.group_budget
         self.on = self.mode in ("skip", "deprioritize") and not service.config.item_field
+        #: Tag mode passes every page the spider asked for: a predicted copy is fetched, and tagged from the
+        #: prediction instead of being extracted (the rules save work there, not fetches).
+        self.tags = service.config.action == "tag"
 
     def may_predict(self, request: Request) -> bool:
         """Never a request the spider asked to fetch whatever (``dont_filter``), one left unchecked, one
@@ -65,6 +78,11 @@ class RulePredictor:
         if explored(request.url, prediction.explore):
             report.count("neardup/url_rules/explored")
             request.meta[META_PREDICTED] = prediction.target
+            return None
+        if self.tags:
+            if prediction.decided and prediction.group is not None:
+                request.meta[META_PREDICTED] = prediction.target
+                request.meta[META_PREDICTED_GROUP] = prediction.group
             return None
         group = prediction.group
         if self.budget and group and await service.store_thread.admitted(group, request.url, self.budget):

@@ -9,7 +9,7 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from ..engine.urlrules import host_of
+from ..engine.urlrules import host_of, url_shape
 from ..store.books import NAMED_PREDICTED, NAMED_SOFT404, CrawlBooks, PredictedPage, Soft404Page
 
 if TYPE_CHECKING:
@@ -64,12 +64,12 @@ class Reporter:
         self._logged_skip_reasons: set[str] = set()
         self._logged_rechecks: set[str] = set()
         #: The crawl's books (:meth:`books`): per host, soft-404 pages and requests the URL rules left
-        #: unfetched; the soft-404 pages named; the bytes and responses each host answered (the size of an
-        #: avoided fetch is estimated by its host's mean); the CPU the plugin spent.
+        #: unfetched; the soft-404 pages named; the bytes and responses each host answered, by URL shape and in
+        #: all (the size of an avoided fetch is estimated by the mean of its shape); the CPU the plugin spent.
         self._hosts: dict[str, Counter[str]] = {}
         self._soft404_pages: list[Soft404Page] = []
         self._predicted_pages: list[PredictedPage] = []
-        self._host_bytes: dict[str, list[int]] = {}
+        self._host_bytes: dict[tuple[str, str | None], list[int]] = {}
         self._bytes_avoided = 0.0
         self.cpu_seconds = 0.0
 
@@ -85,8 +85,9 @@ class Reporter:
         """Keep the largest ``value`` seen in the ``neardup/...`` stat ``name``."""
         self.stats.max_value(name, value)
 
-    def record(self, key: str, verdict: Verdict) -> None:
-        """Stats, log lines and the crawl's group report for a verdict (reactor thread)."""
+    def record(self, key: str, verdict: Verdict, group: str | None = None) -> None:
+        """Stats, log lines and the crawl's group report for a verdict (reactor thread); ``group``: the name
+        its group goes by in this crawl (:class:`~.groups.GroupNames`; its canonical page when not given)."""
         self.stats.inc_value("neardup/checked")
         self.stats.inc_value(f"neardup/{verdict.status}")
         if verdict.rechecked is not None:
@@ -113,11 +114,12 @@ class Reporter:
                 "neardup/soft404; see NEARDUP_SOFT404)",
             )
         elif verdict.status == "duplicate":
-            group = self.groups.get(verdict.canonical)
-            if group is not None:
-                group.append(key)
+            name = group or verdict.canonical
+            members = self.groups.get(name)
+            if members is not None:
+                members.append(key)
             elif len(self.groups) < MAX_REPORTED_GROUPS:
-                self.groups[verdict.canonical] = [key]
+                self.groups[name] = [key]
             if self.debug or not self._logged_first_duplicate:
                 logger.log(
                     logging.INFO if not self._logged_first_duplicate else logging.DEBUG,
@@ -168,10 +170,16 @@ class Reporter:
             )
 
     def fetched(self, url: str, size: int) -> None:
-        """A response the crawl downloaded (for the estimate of what an avoided fetch would have cost)."""
-        sizes = self._host_bytes.setdefault(host_of(url), [0, 0])
-        sizes[0] += size
-        sizes[1] += 1
+        """A response the crawl downloaded (``neardup/books/fetches`` and ``fetched_bytes``: what the servers
+        answered, a response handed over again not counted twice), and its size for the estimate of what an
+        avoided fetch of the same shape would have cost."""
+        self.stats.inc_value("neardup/books/fetches")
+        self.stats.inc_value("neardup/books/fetched_bytes", size)
+        host = host_of(url)
+        for shape in ((host, url_shape(url)), (host, None)):
+            sizes = self._host_bytes.setdefault(shape, [0, 0])
+            sizes[0] += size
+            sizes[1] += 1
 
     def avoided(self, url: str, becomes: str, group: str, rules: tuple[str, ...]) -> None:
         """A request the URL rules left unfetched: skipped, or replaced by a request for its group's page
@@ -181,7 +189,9 @@ class Reporter:
             self._predicted_pages.append(PredictedPage(url, becomes, group, rules))
         host = host_of(url)
         self._hosts.setdefault(host, Counter())["avoided"] += 1
-        sizes = self._host_bytes.get(host)
+        # Its size as the host's responses of its shape (an AMP or print page, a tracking copy) had it, or as
+        # the host's responses had it when none of its shape was fetched.
+        sizes = self._host_bytes.get((host, url_shape(url))) or self._host_bytes.get((host, None))
         if sizes and sizes[1]:
             self._bytes_avoided += sizes[0] / sizes[1]
         self.stats.inc_value("neardup/books/fetches_avoided")
@@ -208,8 +218,8 @@ class Reporter:
             seen=get("neardup/seen", 0),
             soft404=get("neardup/soft404", 0),
             dropped=get("neardup/dropped", 0),
-            fetches=get("downloader/response_count", 0),
-            fetched_bytes=get("downloader/response_bytes", 0),
+            fetches=get("neardup/books/fetches", 0),
+            fetched_bytes=get("neardup/books/fetched_bytes", 0),
             fetches_avoided=get("neardup/books/fetches_avoided", 0),
             bytes_avoided=int(self._bytes_avoided),
             cpu_seconds=round(self.cpu_seconds, 3),
@@ -241,14 +251,14 @@ class Reporter:
             extra={"spider": spider},
         )
         avoided = get("neardup/books/fetches_avoided", 0)
-        fetches = get("downloader/response_count", 0)
+        fetches = get("neardup/books/fetches", 0)
         cpu = self.cpu_seconds
         logger.info(
             "scrapy-neardup: the books of this crawl: %d responses fetched (%.1f MB), %d pages dropped, %d fetches "
             "avoided (~%.1f MB, %s of what it would have fetched), %.1f s of CPU spent by the plugin "
             "(%.1f ms a page checked)",
             fetches,
-            get("downloader/response_bytes", 0) / 1e6,
+            get("neardup/books/fetched_bytes", 0) / 1e6,
             get("neardup/dropped", 0),
             avoided,
             self._bytes_avoided / 1e6,
@@ -270,12 +280,14 @@ class Reporter:
             )
 
 
-def verdict_meta(verdict: Verdict) -> dict[str, Any]:
-    """The ``neardup`` meta value describing a verdict."""
+def verdict_meta(verdict: Verdict, group: str | None = None) -> dict[str, Any]:
+    """The ``neardup`` meta value describing a verdict, with the name its group goes by in this crawl
+    (``group``; the verdict's canonical page when not given)."""
     return {
         "status": verdict.status,
         "key": verdict.key,
         "canonical": verdict.canonical,
+        "group": group or (verdict.canonical if verdict.is_duplicate or verdict.status == "soft404" else verdict.key),
         "similarity": round(verdict.similarity, 6),
         "duplicate": verdict.is_duplicate,
         "rechecked": verdict.rechecked,

@@ -39,6 +39,7 @@ from ..engine.prepare import Prepared
 from ..engine.urlrules import Learner
 from ..settings import Config, ConfigError, unknown_settings
 from ..store import Store, StoreError, StoreMismatchError, StoreWriteError, redact_url
+from .groups import GroupNames
 from .members import this_process
 from .preparer import Preparer
 from .reactor import in_thread
@@ -65,6 +66,8 @@ class NearDupService:
         self.crawler = crawler
         self.config = config
         self.report = Reporter(crawler, config.debug)
+        #: The name each group goes by in this crawl's items (one from its first item on).
+        self.names = GroupNames()
         self.workers = config.resolved_workers()
         self._threads = max(1, crawler.settings.getint("REACTOR_THREADPOOL_MAXSIZE", 10))
         self.preparer = self._preparer(config, None)
@@ -319,9 +322,9 @@ class NearDupService:
             )
         for before in outcome.before:  # the declared page, fetched and decided first
             self.report.count("neardup/canonical/fetched_first")
-            self.report.record(before.key, before.verdict)
+            self.report.record(before.key, before.verdict, self.names.note(before.verdict))
         if not outcome.again:  # else counted when a copy brought it in
-            self.report.record(key, result)
+            self.report.record(key, result, self.names.note(result))
             if result.displaced is not None:
                 self.report.count("neardup/repointed")
         return result

@@ -1,8 +1,10 @@
 """Spider middleware: carries a tagged page's verdict to the items parsed from it.
 
 Only the spider middleware sees both the response and the items produced from it, so the tagging of
-items happens here. Items get ``near_duplicate_of`` (the canonical URL; for a soft-404 page, the URL that
-cannot exist that its host answered alike) and ``near_duplicate_similarity``.
+items happens here. A near-duplicate's items get ``near_duplicate_of`` (the page its group goes by in this
+crawl, :mod:`.groups`; for a soft-404 page, the URL that cannot exist that its host answered alike) and
+``near_duplicate_similarity``; every checked page's items get ``near_duplicate_group`` where the item declares
+it (the group's name: a page of no group is the name of its own).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ logger = logging.getLogger("scrapy_neardup")
 
 FIELD_CANONICAL = "near_duplicate_of"
 FIELD_SIMILARITY = "near_duplicate_similarity"
+FIELD_GROUP = "near_duplicate_group"
 
 
 class ItemTagger:
@@ -34,8 +37,17 @@ class ItemTagger:
         self.service = service
         self._warned: set[type] = set()
 
+    @staticmethod
+    def group(item: Any, name: str) -> None:
+        """``near_duplicate_group`` on an item that declares it (an item that does not is left as it is)."""
+        try:
+            ItemAdapter(item)[FIELD_GROUP] = name
+        except KeyError:
+            pass
+
     def tag(self, item: Any, canonical: str, similarity: float) -> None:
         adapter = ItemAdapter(item)
+        self.group(item, canonical)
         try:
             adapter[FIELD_CANONICAL] = canonical
             adapter[FIELD_SIMILARITY] = similarity
@@ -74,7 +86,10 @@ class NearDupSpiderMiddleware:
         verdict = response.meta.get(META_VERDICT) if response.request is not None else None
         # A soft-404 page's items too: tagged with the URL that cannot exist its host answered alike.
         duplicate = bool(verdict and (verdict.get("duplicate") or verdict.get("status") == "soft404"))
+        group = verdict.get("group") if verdict and verdict.get("status") != "skipped" else None
         async for output in result:
             if duplicate and is_item(output):
-                self.tagger.tag(output, verdict["canonical"], verdict["similarity"])  # type: ignore[index]
+                self.tagger.tag(output, group or verdict["canonical"], verdict["similarity"])  # type: ignore[index]
+            elif group and is_item(output):
+                self.tagger.group(output, group)
             yield output

@@ -40,6 +40,10 @@ logger = logging.getLogger("scrapy_neardup")
 
 T = TypeVar("T")
 
+#: How often the roll of the processes crawling on the store is read again, in seconds (whether this process
+#: crawls alone on it: :meth:`StoreThread.likely_page`).
+ROLL_READ_SECS = 1.0
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -80,6 +84,8 @@ class StoreThread:
         #: This process among those crawling on the store (:class:`~scrapy_neardup.store.parts.RunningCrawl`).
         self.member = ""
         self._beats: LoopingCall | None = None
+        self._roll_read_at = -ROLL_READ_SECS
+        self._crawls_alone = False
 
     def open(
         self,
@@ -247,6 +253,35 @@ class StoreThread:
     async def known(self, *keys: str) -> list[bool] | None:
         """Whether each key is filed (whether a declared page is worth fetching first)."""
         return await self._run(lambda detector: [detector.group_of(k) is not None for k in keys], None)
+
+    async def likely_page(self, url: str) -> str | None:
+        """The URL ``url`` is most likely a copy of by its host's confident rules and the priors every site
+        shares (:meth:`~scrapy_neardup.engine.urlrules.RuleBook.likely_page`), when that page is not filed
+        yet: a page to fetch and decide first, as a declared one. ``None`` without URL rules, or while other
+        processes crawl on the store (:meth:`_alone`)."""
+        rules = self.rules
+        if rules is None:
+            return None
+
+        def guess(detector: Detector) -> str | None:
+            if not self._alone(detector):
+                return None
+            found = rules.book.likely_page(url)
+            if found is None or found[0] == url or detector.group_of(found[0]) is not None:
+                return None
+            return found[0]
+
+        return await self._run(guess, None)
+
+    def _alone(self, detector: Detector) -> bool:
+        """Whether this process crawls on the store by itself (the roll read again at most every
+        :data:`ROLL_READ_SECS`). Processes that share a store cannot tell which of them fetches a page a copy's
+        URL leads to, and one that fetched it for its copy would deliver it beside the one whose spider asked."""
+        now = time.monotonic()
+        if now - self._roll_read_at >= ROLL_READ_SECS:
+            self._roll_read_at = now
+            self._crawls_alone = len(set(detector.store.running.members()) - {self.member}) == 0
+        return self._crawls_alone
 
     async def fetched_now(self, key: str) -> bool | None:
         """Whether ``key`` was filed or fetched again in this crawl, by any process of it."""
