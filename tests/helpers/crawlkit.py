@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import subprocess
@@ -104,6 +105,7 @@ class ServerThread:
 
     def __init__(self, server):
         self.server = server
+        self.pages = getattr(server, "pages", None)
         self.url = f"http://{server.server_address[0]}:{server.server_address[1]}/"
 
     def __enter__(self):
@@ -231,6 +233,28 @@ def alive(pid):
         return False
 
 
+class LoggedPages(dict):
+    """Pages to serve (:func:`pages_server`), each request counted: the server's log, ``requests`` (path →
+    count) and ``order`` (the paths in the order they were asked)."""
+
+    def __init__(self, pages):
+        super().__init__(pages)
+        self.requests = collections.Counter()
+        self.order = []
+        self._lock = threading.Lock()
+
+    def get(self, path, default=None):
+        with self._lock:
+            self.requests[path] += 1
+            self.order.append(path)
+        return super().get(path, default)
+
+    def clear_log(self):
+        with self._lock:
+            self.requests.clear()
+            self.order.clear()
+
+
 def pages_server(pages, host="127.0.0.1"):
     """An HTTP server on ``host`` (any loopback address) serving ``pages``: path → HTML (served as UTF-8
     text/html), or path → ``(body bytes, {header: value}[, status])`` for a page with headers (and a status)
@@ -262,7 +286,9 @@ def pages_server(pages, host="127.0.0.1"):
         request_queue_size = 256
         daemon_threads = True
 
-    return Server((host, 0), Handler)
+    server = Server((host, 0), Handler)
+    server.pages = pages  # what it serves (a LoggedPages: with its log)
+    return server
 
 
 def gated(page, gate, timeout=60.0):
