@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from ..engine.detector import Verdict
 
@@ -68,3 +70,49 @@ class FinalGroups:
         """``pair`` with its group's final page."""
         page = self.page_of(pair.page)
         return pair if page == pair.page or page == pair.near else Pair(pair.near, page, pair.similarity)
+
+
+#: Where a verdict's record stands in a run (an index, or a sort key): a written pair takes its record's.
+Slot = TypeVar("Slot")
+
+
+def verdict_record(verdict: Verdict, only_new: bool = False, cluster_mode: str = "strict") -> list[Any]:
+    """What a run keeps of a verdict until it ends, as plain JSON values: ``["page", key]`` for a verdict
+    that makes no pair; ``[kind, near, page, similarity, key, also]`` for one that does, ``kind`` being
+    ``displaced`` when a better copy took its group (the pair names the group's former page), else ``pair``;
+    ``also``: the other groups it matched, for connected components."""
+    pair = pair_of(verdict, only_new)
+    if pair is None:
+        return ["page", verdict.key]
+    kind = "displaced" if verdict.displaced is not None else "pair"
+    also = list(verdict.also) if cluster_mode == "components" else []
+    return [kind, pair.near, pair.page, pair.similarity, verdict.key, also]
+
+
+def final_pairs(
+    records: Callable[[], Iterable[tuple[Slot, list[Any]]]], groups: FinalGroups
+) -> Iterator[tuple[Slot, Pair | None, list[tuple[str, str]]]]:
+    """What a run writes, from its verdicts' records (``records()``, read once more when a group was
+    re-pointed): each written pair with its slot and its edges for the clusters (a pair may be ``None`` where
+    only edges are left). Every pair names its group's final page, and a group's former page, displaced by a
+    better copy, stands where the run met it (its ``page`` record), as a rerun over the store, which finds it
+    a near-duplicate, writes it; where the run did not meet it, where it was displaced."""
+    displaced: dict[str, Pair] = {}
+    placed: set[str] = set()
+    if groups:
+        displaced = {r[1]: Pair(r[1], r[2], r[3]) for _, r in records() if r[0] == "displaced"}
+        placed = {r[1] for _, r in records() if r[0] == "page" and r[1] in displaced}
+    for slot, record in records():
+        pair: Pair | None = None
+        edges: list[tuple[str, str]] = []
+        if record[0] == "page":
+            if record[1] in placed:
+                pair = groups.final(displaced[record[1]])
+        elif record[0] == "pair" or record[1] not in placed:
+            pair = groups.final(Pair(record[1], record[2], record[3]))
+        if pair is not None:
+            edges.append((pair.near, pair.page))
+        if record[0] != "page":
+            edges += [(record[4], groups.page_of(other)) for other in record[5]]
+        if pair is not None or edges:
+            yield slot, pair, edges

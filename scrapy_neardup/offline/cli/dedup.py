@@ -11,7 +11,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from ...assembly import build_algorithm
 from ..inputs import ReadCounts
-from ..pairs import FinalGroups, Pair, pair_of
+from ..pairs import FinalGroups, Pair, final_pairs, verdict_record
 from .common import AtomicOutput, StopRequest, config_of, tsv_field
 from .parser import settings_from_args
 
@@ -63,10 +63,8 @@ def open_outputs(args: argparse.Namespace) -> list[AtomicOutput]:
 
 
 class PairSpool:
-    """The verdicts of a run, kept on disk until it ends so that its pairs and clusters are written with its
-    groups' final pages (:class:`~scrapy_neardup.offline.pairs.FinalGroups`) and in input order: a group's
-    former page, displaced by a better copy, is written where the run met it, as a rerun over the store
-    (which finds it a near-duplicate) writes it. One line of disk a verdict; in memory, the re-pointed groups."""
+    """The verdicts of a run, kept on disk until it ends (one line each; in memory, only the re-pointed
+    groups), so that its pairs and clusters are written as its groups end (:func:`final_pairs`)."""
 
     def __init__(self, cluster_mode: str, only_new: bool) -> None:
         self.file = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 - closed by close()
@@ -76,44 +74,20 @@ class PairSpool:
 
     def add(self, verdict: Verdict) -> None:
         self.groups.note(verdict)
-        pair = pair_of(verdict, self.only_new)
-        if pair is None:
-            record: list[Any] = ["page", verdict.key, []]
-        else:
-            also = list(verdict.also) if self.cluster_mode == "components" else []
-            kind = "displaced" if verdict.displaced is not None else "pair"
-            record = [kind, pair.near, pair.page, pair.similarity, verdict.key, also]
-        self.file.write(json.dumps(record) + "\n")
+        self.file.write(json.dumps(verdict_record(verdict, self.only_new, self.cluster_mode)) + "\n")
 
-    def _records(self) -> Iterator[list[Any]]:
+    def _records(self) -> Iterator[tuple[int, list[Any]]]:
         self.file.seek(0)
-        for line in self.file:
-            yield json.loads(line)
+        for number, line in enumerate(self.file):
+            yield number, json.loads(line)
 
     def write(self, out: IO[str] | None, edges: list[tuple[str, str]] | None) -> None:
         """Write the pairs to ``out`` and the clusters' edges to ``edges`` (each when given)."""
-        groups = self.groups
-        displaced: dict[str, Pair] = {}
-        placed: set[str] = set()
-        if groups:
-            displaced = {r[1]: Pair(r[1], r[2], r[3]) for r in self._records() if r[0] == "displaced"}
-            placed = {r[1] for r in self._records() if r[0] == "page" and r[1] in displaced}
-
-        def put(pair: Pair) -> None:
-            final = groups.final(pair)
-            if out is not None:
-                out.write(pair_line(final))
+        for _, pair, made in final_pairs(self._records, self.groups):
+            if out is not None and pair is not None:
+                out.write(pair_line(pair))
             if edges is not None:
-                edges.append((final.near, final.page))
-
-        for record in self._records():
-            kind, also = record[0], record[-1]
-            if kind == "pair" or (kind == "displaced" and record[1] not in placed):
-                put(Pair(record[1], record[2], record[3]))
-            elif kind == "page" and record[1] in placed:
-                put(displaced[record[1]])
-            if edges is not None and also:
-                edges.extend((record[4], groups.page_of(other)) for other in also)
+                edges.extend(made)
 
     def close(self) -> None:
         self.file.close()
@@ -140,6 +114,7 @@ def summary_line(tally: Tally, counts: ReadCounts, seconds: float) -> dict[str, 
         "unique": tally.unique,
         "duplicate": tally.duplicate,
         "seen": tally.seen,
+        "unchanged": getattr(tally, "unchanged", 0),
         "skipped": skipped,
         "unreadable": counts.unreadable,
         "not_html_records": counts.not_html,

@@ -14,7 +14,7 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Union
+from typing import Any, Union
 from urllib.parse import urlsplit
 
 from ...engine.canonical import Declaration, chosen, may_fetch
@@ -24,7 +24,7 @@ from ...engine.detector import Detector
 from ...engine.prepare import Prepared
 from ...settings import Config
 from ..inputs import BadLine, Document, DocumentReader, InputError, RawLine, ReadCounts, parse_line
-from ..pairs import cluster_edges, pair_of
+from ..pairs import FinalGroups, final_pairs, verdict_record
 
 logger = logging.getLogger(__name__)
 
@@ -387,25 +387,19 @@ def decide_component(
     for m in docs:
         first.setdefault(m.document.url, m.document)
     result = ComponentResult()
-    edges: list[tuple[str, str]] = []
-    edge_at: list[tuple[int, int]] = []
-    order = 0
+    groups = FinalGroups()
+    # Each verdict's record at its place, (position, order): written as the local run writes them, with the
+    # component's final groups (:func:`~scrapy_neardup.offline.pairs.final_pairs`).
+    records: list[tuple[tuple[int, int], list[Any]]] = []
 
     def report(decisions: list[Decision], at: int) -> None:
-        nonlocal order
         for decision in decisions:
             if decision.again:
                 continue
             verdict = decision.verdict
             setattr(result, verdict.status, getattr(result, verdict.status) + 1)
-            pair = pair_of(verdict)
-            if pair is None:
-                continue
-            result.pairs.append(PairRow(at, order, pair.near, pair.page, pair.similarity))
-            for edge in cluster_edges(verdict, pair, cluster_mode):
-                edges.append(edge)
-                edge_at.append((at, order))
-            order += 1
+            groups.note(verdict)
+            records.append(((at, len(records)), verdict_record(verdict, cluster_mode=cluster_mode)))
 
     waiting = iter(notes)
     note = next(waiting, None)
@@ -431,11 +425,18 @@ def decide_component(
         report(loop.flush(), docs[-1].document.position if docs else 0)
     finally:
         detector.close()
+    edges: list[tuple[str, str]] = []
+    edge_at: list[tuple[int, int]] = []
+    for (at, order), pair, made in final_pairs(lambda: records, groups):
+        if pair is not None:
+            result.pairs.append(PairRow(at, order, pair.near, pair.page, pair.similarity))
+        edges += made
+        edge_at += [(at, order)] * len(made)
     if edges:
         where: dict[str, tuple[int, int]] = {}
-        for (dup, _), at in zip(edges, edge_at):
-            where.setdefault(dup, at)
+        for (dup, _), slot in zip(edges, edge_at):
+            where.setdefault(dup, slot)
         for members_of in clusters(edges, cluster_mode):
-            at = min(where.get(key, (1 << 62, 0)) for key in members_of)
-            result.clusters.append(ClusterRow(at[0], at[1], tuple(members_of)))
+            earliest = min(where.get(key, (1 << 62, 0)) for key in members_of)
+            result.clusters.append(ClusterRow(earliest[0], earliest[1], tuple(members_of)))
     return result
