@@ -21,20 +21,15 @@ Nothing here imports Scrapy or Twisted.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from ..engine.prepare import body_digest
 
-def body_digest(body: bytes, content_type: str | None) -> bytes:
-    """The key of a response's bytes: SHA-256 of its ``Content-Type`` (which decides its decoding) and body."""
-    digest = hashlib.sha256((content_type or "").encode("latin-1", "replace"))
-    digest.update(b"\0")
-    digest.update(body)
-    return digest.digest()
+__all__ = ["IdenticalBodies", "body_digest"]
 
 
 class IdenticalBodies:

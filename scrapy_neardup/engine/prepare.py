@@ -10,6 +10,7 @@ itself keeps state across pages and so runs where the decisions are made, in one
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, replace
 
@@ -61,6 +62,15 @@ def page_sketcher(algorithm=None):
     if type(algorithm) is MinHashLSH and algorithm.shingle_size == 2:
         return algorithm
     return MinHashLSH(threshold=0.5, num_perm=SKETCH_PERM, seed=SKETCH_SEED, shingle_size=2)
+
+
+def body_digest(body: bytes, content_type: str | None) -> bytes:
+    """The key of a page's bytes: SHA-256 of its ``Content-Type`` (which decides its decoding) and body. A
+    page cannot pick bytes that take another page's key, as it could with a non-cryptographic hash."""
+    digest = hashlib.sha256((content_type or "").encode("latin-1", "replace"))
+    digest.update(b"\0")
+    digest.update(body)
+    return digest.digest()
 
 
 @dataclass(frozen=True)

@@ -199,3 +199,33 @@ def test_a_rerun_of_dedup_over_one_store_writes_the_final_groups_of_the_first(tm
     assert sorted(g["canonical"] for g in groups) == [f"http://news{n}.test/a/{n}/" for n in range(4)], groups
     lines = outputs[0][0].splitlines()
     assert len(lines) == 4 * 5 and all(line.split("\t")[1].startswith("http://") for line in lines), lines
+
+
+def test_a_rerun_reads_unchanged_documents_verdicts_from_the_store_without_extracting_them(tmp_path):
+    """A document met again with the bytes it was filed with is seen without extraction; one whose bytes
+    changed is decided again. The outputs are those of a run that extracts every document."""
+    rows = [
+        {
+            "url": f"http://e.test/{n}",
+            "html": f"<html><body><article><p>{_text(500 + n % 7)}</p></article></body></html>",
+        }
+        for n in range(20)
+    ]
+    src = tmp_path / "t.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    store = f"sqlite:///{tmp_path}/s.sqlite3"
+    summaries, outputs = [], []
+    for run in range(2):
+        out = tmp_path / f"p{run}.tsv"
+        proc = run_cli("dedup", str(src), "-o", str(out), "--store", store, "--workers", "1")
+        assert proc.returncode == 0, proc.stderr
+        summaries.append(json.loads(proc.stderr.strip().splitlines()[-1]))
+        outputs.append(out.read_text())
+    assert summaries[0]["unchanged"] == 0 and summaries[1]["seen"] == summaries[1]["unchanged"] == 20
+    assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == 20 - 7
+    rows[3]["html"] = rows[3]["html"].replace("<p>", "<p>an added sentence. ")  # other bytes, the same page
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = run_cli("dedup", str(src), "-o", str(tmp_path / "p2.tsv"), "--store", store, "--workers", "1")
+    summary = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert summary["seen"] == 20 and summary["unchanged"] == 19, summary
+    assert (tmp_path / "p2.tsv").read_text() == outputs[0]
