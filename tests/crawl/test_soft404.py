@@ -7,6 +7,7 @@ import json
 import random
 import subprocess
 import sys
+import time
 
 import pytest
 from helpers.crawlkit import ServerThread, pages_server, paths_crawl_command, read_result
@@ -194,3 +195,41 @@ def test_two_processes_on_one_redis_store_find_the_same_soft404_pages(tmp_path):
     assert sum(r.neardup_stats().get("neardup/soft404", 0) for r in results) == 6
     assert sum(r.neardup_stats().get("neardup/unique", 0) for r in results) == 4
     assert all(r.neardup_stats().get("neardup/soft404/probed") == 1 for r in results)
+
+
+@pytest.mark.parametrize("short", [False, True], ids=["long", "short"])
+def test_soft404_pages_are_counted_once_through_a_redis_restart(tmp_path, short):
+    """Ten dead links among twenty articles, the Redis store restarted mid-crawl (pages met meanwhile pass on
+    unchecked, counted as store errors): each soft-404 page is counted once, none twice."""
+    from helpers.redis_server import RedisServer
+
+    server = RedisServer(str(tmp_path / "redis"), persistent=True).start()
+    soft = SoftSite({f"/article/{i}": html(story(700 + i)) for i in range(20)}, short=short)
+    try:
+        with ServerThread(pages_server(soft)) as host:
+            urls = [f"{host.url}/article/{i}" for i in range(20)] + [f"{host.url}/gone/{n}" for n in range(10)]
+            random.Random(3).shuffle(urls)
+            settings = {
+                "NEARDUP_ACTION": "drop",
+                "LOG_LEVEL": "INFO",
+                "NEARDUP_STORE_URL": server.url,
+                "DOWNLOAD_DELAY": "0.1",
+                "CONCURRENT_REQUESTS": "1",
+                "NEARDUP_REDIS_RETRIES": "1",
+            }
+            cmd, env, stats_file, items_file = paths_crawl_command(tmp_path, "", urls, settings, "outage")
+            proc = subprocess.Popen(
+                cmd, cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+            time.sleep(2.5)
+            server.stop()
+            time.sleep(1.0)
+            server.start()
+            log, _ = proc.communicate(timeout=180)
+            result = read_result(proc.returncode, stats_file, items_file, log)
+    finally:
+        server.stop()
+    stats = result.neardup_stats()
+    assert result.returncode == 0 and "Traceback" not in result.log, result.log[-3000:]
+    assert stats.get("neardup/soft404", 0) + stats.get("neardup/store_error", 0) >= 10, stats
+    assert stats.get("neardup/soft404", 0) <= 10, stats
