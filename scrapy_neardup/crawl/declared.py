@@ -195,6 +195,10 @@ class DeclaredPages:
                 del self._downloading[declared_url]
             _release(waiting)  # the requests of the URL that came meanwhile: the kept response, or their own
 
+    def failed_page(self, url: str) -> bool:
+        """Whether the page at ``url`` could not be had in this crawl (its fetch failed, or was not an HTML page)."""
+        return url in self._failed
+
     def _in_flight(self, url: str) -> bool:
         """Whether a request for ``url`` is being downloaded (or is in the downloader middlewares) now."""
         downloader = getattr(self.crawler.engine, "downloader", None)

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from ..engine.decisions import Declared
+    from .storethread import Outcome
 
 
 class NearDupDownloaderMiddleware:
@@ -128,6 +129,7 @@ class NearDupDownloaderMiddleware:
     async def _checked(self, request: Request, response: Response, key: str, own_key: bool) -> Verdict | Skip:
         """The response's verdict, or why it was passed on unchecked (both counted)."""
         service = self.service
+        guessed_by: tuple[str, ...] = ()
         prepared = await service.prepare(key, response_job(response, self.config.max_body_size), response.url)
         if isinstance(prepared, Skip):
             return prepared
@@ -141,27 +143,46 @@ class NearDupDownloaderMiddleware:
             if declaration is not None and declaration.url != key:
                 declared = await self.declared.resolve(request, key, declaration.url)
             elif declaration is None and self.config.canonical_fetch != "none":
-                declared = await self._likely_page(request, key, response.url)
+                declared, guessed_by = await self._likely_page(request, key, response.url)
         outcome = await service.decide(key, response.url, prepared, declared)
+        if guessed_by and declared is not None and not self._bore_out(outcome, declared.key):
+            await service.store_thread.guess_failed(response.url, guessed_by)
         if declared is not None:
             self.declared.count_other_site(request, key, declared.key, outcome)
         if self.soft404 is not None and not own_key:
             outcome = self.soft404.confirmed(response.url, outcome)
         return service.settle(key, outcome)
 
-    async def _likely_page(self, request: Request, key: str, url: str) -> Declared | None:
+    @staticmethod
+    def _bore_out(outcome: Outcome, page: str) -> bool:
+        """Whether a decided page is a near-duplicate of ``page`` (its group's page, or in its group)."""
+        verdict = outcome.result
+        if isinstance(verdict, Skip):
+            return True  # nothing learned: not counted against the guess
+        return (
+            verdict.is_duplicate
+            and (verdict.canonical == page or verdict.displaced == page)
+            or any(d.key == page for d in outcome.before)
+        )
+
+    async def _likely_page(self, request: Request, key: str, url: str) -> tuple[Declared | None, tuple[str, ...]]:
         """A page that declares nothing, whose URL its host's rules or the priors every site shares make
         another URL of the host not filed yet (a tracking, AMP or print copy met before its article): that
         page is fetched and decided first, as a declared one, so that the article, not the copy, becomes the
         group's page on the first crawl. A guess: the decision weighs it by content as a declaration."""
-        guess = await self.service.store_thread.likely_page(url)
-        if guess is None or guess == key or not same_host(url, guess):
-            return None
+        guessed = await self.service.store_thread.likely_page(url)
+        if guessed is None:
+            return None, ()
+        guess, rules = guessed
+        if guess == key or not same_host(url, guess):
+            return None, ()
         found = await self.declared.resolve(request, key, guess)
         if found.prepared is None:
-            return None
+            if self.declared.failed_page(guess):  # a 404, an error: the rules that made the guess failed here
+                await self.service.store_thread.guess_failed(url, rules)
+            return None, ()
         self.service.report.count("neardup/url_rules/page_first")
-        return found
+        return found, rules
 
     @staticmethod
     def _header_declaration(response: Response) -> Declaration | None:

@@ -23,7 +23,7 @@ from twisted.python.threadpool import ThreadPool
 
 from ..engine.decisions import Decision, DecisionLoop, Declared
 from ..engine.detector import Detector, Verdict
-from ..engine.urlrules import Learner, Prediction, host_of
+from ..engine.urlrules import Learner, Prediction, UrlRule, host_of
 from ..store import StoreError
 from ..store.parts import BEAT_SECS, RunningCrawl
 from .members import died
@@ -254,7 +254,7 @@ class StoreThread:
         """Whether each key is filed (whether a declared page is worth fetching first)."""
         return await self._run(lambda detector: [detector.group_of(k) is not None for k in keys], None)
 
-    async def likely_page(self, url: str) -> str | None:
+    async def likely_page(self, url: str) -> tuple[str, tuple[str, ...]] | None:
         """The URL ``url`` is most likely a copy of by its host's confident rules and the priors every site
         shares (:meth:`~scrapy_neardup.engine.urlrules.RuleBook.likely_page`), when that page is not filed
         yet: a page to fetch and decide first, as a declared one. ``None`` without URL rules, or while other
@@ -263,15 +263,28 @@ class StoreThread:
         if rules is None:
             return None
 
-        def guess(detector: Detector) -> str | None:
+        def guess(detector: Detector) -> tuple[str, tuple[str, ...]] | None:
             if not self._alone(detector):
                 return None
             found = rules.book.likely_page(url)
             if found is None or found[0] == url or detector.group_of(found[0]) is not None:
                 return None
-            return found[0]
+            return found
 
         return await self._run(guess, None)
+
+    async def guess_failed(self, url: str, rules: tuple[str, ...]) -> None:
+        """A page guessed by :meth:`likely_page` could not be had, or the copy is not its near-duplicate: a
+        failure of each rule used on ``url``'s host, so that a prior wrong for the host is not used there again."""
+        learner = self.rules
+        if learner is None:
+            return
+
+        def failed(detector: Detector) -> None:
+            for name in rules:
+                learner.book.record(url, UrlRule.parse(name), False)
+
+        await self._run(failed, None)
 
     def _alone(self, detector: Detector) -> bool:
         """Whether this process crawls on the store by itself (the roll read again at most every
