@@ -309,11 +309,14 @@ def test_a_redis_restarted_without_persistence_mid_crawl_leaves_no_page_unchecke
     stats = json.loads(stats_file.read_text())
     neardup = {k: v for k, v in stats.items() if k.startswith("neardup/")}
     checked = stats["neardup/unique"] + stats["neardup/duplicate"] + stats.get("neardup/seen", 0)
-    # Every response checked (less the plugin's soft-404 probes), every page among them; a group's page the
-    # emptied store no longer knows may be fetched again when a copy of it asks for it (canonical/followed,
+    # Every response checked (less the plugin's soft-404 probes, and its guesses of a copy's article that
+    # brought no page: /print/x has no /x here), every page among them; a group's page the emptied store no
+    # longer knows may be fetched again when a copy of it asks for it (canonical/followed,
     # url_rules/rewritten: the spider's own requests here are dont_filter, so the dupefilter lets it by).
-    responses = stats["downloader/response_count"] - stats.get("neardup/soft404/probed", 0)
-    assert "neardup/store_error" not in stats and checked == responses >= len(paths), neardup
+    not_pages = stats.get("neardup/soft404/probed", 0) + stats.get("neardup/canonical/fetch_failed", 0)
+    responses = stats["downloader/response_count"] - not_pages
+    assert "neardup/store_error" not in stats and checked == responses >= len(paths), json.dumps(neardup)
+    assert stats.get("neardup/canonical/fetch_failed", 0) <= 2, neardup  # a wrong guess is retired on the host
     again = neardup.get("neardup/canonical/followed", 0) + neardup.get("neardup/url_rules/rewritten", 0)
     assert checked - len(paths) <= again, neardup
     client = redis.Redis.from_url(redis_server.url)
@@ -623,8 +626,12 @@ def test_the_scrapy_redis_example_shares_the_crawl_and_the_index_and_recrawls(si
     # The re-crawl checks every page again and finds it seen, or leaves it unfetched by the URL rules that the
     # first round made confident (skipped, or requested as its group's page, which it then stands in for).
     recrawled = total(again, "neardup/checked")
-    by_rules = total(again, "neardup/skipped/predicted") + total(again, "neardup/url_rules/rewritten")
+    # (In tag mode, as here, a predicted copy is fetched and tagged from the prediction: url_rules/tagged.)
+    by_rules = sum(
+        total(again, key)
+        for key in ("neardup/skipped/predicted", "neardup/url_rules/rewritten", "neardup/url_rules/tagged")
+    )
     neardup_stats = [{k: v for k, v in s.items() if k.startswith("neardup/")} for s in again]
-    assert total(again, "neardup/seen") == recrawled, neardup_stats
-    assert recrawled + by_rules == checked, neardup_stats
+    assert total(again, "neardup/seen") == recrawled, json.dumps(neardup_stats)
+    assert recrawled + by_rules == checked, json.dumps(neardup_stats)
     client.close()
