@@ -39,12 +39,13 @@ def _is_decoration(segment: str) -> bool:
     return lowered in DECORATIONS or (lowered.replace("-", "").isdigit() and len(lowered) in (2, 4, 8, 10))
 
 
-def copy_rank(url: str) -> tuple[int, int, int, int, int, int, int, int]:
+def copy_rank(url: str) -> tuple[int, int, int, int, int, int, int, int, int]:
     """A URL's place in the order of copies, best first: fewer tracking or session parameters, fewer
     decorations (an ``amp``, ``print``, ``comments`` or archive date segment: :data:`DECORATIONS`), fewer
-    parameters, fewer path segments, https, no index file, no trailing slash, no ``www.``. The page's own
-    shape comes before its scheme: an article served over http has no better copy in its https print view or
-    its https ``?rev=2`` revision."""
+    parameters, fewer path segments, https, no index file, no trailing slash, no ``www.``, a shorter path (as
+    Nutch keeps the shortest URL: ``/news/bridge.html`` over its revision ``/news/bridge-updated.html``). The
+    page's own shape comes before its scheme: an article served over http has no better copy in its https
+    print view or its https ``?rev=2`` revision."""
     parts = urlsplit(url)
     params = parse_qsl(parts.query, keep_blank_values=True)
     path = parts.path or "/"
@@ -59,6 +60,7 @@ def copy_rank(url: str) -> tuple[int, int, int, int, int, int, int, int]:
         1 if segments and segments[-1] in INDEX_NAMES else 0,
         1 if path != "/" and path.endswith("/") else 0,
         1 if (parts.hostname or "").startswith("www.") else 0,
+        len(path),
     )
 
 

@@ -24,6 +24,7 @@ from scrapy_neardup.engine.urlrules import UrlRule, explain
         ("http://a.com/275221/", "https://a.com/275221/comments"),
         ("https://a.com/news/x", "https://a.com/archive/2024/05/x"),
         ("https://a.com/news/x", "https://a.com/amp/x"),
+        ("https://a.com/news/bridge.html", "https://a.com/news/bridge-updated.html"),
     ],
 )
 def test_the_clean_copy_is_better(new, old):
