@@ -146,7 +146,7 @@ class NearDupDownloaderMiddleware:
                 declared, guessed_by = await self._likely_page(request, key, response.url)
         outcome = await service.decide(key, response.url, prepared, declared)
         if guessed_by and declared is not None and not self._bore_out(outcome, declared.key):
-            await service.store_thread.guess_failed(response.url, guessed_by)
+            await service.store_thread.guess_failed(response.url, guessed_by, had=True)
         if declared is not None:
             self.declared.count_other_site(request, key, declared.key, outcome)
         if self.soft404 is not None and not own_key:
@@ -178,8 +178,8 @@ class NearDupDownloaderMiddleware:
             return None, ()
         found = await self.declared.resolve(request, key, guess)
         if found.prepared is None:
-            if self.declared.failed_page(guess):  # a 404, an error: the rules that made the guess failed here
-                await self.service.store_thread.guess_failed(url, rules)
+            if self.declared.failed_page(guess):  # a 404, an error: a miss of the rules that made the guess
+                await self.service.store_thread.guess_failed(url, rules, had=False)
             return None, ()
         self.service.report.count("neardup/url_rules/page_first")
         return found, rules

@@ -40,6 +40,12 @@ logger = logging.getLogger("scrapy_neardup")
 
 T = TypeVar("T")
 
+#: Guesses of a copy's article by a prior that brought no page (a 404) on a host, after which the prior is not
+#: used there for guessing in this crawl (the rule's counts are not touched: a missing page is no other page).
+GUESS_MISSES = 2
+#: Hosts whose missed guesses are remembered (the table is emptied beyond it).
+MAX_GUESS_HOSTS = 100_000
+
 #: How often the roll of the processes crawling on the store is read again, in seconds (whether this process
 #: crawls alone on it: :meth:`StoreThread.likely_page`).
 ROLL_READ_SECS = 1.0
@@ -86,6 +92,8 @@ class StoreThread:
         self._beats: LoopingCall | None = None
         self._roll_read_at = -ROLL_READ_SECS
         self._crawls_alone = False
+        #: Per host, the priors whose guesses brought no page, and how often (:meth:`guess_failed`).
+        self._guess_misses: dict[str, dict[str, int]] = {}
 
     def open(
         self,
@@ -266,23 +274,33 @@ class StoreThread:
         def guess(detector: Detector) -> tuple[str, tuple[str, ...]] | None:
             if not self._alone(detector):
                 return None
-            found = rules.book.likely_page(url)
+            misses = self._guess_misses.get(host_of(url), {})
+            found = rules.book.likely_page(url, [name for name, n in misses.items() if n >= GUESS_MISSES])
             if found is None or found[0] == url or detector.group_of(found[0]) is not None:
                 return None
             return found
 
         return await self._run(guess, None)
 
-    async def guess_failed(self, url: str, rules: tuple[str, ...]) -> None:
-        """A page guessed by :meth:`likely_page` could not be had, or the copy is not its near-duplicate: a
-        failure of each rule used on ``url``'s host, so that a prior wrong for the host is not used there again."""
+    async def guess_failed(self, url: str, rules: tuple[str, ...], had: bool) -> None:
+        """A page guessed by :meth:`likely_page` for the copy at ``url``: when it was ``had`` and the copy is
+        not its near-duplicate (another page), a failure of each rule used, on the copy's host, as the rules
+        count one; when it brought no page (a 404), a miss of each, and the rules missed
+        :data:`GUESS_MISSES` times are not used for guessing on that host in this crawl."""
         learner = self.rules
         if learner is None:
             return
 
         def failed(detector: Detector) -> None:
+            if had:
+                for name in rules:
+                    learner.book.record(url, UrlRule.parse(name), False)
+                return
+            if len(self._guess_misses) > MAX_GUESS_HOSTS:
+                self._guess_misses.clear()
+            misses = self._guess_misses.setdefault(host_of(url), {})
             for name in rules:
-                learner.book.record(url, UrlRule.parse(name), False)
+                misses[name] = misses.get(name, 0) + 1
 
         await self._run(failed, None)
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import NamedTuple, Protocol
@@ -610,12 +610,12 @@ class RuleBook:
         )
         return min(EXPLORE_MAX, self.explore * max(1.0, EXPLORE_MATURE / max(youngest, 1)))
 
-    def likely_page(self, url: str) -> tuple[str, tuple[str, ...]] | None:
+    def likely_page(self, url: str, unused: Collection[str] = ()) -> tuple[str, tuple[str, ...]] | None:
         """The URL ``url`` is most likely a copy of, to fetch and decide first (a guess the content then
         confirms or not, as a declared canonical): ``url`` rewritten by its host's confident rules and by the
         priors every site shares (its tracking parameters dropped, an ``amp`` or ``print`` first or last
-        segment dropped: :data:`PRIOR_SEGMENTS`) that have not failed on its host; with the names of the
-        rules used. ``None`` when none rewrites it."""
+        segment dropped: :data:`PRIOR_SEGMENTS`) that have not failed on its host, nor are named in ``unused``;
+        with the names of the rules used. ``None`` when none rewrites it."""
         host = host_of(url)
         counts = self.counts.get(host, {})
         confident = self.confident(host)
@@ -624,7 +624,9 @@ class RuleBook:
             UrlRule("param", name) for name, _ in parse_qsl(parts.query, keep_blank_values=True) if is_tracking(name)
         ]
         priors += [UrlRule(kind, segment) for kind in ("prefix", "suffix") for segment in PRIOR_SEGMENTS]
-        rules = set(confident) | {rule for rule in priors if not counts.get(rule.name, _NONE)[1]}
+        rules = set(confident) | {
+            rule for rule in priors if not counts.get(rule.name, _NONE)[1] and rule.name not in unused
+        }
         steps = _steps(url, in_order(rules))
         if not steps:
             return None

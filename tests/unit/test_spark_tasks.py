@@ -13,7 +13,7 @@ from demo_site import build_site
 from scrapy_neardup.offline.batch import BatchDeduplicator
 from scrapy_neardup.offline.cli.common import config_of
 from scrapy_neardup.offline.inputs import Document, DocumentReader, ReadCounts
-from scrapy_neardup.offline.pairs import pair_of
+from scrapy_neardup.offline.pairs import FinalGroups, final_pairs, verdict_record
 from scrapy_neardup.offline.spark import SparkUnavailable, check_spark, java_version
 from scrapy_neardup.offline.spark.tasks import (
     ALL_PAIRS_UP_TO,
@@ -118,9 +118,15 @@ def test_the_documents_decided_as_one_component_give_the_local_runs_pairs(mode, 
     docs = _demo_documents()
     path = tmp_path / "in.jsonl"
     path.write_text("".join(json.dumps({"url": d.url, "html": d.html}) + "\n" for d in docs))
-    local = []
-    BatchDeduplicator(config, workers=1).run(DocumentReader([str(path)]), lambda v: local.append(pair_of(v)))
-    expected = [(p.near, p.page, round(p.similarity, 4)) for p in local if p is not None]
+    records, groups = [], FinalGroups()
+
+    def kept(verdict):
+        groups.note(verdict)
+        records.append((len(records), verdict_record(verdict, cluster_mode=mode)))
+
+    BatchDeduplicator(config, workers=1).run(DocumentReader([str(path)]), kept)
+    local = [pair for _, pair, _ in final_pairs(lambda: records, groups) if pair is not None]
+    expected = [(p.near, p.page, round(p.similarity, 4)) for p in local]
     prepared = [
         p for p in prepare_documents(config, [SourceDocument(i, d) for i, d in enumerate(docs)]) if p.fingerprinted
     ]
