@@ -40,6 +40,23 @@ def crawl(site: str, *settings: str) -> tuple[int, dict[str, int]]:
     return proc.wait(), counts
 
 
+def read_items() -> list[dict]:
+    with open(os.path.join(HERE, "items.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def show_groups(items: list[dict], site: str) -> None:
+    """Each group's name, then its tagged members with their similarity."""
+    groups: dict[str, list[dict]] = {}
+    for item in items:
+        if item.get("near_duplicate_of"):
+            groups.setdefault(item["near_duplicate_of"], []).append(item)
+    for name, members in sorted(groups.items()):
+        print(f"   {name.replace(site, '/')}")
+        for item in sorted(members, key=lambda i: i["url"]):
+            print(f"      ~ {item['url'].replace(site, '/')}  ({item['near_duplicate_similarity']:.2f})")
+
+
 def main() -> int:
     server = make_server(0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -57,8 +74,7 @@ def main() -> int:
         status, counts = crawl(site, "NEARDUP_RESET=True")
         if status:
             return 1
-        with open(os.path.join(HERE, "items.jsonl")) as f:
-            items = [json.loads(line) for line in f]
+        items = read_items()
         tagged = [i for i in items if i.get("near_duplicate_of")]
         untagged = counts.get("duplicates", 0) - len(tagged)
         print(
@@ -70,20 +86,18 @@ def main() -> int:
                 if untagged
                 else ""
             )
-            + ":"
+            + "; each group named after the page it first reached the spider through:"
         )
-        for item in sorted(tagged, key=lambda i: i["near_duplicate_of"]):
-            print(
-                f"   {item['url'].replace(site, '/')}  ~  {item['near_duplicate_of'].replace(site, '/')}"
-                f"  ({item['near_duplicate_similarity']:.2f})"
-            )
+        show_groups(items, site)
         print("== Crawl 2: same store; every page is already known")
         status, counts = crawl(site)
         if status:
             return 1
+        print("== The groups as the store keeps them, each named after its best copy (what crawl 2 tagged):")
+        show_groups(read_items(), site)
+        return 0
     finally:
         server.shutdown()
-    return 0
 
 
 if __name__ == "__main__":
