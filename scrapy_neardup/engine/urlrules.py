@@ -19,7 +19,9 @@ predicted were duplicates often enough, and a fraction of its predictions is sti
   success rate, ``(successes + 1) / (trials + 2)`` (Laplace's rule of succession), is at least
   ``min_confidence``. A rule that fails is retired at its first failure: from then on it needs
   :data:`FAILED_CONFIDENCE` on that host, about fifty successes a failure, so that a parameter that matters
-  now and then (an edited revision that is another page) is not used however often it succeeds.
+  now and then (an edited revision that is another page) is not used however often it succeeds; or it comes
+  back once it holds again, its successes in a row since its last failure confident on their own at that bar
+  (:meth:`RuleBook.held_again`), so that a few broken copies met early do not retire it for good.
 * A rule **learns across hosts**: sites share their duplicate-making patterns (``utm_source``, ``amp``,
   ``print``), so a rule confident on at least ``prior_hosts`` other hosts lends its pooled success rate to a
   new host as a prior of ``PRIOR_WEIGHT`` trials (the empirical-Bayes estimate of a rate shared by groups:
@@ -432,6 +434,9 @@ class RuleBook:
         #: ``prior_support`` with a prior): a prediction is asked for only there (and where hand-written rules
         #: are); whether a rule is used is then decided on its counts (:meth:`confident`).
         self.candidates: set[str] = set()
+        #: Per host and rule, its successes in a row since its last failure, in this process's trials: a rule
+        #: that failed comes back once they alone make it confident (:meth:`held_again`).
+        self._streaks: dict[tuple[str, str], int] = {}
         self._candidate_from = min(min_support, prior_support) if prior_hosts > 0 else min_support
 
     def count_of(self, host: str, rule: UrlRule) -> RuleCount:
@@ -548,9 +553,11 @@ class RuleBook:
         if success:
             count = (before[0] + 1, before[1])
             pending[0] += 1
+            self._streaks[(host, name)] = self._streaks.get((host, name), 0) + 1
         else:
             count = (before[0], before[1] + 1)
             pending[1] += 1
+            self._streaks[(host, name)] = 0
         rules[name] = count
         self._counted(host, rule, count, before)
 
@@ -577,10 +584,38 @@ class RuleBook:
         prior_s = PRIOR_WEIGHT * (others_s + 1) / (others_s + others_f + 2)
         return (successes + prior_s + 1) / (successes + failures + PRIOR_WEIGHT + 2)
 
+    def held_again(self, host: str, rule: UrlRule) -> bool:
+        """Whether a rule that failed on ``host`` has held since: its successes in a row since its last failure
+        there (in this process's trials) make it confident on their own, at the bar a failed rule needs. A few
+        broken copies met early then retire a rule until it holds again, not for good."""
+        streak = self._streaks.get((host, rule.name), 0)
+        bar = max(self.min_confidence, FAILED_CONFIDENCE)
+        return streak >= self.min_support and confidence(streak, 0) >= bar
+
+    def why_unused(self, host: str, rule: UrlRule) -> str:
+        """Why a prediction on ``host`` may not use ``rule`` (``""``: it may), in a few words for a listing."""
+        count = self.counts.get(host, {}).get(rule.name, _NONE)
+        if self.used(host, rule, count):
+            return ""
+        successes, failures = count
+        if failures:
+            bar = max(self.min_confidence, FAILED_CONFIDENCE)
+            has = confidence(successes, failures)
+            streak = self._streaks.get((host, rule.name), 0)
+            return (
+                f"failed {failures} times here: it needs confidence {bar:g} (has {has:.3f}), or to hold again "
+                f"since its last failure ({streak} successes in a row so far)"
+            )
+        if successes < self.min_support:
+            return f"{successes} successes of the {self.min_support} it needs"
+        return f"confidence {confidence(successes, failures):.3f}, below {self.min_confidence:g}"
+
     def used(self, host: str, rule: UrlRule, count: _Count) -> bool:
         """Whether a prediction on ``host`` may use ``rule`` (with ``count``, its successes and failures
         there)."""
         if self._own(count):
+            return True
+        if count[1] and self.held_again(host, rule):
             return True
         if count[1] or count[0] < self.prior_support:
             return False  # the prior serves a rule that has not failed here: one failure, and it is on its own

@@ -58,7 +58,7 @@ class ReportData:
     groups: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
     patterns: Counter[tuple[str, str]] = field(default_factory=Counter)
     similarities: list[float] = field(default_factory=list)
-    rules: list[tuple[str, str, int, int, float, bool]] = field(default_factory=list)
+    rules: list[tuple[str, str, int, int, float, bool, str]] = field(default_factory=list)
     crawls: list[CrawlBooks] = field(default_factory=list)
 
     @property
@@ -123,7 +123,8 @@ def collect(
     book = build_rule_book(config)
     book.merge(rule_counts)
     for host, rule, count, used in book.listing():
-        data.rules.append((host, rule.name, count.successes, count.failures, count.confidence, used))
+        why = "" if used else book.why_unused(host, rule)
+        data.rules.append((host, rule.name, count.successes, count.failures, count.confidence, used, why))
     data.hosts = dict(hosts)
     data.groups = dict(groups)
     return data
@@ -285,12 +286,13 @@ def render(data: ReportData, threshold_note: str = "") -> str:
     if data.rules:
         out.append(
             "<table><thead><tr><th>host</th><th>rule</th><th class=n>successes</th><th class=n>failures</th>"
-            "<th class=n>confidence</th><th>used</th></tr></thead><tbody>"
+            "<th class=n>confidence</th><th>used</th><th>why not</th></tr></thead><tbody>"
         )
-        for host, name, successes, failures, confidence, used in data.rules:
+        for host, name, successes, failures, confidence, used, why in data.rules:
             out.append(
                 f"<tr><td class=url>{_e(host)}</td><td class=url>{_e(name)}</td><td class=n>{successes:,}</td>"
-                f"<td class=n>{failures:,}</td><td class=n>{confidence:.3f}</td><td>{'yes' if used else 'no'}</td></tr>"
+                f"<td class=n>{failures:,}</td><td class=n>{confidence:.3f}</td><td>{'yes' if used else 'no'}</td>"
+                f"<td>{_e(why)}</td></tr>"
             )
         out.append("</tbody></table>")
     else:

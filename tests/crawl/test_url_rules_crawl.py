@@ -106,11 +106,13 @@ def test_learn_mode_fetches_everything_and_keeps_the_rules(tmp_path):
     # scrapy-neardup rules: the table, JSON, and duplicate-url-discarder's rule file.
     url = f"sqlite:///{tmp_path}/store.sqlite3"
     table = cli("rules", url, "--min-support", "3", "--min-confidence", "0.9")
-    assert table.splitlines()[1].split("\t") == ["127.0.0.1", "param:utm_source", "12", "0", "0.9286", "yes"]
-    assert cli("rules", url).splitlines()[1:] == ["127.0.0.1\tparam:utm_source\t12\t0\t0.9286\tyes"]  # defaults
+    assert table.splitlines()[1].split("\t") == ["127.0.0.1", "param:utm_source", "12", "0", "0.9286", "yes", ""]
+    assert cli("rules", url).splitlines()[1:] == ["127.0.0.1\tparam:utm_source\t12\t0\t0.9286\tyes\t"]  # defaults
     assert cli("rules", url, "--min-confidence", "0.95").splitlines() == [
-        "host\trule\tsuccesses\tfailures\tconfidence\tused"
+        "host\trule\tsuccesses\tfailures\tconfidence\tused\twhy unused"
     ]
+    unused = cli("rules", url, "--min-confidence", "0.95", "--all").splitlines()[1].split("\t")
+    assert unused[5:] == ["no", "confidence 0.929, below 0.95"], unused
     listed = json.loads(cli("rules", url, "--all", "--format", "json"))
     assert listed == [
         {
@@ -121,6 +123,7 @@ def test_learn_mode_fetches_everything_and_keeps_the_rules(tmp_path):
             "confidence": 0.9286,
             "confident": True,
             "source": "learned",
+            "why_unused": "",
         }
     ]
     out = tmp_path / "dud.json"

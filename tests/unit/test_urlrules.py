@@ -307,3 +307,29 @@ def test_the_books_counts_are_nothing_the_collector_walks():
     assert book.count_of("h1.example", rules[1]) == (9, 1)  # the store's: this book gave its own before
     assert book.count_of("h2.example", rules[0]).confidence == pytest.approx(3 / 5)
     assert book.confident("h2.example") == [rules[1]]  # utm_source failed once there: it needs 0.98
+
+
+def test_a_rule_retired_by_a_few_broken_copies_comes_back_once_it_holds_again():
+    """``prefix:amp`` met seven broken AMP copies early (218 successes, 7 failures: 0.965, under the 0.98 a
+    failed rule needs): it is retired, and says why, until its successes since its last failure make it
+    confident on their own (48 in a row at 0.98); a rule failing every tenth trial never comes back."""
+    rule = UrlRule("prefix", "amp")
+    book = RuleBook(min_support=20, min_confidence=0.98)
+    for i in range(7):
+        book.record(f"https://a.com/amp/broken/{i}", rule, False)
+    _succeed(book, "a.com", rule, 218)  # retired on its counts alone, but 218 in a row since
+    assert book.confident("a.com") == [rule] and book.why_unused("a.com", rule) == ""
+    book.record("https://a.com/amp/broken/8", rule, False)
+    assert book.confident("a.com") == []
+    assert book.why_unused("a.com", rule).startswith("failed 8 times here: it needs confidence 0.98 (has 0.961)")
+    _succeed(book, "a.com", rule, 47)
+    assert book.confident("a.com") == [] and "(47 successes in a row so far)" in book.why_unused("a.com", rule)
+    _succeed(book, "a.com", rule, 1)
+    assert book.confident("a.com") == [rule]
+    other = UrlRule("param", "rev")
+    for n in range(300):
+        book.record(f"https://b.com/{n}?rev=2", other, n % 10 != 9)
+    assert book.confident("b.com") == [] and book.why_unused("b.com", other).startswith("failed 30 times")
+    fresh = UrlRule("param", "ref")
+    _succeed(book, "c.com", fresh, 5)
+    assert book.why_unused("c.com", fresh) == "5 successes of the 20 it needs"

@@ -83,6 +83,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
                             "confidence": round(count.confidence, 4),
                             "confident": confident,
                             "source": source,
+                            "why_unused": "" if confident or source == "file" else book.why_unused(host, rule),
                         }
                         for source, table in (("learned", rows), ("file", hand))
                         for host, rule, count, confident in table
@@ -100,16 +101,17 @@ def cmd_rules(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
         else:
-            out.write("host\trule\tsuccesses\tfailures\tconfidence\tused\n")
+            out.write("host\trule\tsuccesses\tfailures\tconfidence\tused\twhy unused\n")
             for host, rule, count, confident in rows:
                 out.write(
                     f"{tsv_field(host)}\t{tsv_field(rule.name)}\t{count.successes}\t{count.failures}\t"
-                    f"{count.confidence:.4f}\t{'yes' if confident else 'no'}\n"
+                    f"{count.confidence:.4f}\t{'yes' if confident else 'no'}\t"
+                    f"{'' if confident else book.why_unused(host, rule)}\n"
                 )
             for host, rule, count, used in hand:
                 out.write(
                     f"{tsv_field(host)}\t{tsv_field(rule.name)}\t{count.successes}\t{count.failures}\t"
-                    f"{count.confidence:.4f}\t{'file' if used else 'no'}\n"
+                    f"{count.confidence:.4f}\t{'file' if used else 'no'}\t\n"
                 )
     except BaseException:
         output.discard()
