@@ -46,10 +46,6 @@ GUESS_MISSES = 2
 #: Hosts whose missed guesses are remembered (the table is emptied beyond it).
 MAX_GUESS_HOSTS = 100_000
 
-#: How often the roll of the processes crawling on the store is read again, in seconds (whether this process
-#: crawls alone on it: :meth:`StoreThread.likely_page`).
-ROLL_READ_SECS = 1.0
-
 
 @dataclass(frozen=True)
 class Outcome:
@@ -90,8 +86,6 @@ class StoreThread:
         #: This process among those crawling on the store (:class:`~scrapy_neardup.store.parts.RunningCrawl`).
         self.member = ""
         self._beats: LoopingCall | None = None
-        self._roll_read_at = -ROLL_READ_SECS
-        self._crawls_alone = False
         #: Per host, the priors whose guesses brought no page, and how often (:meth:`guess_failed`).
         self._guess_misses: dict[str, dict[str, int]] = {}
 
@@ -265,14 +259,15 @@ class StoreThread:
     async def likely_page(self, url: str) -> tuple[str, tuple[str, ...]] | None:
         """The URL ``url`` is most likely a copy of by its host's confident rules and the priors every site
         shares (:meth:`~scrapy_neardup.engine.urlrules.RuleBook.likely_page`), when that page is not filed
-        yet: a page to fetch and decide first, as a declared one. ``None`` without URL rules, or while other
-        processes crawl on the store (:meth:`_alone`)."""
+        yet: a page to fetch and decide first, as a declared one. ``None`` without URL rules, or on a store other
+        processes may share (Redis): they cannot tell which of them fetches such a page, and the one that
+        fetched it for its copy would deliver it beside the one whose spider asked for it."""
         rules = self.rules
         if rules is None:
             return None
 
         def guess(detector: Detector) -> tuple[str, tuple[str, ...]] | None:
-            if not self._alone(detector):
+            if not detector.store.local:
                 return None
             misses = self._guess_misses.get(host_of(url), {})
             found = rules.book.likely_page(url, [name for name, n in misses.items() if n >= GUESS_MISSES])
@@ -303,16 +298,6 @@ class StoreThread:
                 misses[name] = misses.get(name, 0) + 1
 
         await self._run(failed, None)
-
-    def _alone(self, detector: Detector) -> bool:
-        """Whether this process crawls on the store by itself (the roll read again at most every
-        :data:`ROLL_READ_SECS`). Processes that share a store cannot tell which of them fetches a page a copy's
-        URL leads to, and one that fetched it for its copy would deliver it beside the one whose spider asked."""
-        now = time.monotonic()
-        if now - self._roll_read_at >= ROLL_READ_SECS:
-            self._roll_read_at = now
-            self._crawls_alone = len(set(detector.store.running.members()) - {self.member}) == 0
-        return self._crawls_alone
 
     async def fetched_now(self, key: str) -> bool | None:
         """Whether ``key`` was filed or fetched again in this crawl, by any process of it."""

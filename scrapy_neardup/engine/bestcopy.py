@@ -39,13 +39,12 @@ def _is_decoration(segment: str) -> bool:
     return lowered in DECORATIONS or (lowered.replace("-", "").isdigit() and len(lowered) in (2, 4, 8, 10))
 
 
-def copy_rank(url: str) -> tuple[int, int, int, int, int, int, int, int, int]:
+def copy_rank(url: str) -> tuple[int, int, int, int, int, int, int, int]:
     """A URL's place in the order of copies, best first: fewer tracking or session parameters, fewer
     decorations (an ``amp``, ``print``, ``comments`` or archive date segment: :data:`DECORATIONS`), fewer
-    parameters, fewer path segments, https, no index file, no trailing slash, no ``www.``, a shorter path (as
-    Nutch keeps the shortest URL: ``/news/bridge.html`` over its revision ``/news/bridge-updated.html``). The
-    page's own shape comes before its scheme: an article served over http has no better copy in its https
-    print view or its https ``?rev=2`` revision."""
+    parameters, fewer path segments, https, no index file, no trailing slash, no ``www.``. The page's own
+    shape comes before its scheme: an article served over http has no better copy in its https print view or
+    its https ``?rev=2`` revision."""
     parts = urlsplit(url)
     params = parse_qsl(parts.query, keep_blank_values=True)
     path = parts.path or "/"
@@ -60,11 +59,43 @@ def copy_rank(url: str) -> tuple[int, int, int, int, int, int, int, int, int]:
         1 if segments and segments[-1] in INDEX_NAMES else 0,
         1 if path != "/" and path.endswith("/") else 0,
         1 if (parts.hostname or "").startswith("www.") else 0,
-        len(path),
     )
 
 
 def better_copy(new: str, old: str) -> bool:
     """Whether ``new`` should be its group's page instead of ``old``: both of one host, ``new`` strictly first
-    in :func:`copy_rank`."""
-    return new != old and host_of(new) == host_of(old) and copy_rank(new) < copy_rank(old)
+    in :func:`copy_rank`, or alike there and ``old`` a revision of it (:func:`revision_of`)."""
+    if new == old or host_of(new) != host_of(old):
+        return False
+    new_rank, old_rank = copy_rank(new), copy_rank(old)
+    return new_rank < old_rank or (new_rank == old_rank and revision_of(old, new))
+
+
+#: What separates a page's name from a revision's suffix (``bridge-updated``, ``bridge_v2``, ``bridge.1``).
+_REVISION_SEPARATORS = "-_."
+
+
+def revision_of(url: str, page: str) -> bool:
+    """Whether ``url`` names a revision of ``page``: the same path and query but its last segment, whose name
+    (its extension aside) is ``page``'s followed by a separator and more (``/news/bridge-updated.html`` of
+    ``/news/bridge.html``). Strictly longer, so the relation has no cycle: re-pointing by it always ends."""
+    a, b = urlsplit(url), urlsplit(page)
+    if a.query != b.query:
+        return False
+    head_a, _, last_a = a.path.rpartition("/")
+    head_b, _, last_b = b.path.rpartition("/")
+    if head_a != head_b or not last_b:
+        return False
+    stem_a, ext_a = _split_extension(last_a)
+    stem_b, ext_b = _split_extension(last_b)
+    return (
+        ext_a == ext_b
+        and len(stem_a) > len(stem_b) + 1
+        and stem_a.startswith(stem_b)
+        and stem_a[len(stem_b)] in _REVISION_SEPARATORS
+    )
+
+
+def _split_extension(segment: str) -> tuple[str, str]:
+    stem, dot, ext = segment.rpartition(".")
+    return (stem, dot + ext) if dot and stem and ext.isalnum() and len(ext) <= 5 else (segment, "")

@@ -35,6 +35,8 @@ def test_the_clean_copy_is_better(new, old):
     ("a", "b"),
     [
         ("https://a.com/a/2", "https://a.com/a/3"),  # alike in every respect: neither takes the group
+        ("https://a.com/copy", "https://a.com/article"),  # alike, and neither a revision of the other
+        ("https://a.com/news/bridge.html", "https://a.com/other/bridge-updated.html"),  # another folder
         ("https://a.com/x", "https://b.com/x?utm_source=feed"),  # another host: declarations decide that
         ("https://a.com/x", "https://a.com/x"),
     ],
