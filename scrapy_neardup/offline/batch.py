@@ -398,8 +398,10 @@ class BatchDeduplicator:
             self.guard = build_template_guard(self.config, self.detector.algorithm)
         loop = DecisionLoop(self.detector, self.guard, batch=BATCH)
         ahead = DeclaredAhead.scan(self.config, documents) if isinstance(documents, DocumentReader) else None
-        # A store that held documents: those met again with the same bytes are not extracted again.
-        inputs = self._unchanged(documents) if self.detector.store.count() else documents
+        # A store that held documents: those met again with the same bytes are not extracted again (but where
+        # every fingerprint is asked for: --all-pairs compares each document with every other).
+        rerun = on_fingerprint is None and self.detector.store.count() > 0
+        inputs = self._unchanged(documents) if rerun else documents
 
         def report(decisions: list[Decision]) -> None:
             for decision in decisions:
@@ -423,6 +425,10 @@ class BatchDeduplicator:
                     stats.seen += 1
                     stats.unchanged += 1
                     on_verdict(verdict)
+                    if progress is not None:
+                        progress.update(stats)
+                    if should_stop is not None and should_stop():
+                        break
                     continue
                 if isinstance(result, Unreadable):
                     if isinstance(documents, DocumentReader):
