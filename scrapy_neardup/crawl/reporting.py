@@ -205,7 +205,7 @@ class Reporter:
             "(such requests are counted in neardup/skipped/predicted; see NEARDUP_URL_RULES)",
         )
 
-    def books(self, started: float, process: str, soft404_hosts: int) -> CrawlBooks:
+    def books(self, started: float, process: str) -> CrawlBooks:
         """This crawl's books, from its stats and what it counted; also set as the ``neardup/books/*`` stats."""
         get = self.stats.get_value
         books = CrawlBooks(
@@ -223,7 +223,7 @@ class Reporter:
             fetches_avoided=get("neardup/books/fetches_avoided", 0),
             bytes_avoided=int(self._bytes_avoided),
             cpu_seconds=round(self.cpu_seconds, 3),
-            soft404_hosts=soft404_hosts,
+            soft404_hosts=get("neardup/soft404/hosts", 0),
             hosts={host: dict(counts) for host, counts in sorted(self._hosts.items())},
             soft404_pages=tuple(self._soft404_pages),
             predicted_pages=tuple(self._predicted_pages),

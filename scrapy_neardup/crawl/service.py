@@ -45,7 +45,6 @@ from .preparer import Preparer
 from .reactor import in_thread
 from .reporting import Reporter
 from .screening import Job, Skip
-from .soft404 import HostAnswers
 from .startup import CLOSE_FROM_OPENED, FAILS_START_UP, ReportedOnce, StoreOpenFailed, expire, process_name
 from .storethread import Outcome, StoreThread
 from .templates import LearnedTemplates
@@ -72,8 +71,6 @@ class NearDupService:
         self._threads = max(1, crawler.settings.getint("REACTOR_THREADPOOL_MAXSIZE", 10))
         self.preparer = self._preparer(config, None)
         self.store_thread = StoreThread()
-        #: Each host's answer to a URL that cannot exist (NEARDUP_SOFT404), probed by the downloader middleware.
-        self.soft404_answers = HostAnswers()
         #: Why the store could not be opened (a finish reason), once it could not: no response goes through.
         self.refused: str | None = None
         self._initial = 0  # pages in the store when it was opened
@@ -246,7 +243,7 @@ class NearDupService:
                     self.report.set(f"neardup/workers/{name}", value)
         except Exception:  # the store must still be flushed and closed below
             logger.exception("scrapy-neardup: stopping the extraction workers failed", extra={"spider": spider})
-        books = self.report.books(self.started, process_name(), self.soft404_answers.hosts_with_answer)
+        books = self.report.books(self.started, process_name())
         try:
             if thread is not None:
                 await in_thread(thread, self.store_thread.close, books)
@@ -272,7 +269,7 @@ class NearDupService:
         if self.store_thread.lookup_failures:
             self.report.set("neardup/store/lookup_failures", self.store_thread.lookup_failures)
         if self.config.soft404:
-            self.report.set("neardup/soft404/hosts", self.soft404_answers.hosts_with_answer)
+            self.report.set("neardup/soft404/hosts", self.report.stats.get_value("neardup/soft404/hosts", 0))
         self.report.log_summary(spider)
 
     # -- the work ----------------------------------------------------------------------------------

@@ -116,8 +116,6 @@ class HostAnswers:
 
     def __init__(self, max_hosts: int = MAX_PROBED_HOSTS) -> None:
         self.max_hosts = max_hosts
-        #: Probes answered with a page: the soft-404 hosts met (a host forgotten and probed again counts again).
-        self.hosts_with_answer = 0
         self._answers: OrderedDict[str, Answer] = OrderedDict()
         self._waiting: dict[str, list[Deferred]] = {}
 
@@ -142,7 +140,6 @@ class HostAnswers:
         except Exception:  # noqa: BLE001 - a failed probe means no soft-404 answer, never a failed page
             found = None
         self._answers[host] = found
-        self.hosts_with_answer += found is not None
         if len(self._answers) > self.max_hosts:
             self._answers.popitem(last=False)
         for waiter in self._waiting.pop(host):
@@ -192,6 +189,8 @@ class Soft404Check:
     def __init__(self, service: NearDupService, requests: OwnRequests) -> None:
         self.service = service
         self.requests = requests
+        #: Each host's answer to a URL that cannot exist, probed once per host on first need.
+        self.answers = HostAnswers()
         self.short_groups = ShortTextGroups()
 
     async def verdict(self, key: str, url: str, prepared: Prepared) -> Verdict | None:
@@ -200,7 +199,7 @@ class Soft404Check:
         found" pages are a heading and a sentence."""
         if prepared.fingerprint is None and not prepared.short_text:
             return None
-        answer = await self.service.soft404_answers.answer(url, self._probe)
+        answer = await self.answers.answer(url, self._probe)
         detector = self.service.store_thread.detector
         if answer is None or detector is None:
             return None
@@ -240,4 +239,7 @@ class Soft404Check:
         if not 200 <= response.status < 300 or not is_html(response) or response.url != url:
             return None
         prepared = await self.requests.prepared(response, short=True)
-        return None if prepared is None else HostAnswer.of(prepared, url)
+        if prepared is None:
+            return None
+        self.service.report.count("neardup/soft404/hosts")  # a soft-404 host (a host probed again counts again)
+        return HostAnswer.of(prepared, url)

@@ -41,7 +41,7 @@ def _last_line(exc: BaseException) -> str:
 def cmd_dedup_spark(args: argparse.Namespace) -> int:
     from ..inputs import InputError
     from ..spark import SparkUnavailable, check_spark
-    from .dedup import cluster_line, nothing_read, open_outputs, pair_line, summary_line
+    from .outputs import cluster_line, nothing_read, open_outputs, pair_line, summary_line
 
     why = refusal(args)
     if why:
