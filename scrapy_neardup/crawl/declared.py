@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
+from ..engine.bounded import remember
 from ..engine.canonical import may_fetch, site_of
 from ..engine.decisions import Declared
 from ..engine.urlrules import same_host
@@ -39,16 +40,6 @@ MAX_KEPT_RESPONSES = 256
 DECLARED_WAIT_SECS = 30.0
 #: Declared pages remembered as not to be had (their fetch failed in this crawl), the oldest forgotten first.
 MAX_FAILED_DECLARED = 10_000
-
-T = TypeVar("T")
-
-
-def _remember(table: OrderedDict[str, T], key: str, value: T, limit: int) -> None:
-    """``key`` put last in ``table`` (the most recently met), the oldest forgotten beyond ``limit``."""
-    table[key] = value
-    table.move_to_end(key)
-    while len(table) > limit:
-        table.popitem(last=False)
 
 
 def _release(waiters: Iterable[Deferred]) -> None:
@@ -179,16 +170,16 @@ class DeclaredPages:
                 f"not be fetched ({type(exc).__name__}: {exc}); {key} is checked on its own (such "
                 "pages are counted in neardup/canonical/fetch_failed)",
             )
-            _remember(self._failed, declared_url, None, MAX_FAILED_DECLARED)
+            remember(self._failed, declared_url, None, MAX_FAILED_DECLARED)
             return None
         else:
             if not 200 <= response.status < 300 or not is_html(response):
                 report.count("neardup/canonical/fetch_failed")
-                _remember(self._failed, declared_url, None, MAX_FAILED_DECLARED)
+                remember(self._failed, declared_url, None, MAX_FAILED_DECLARED)
                 return None
             if response.url not in (key, request.url):  # not a declaration that led back to the copy itself
                 # Kept at once, not once the copy is decided: the page's own request may come meanwhile.
-                _remember(self._kept, response.url, response, MAX_KEPT_RESPONSES)
+                remember(self._kept, response.url, response, MAX_KEPT_RESPONSES)
             return response
         finally:
             if self._downloading.get(declared_url) is waiting:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from ..engine.bounded import remember
 from ..engine.detector import Verdict
 
 #: Pages emitted as near-duplicates whose group name is remembered, the least recently named forgotten first
@@ -48,8 +49,8 @@ class GroupNames:
         else:
             return verdict.key
         if name != verdict.key:
-            self._remember(self._names, verdict.key, name)
-            self._remember(self._given, name, None)
+            remember(self._names, verdict.key, name, self.limit)
+            remember(self._given, name, None, self.limit)
         return name
 
     def of(self, verdict: Verdict) -> str:
@@ -62,9 +63,3 @@ class GroupNames:
         if not verdict.is_duplicate:
             return verdict.key
         return self._names.get(verdict.canonical, verdict.canonical)
-
-    def _remember(self, table: OrderedDict, key: str, value: object) -> None:
-        table[key] = value
-        table.move_to_end(key)
-        while len(table) > self.limit:
-            table.popitem(last=False)
