@@ -56,9 +56,10 @@ class Ready(NamedTuple):
 class Unchanged(NamedTuple):
     """A document filed in an earlier run with the same bytes (:func:`document_digest`): its verdict is the one
     it has, read from the store, without extraction. Passed through the workers' queue as it is, to keep its
-    place in the input's order."""
+    place in the input's order, with the similarity its record holds."""
 
     url: str
+    similarity: float
 
 
 #: What a worker sends back: :class:`Ready`, :class:`Unreadable`, or an :class:`Unchanged` it was given.
@@ -318,7 +319,7 @@ class BatchDeduplicator:
                     out.append(doc)  # expired: checked afresh, as the decision would
                     continue
                 seen.append(doc.url)
-                out.append(Unchanged(doc.url))
+                out.append(Unchanged(doc.url, record.similarity))
             if seen:
                 store.touch(seen)
             yield from out
@@ -354,13 +355,12 @@ class BatchDeduplicator:
         finally:
             pool.close()
 
-    def _seen(self, url: str) -> Verdict | None:
-        """The *seen* verdict of a document filed before with the same bytes, as the decision would make it."""
-        record = self.detector.store.get(url)
-        if record is None:
-            return None
-        root = self.detector.group_of(url)
-        return Verdict("seen", url, root or url, record.similarity)
+    def _seen(self, unchanged: Unchanged) -> Verdict | None:
+        """The *seen* verdict of a document filed before with the same bytes, as the decision would make it:
+        its group's page now (re-pointed by the pages decided before it, maybe); ``None`` when its record is
+        gone or orphaned meanwhile."""
+        root = self.detector.group_of(unchanged.url)
+        return None if root is None else Verdict("seen", unchanged.url, root, unchanged.similarity)
 
     def _declared(
         self, url: str, given: Declaration | None, prepared: Prepared, ahead: DeclaredAhead | None
@@ -417,7 +417,7 @@ class BatchDeduplicator:
             for result in self._results(inputs):
                 if isinstance(result, Unchanged):
                     report(loop.flush())  # the pages decided before it come first
-                    verdict = self._seen(result.url)
+                    verdict = self._seen(result)
                     stats.documents += 1
                     if verdict is None:  # removed meanwhile (another process): nothing to say of it
                         stats.skipped["store_error"] = stats.skipped.get("store_error", 0) + 1
