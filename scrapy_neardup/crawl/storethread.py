@@ -23,7 +23,7 @@ from twisted.python.threadpool import ThreadPool
 
 from ..engine.decisions import Decision, DecisionLoop, Declared
 from ..engine.detector import Detector, Verdict
-from ..engine.urlrules import Learner, Prediction, UrlRule, host_of
+from ..engine.urlrules import Learner, Prediction, UrlRule, host_of, url_shape
 from ..store import StoreError
 from ..store.parts import BEAT_SECS, RunningCrawl
 from .members import died
@@ -265,11 +265,15 @@ class StoreThread:
         rules = self.rules
         if rules is None:
             return None
+        host = host_of(url)
+        # No rule of its host (read here as predicted() reads it) and no prior's shape: nothing rewrites it.
+        if host not in rules.book.candidates and not rules.book.curated.of(host) and not url_shape(url):
+            return None
 
         def guess(detector: Detector) -> tuple[str, tuple[str, ...]] | None:
             if not detector.store.local:
                 return None
-            misses = self._guess_misses.get(host_of(url), {})
+            misses = self._guess_misses.get(host, {})
             found = rules.book.likely_page(url, [name for name, n in misses.items() if n >= GUESS_MISSES])
             if found is None or found[0] == url or detector.group_of(found[0]) is not None:
                 return None
