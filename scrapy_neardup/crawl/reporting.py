@@ -9,7 +9,8 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from ..engine.urlrules import host_of, url_shape
+from ..engine.urlrules import host_of
+from ..engine.urlshape import url_shape
 from ..store.books import NAMED_PREDICTED, NAMED_SOFT404, CrawlBooks, PredictedPage, Soft404Page
 
 if TYPE_CHECKING:

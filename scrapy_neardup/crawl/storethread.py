@@ -23,7 +23,8 @@ from twisted.python.threadpool import ThreadPool
 
 from ..engine.decisions import Decision, DecisionLoop, Declared
 from ..engine.detector import Detector, Verdict
-from ..engine.urlrules import Learner, Prediction, UrlRule, host_of, url_shape
+from ..engine.urlrules import Learner, Prediction, UrlRule, host_of
+from ..engine.urlshape import url_shape
 from ..store import StoreError
 from ..store.parts import BEAT_SECS, RunningCrawl
 from .members import died

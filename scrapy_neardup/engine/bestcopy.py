@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlsplit
 
-from .urlrules import INDEX_NAMES, host_of, is_tracking
+from .urlrules import INDEX_NAMES, host_of
+from .urlshape import is_tracking
 
 #: Path segments that make a URL a rendering of another page's content: an AMP, print, mobile or comments
 #: view, or the archive of the page's date.

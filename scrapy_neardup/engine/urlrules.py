@@ -48,67 +48,12 @@ from functools import lru_cache
 from typing import NamedTuple, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from .urlshape import PRIOR_SEGMENTS, is_tracking
+
 #: The kinds of rule, in the order :meth:`RuleBook.rewrites` applies them.
 KINDS = ("scheme", "www", "index", "prefix", "suffix", "param", "slash")
 #: Last path segments that stand for their directory.
 INDEX_NAMES = frozenset({"index.html", "index.htm", "index.php", "default.aspx", "default.asp", "index.shtml"})
-#: Query parameters that only track a visit or a session: their presence makes a URL a worse copy.
-TRACKING_PARAMS = frozenset(
-    {
-        "fbclid",
-        "gclid",
-        "dclid",
-        "msclkid",
-        "yclid",
-        "mc_cid",
-        "mc_eid",
-        "igshid",
-        "ref",
-        "ref_src",
-        "referrer",
-        "source",
-        "src",
-        "cmpid",
-        "sessionid",
-        "session_id",
-        "sid",
-        "phpsessid",
-        "jsessionid",
-        "aspsessionid",
-        "_ga",
-        "_gl",
-        "share",
-        "from",
-    }
-)
-
-
-def is_tracking(name: str) -> bool:
-    """A query parameter that only tracks a visit or a session (``utm_*`` and :data:`TRACKING_PARAMS`)."""
-    name = name.lower()
-    return name.startswith("utm_") or name in TRACKING_PARAMS
-
-
-#: The path segments of the AMP and print renderings sites make of their pages: with tracking parameters
-#: (:func:`is_tracking`), the rewrites a page's likely original is guessed by before any rule is learned
-#: (:meth:`RuleBook.likely_page`).
-PRIOR_SEGMENTS = ("amp", "print")
-
-
-def url_shape(url: str) -> str:
-    """What kind of copy a URL's shape makes it, by the priors (:data:`PRIOR_SEGMENTS`, :func:`is_tracking`):
-    ``amp`` or ``print`` (its first or last path segment), ``tracking`` (a tracking parameter), or ``""``.
-    Copies of one shape are alike in size (an AMP page is a fraction of its article's)."""
-    parts = urlsplit(url)
-    segments = [s for s in parts.path.lower().split("/") if s]
-    for segment in (segments[0], segments[-1]) if segments else ():
-        if segment in PRIOR_SEGMENTS:
-            return segment
-    if parts.query and any(is_tracking(name) for name, _ in parse_qsl(parts.query, keep_blank_values=True)):
-        return "tracking"
-    return ""
-
-
 #: Path segments a prefix or suffix rule may drop: short words, not identifiers (an article's slug or number
 #: in a path is content, never a variant marker).
 _SEGMENT = re.compile(r"^[a-z][a-z0-9_-]{0,15}$")
