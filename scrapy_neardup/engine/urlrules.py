@@ -511,8 +511,12 @@ class RuleBook:
         it never failed there, and :data:`FAILED_CONFIDENCE` (or ``min_confidence``, when higher) once it
         did."""
         successes, failures = count
-        bar = max(self.min_confidence, FAILED_CONFIDENCE) if failures else self.min_confidence
-        return successes >= self.min_support and confidence(successes, failures) >= bar
+        return successes >= self.min_support and confidence(successes, failures) >= self._bar(failures > 0)
+
+    def _bar(self, failed: bool) -> float:
+        """The confidence a rule needs on a host: ``min_confidence``, and once it ``failed`` there
+        :data:`FAILED_CONFIDENCE` (or ``min_confidence``, when higher)."""
+        return max(self.min_confidence, FAILED_CONFIDENCE) if failed else self.min_confidence
 
     def prior_confidence(self, host: str, rule: UrlRule) -> float | None:
         """The rule's estimated success rate on ``host`` with the prior of the other hosts where it is
@@ -534,8 +538,7 @@ class RuleBook:
         there (in this process's trials) make it confident on their own, at the bar a failed rule needs. A few
         broken copies met early then retire a rule until it holds again, not for good."""
         streak = self._streaks.get((host, rule.name), 0)
-        bar = max(self.min_confidence, FAILED_CONFIDENCE)
-        return streak >= self.min_support and confidence(streak, 0) >= bar
+        return streak >= self.min_support and confidence(streak, 0) >= self._bar(failed=True)
 
     def why_unused(self, host: str, rule: UrlRule) -> str:
         """Why a prediction on ``host`` may not use ``rule`` (``""``: it may), in a few words for a listing."""
@@ -544,7 +547,7 @@ class RuleBook:
             return ""
         successes, failures = count
         if failures:
-            bar = max(self.min_confidence, FAILED_CONFIDENCE)
+            bar = self._bar(failed=True)
             has = confidence(successes, failures)
             streak = self._streaks.get((host, rule.name), 0)
             return (
