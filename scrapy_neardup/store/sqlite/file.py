@@ -140,27 +140,32 @@ def _is_corruption(exc: BaseException) -> bool:
     return type(exc) is sqlite3.DatabaseError
 
 
-def _is_sqlite_file(path: str) -> bool:
-    """Whether the file starts with SQLite's header (``SQLite format 3``): a damaged database of ours does,
-    a text file or another program's data at the store's path does not."""
+#: The first bytes of every SQLite database file.
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _file_header(path: str) -> bytes:
+    """The first 100 bytes of the file at ``path`` (SQLite's header); none when it cannot be read."""
     try:
         with open(path, "rb") as f:
-            return f.read(16) == b"SQLite format 3\x00"
+            return f.read(100)
     except OSError:
-        return False
+        return b""
+
+
+def _is_sqlite_file(path: str) -> bool:
+    """Whether the file starts with SQLite's header: a damaged database of ours does, a text file or another
+    program's data at the store's path does not."""
+    return _file_header(path).startswith(_SQLITE_MAGIC)
 
 
 def _marked_as_ours(path: str) -> bool:
     """Whether the file's header says it is a scrapy-neardup store (SQLite's header, with the application id
     at byte 68): only such a file is ever moved aside by a reset."""
-    try:
-        with open(path, "rb") as f:
-            header = f.read(100)
-    except OSError:
-        return False
+    header = _file_header(path)
     return (
         len(header) == 100
-        and header.startswith(b"SQLite format 3\x00")
+        and header.startswith(_SQLITE_MAGIC)
         and int.from_bytes(header[68:72], "big") == APPLICATION_ID
     )
 
